@@ -1,0 +1,3 @@
+"""outlive: durable agent sessions that outlive requests, tabs and workers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,238 @@
+"""Session, event, entry and owner-event types: plain frozen values that cross every layer."""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "EVENT_TYPES",
+    "MAX_ATTEMPTS",
+    "MAX_TEXT_CHARS",
+    "MAX_TITLE_CHARS",
+    "OWNER_EVENT_TYPES",
+    "TERMINAL",
+    "Claim",
+    "ClaimReason",
+    "Delivery",
+    "Entry",
+    "ErrorInfo",
+    "Event",
+    "Lease",
+    "NewEvent",
+    "OwnerEvent",
+    "Page",
+    "PostResult",
+    "Session",
+    "Status",
+    "TitleState",
+    "new_id",
+]
+
+MAX_TEXT_CHARS = 100_000
+MAX_TITLE_CHARS = 120
+MAX_ATTEMPTS = 5
+
+
+class Status(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+
+
+class TitleState(enum.StrEnum):
+    PENDING = "pending"
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class Delivery(enum.StrEnum):
+    """How a follow-up joins a run. `start` marks input that opens the next run."""
+
+    STEER = "steer"
+    QUEUE = "queue"
+    INTERRUPT = "interrupt"
+    REJECT = "reject"
+    START = "start"
+
+
+class ClaimReason(enum.StrEnum):
+    NEW = "new"
+    CRASH = "crash"
+    HANDOFF = "handoff"
+    FOLLOW_UP = "follow_up"
+
+
+EVENT_TYPES = frozenset(
+    {
+        "session_start",
+        "session_resumed",
+        "session_interrupted",
+        "session_end",
+        "user_message",
+        "user_question",
+        "turn_start",
+        "text_delta",
+        "thinking_delta",
+        "message_end",
+        "tool_start",
+        "tool_progress",
+        "tool_end",
+        "stage",
+        "title",
+        "incomplete",
+        "error",
+    }
+)
+
+OWNER_EVENT_TYPES = frozenset(
+    {
+        "session_created",
+        "session_status",
+        "session_deleted",
+        "session_active_stage",
+        "session_cancel_requested",
+        "session_title",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    owner_id: str
+    agent: str
+    model: str
+    title: str | None
+    title_state: TitleState
+    status: Status
+    stage: str | None
+    attempt: int
+    fence: int
+    lease_worker: str | None
+    lease_expires_at: datetime | None
+    cancel_requested_at: datetime | None
+    delivered_input_seq: int
+    last_seq: int
+    error: ErrorInfo | None
+    abandon_after: float | None
+    watched_at: datetime | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None = None
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a worker holds: every worker write names it and fails if it is stale."""
+
+    session_id: str
+    worker: str
+    fence: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    session: Session
+    reason: ClaimReason
+    lease: Lease | None
+    """None when the claim settled the session instead (cancel requested, attempt cap)."""
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    session_id: str
+    seq: int
+    ts: datetime
+    attempt: int
+    fence: int
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Entry:
+    session_id: str
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    fence: int
+
+
+@dataclass(frozen=True)
+class OwnerEvent:
+    owner_id: str
+    id: int
+    session_id: str
+    ts: datetime
+    type: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PostResult:
+    seq: int
+    delivery: Delivery
+    requeued: bool
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Session]
+    next_cursor: str | None
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_id_lock = threading.Lock()
+_last_ms = 0
+_last_rand = 0
+
+
+def new_id(prefix: str) -> str:
+    """Time-sortable id (ULID layout): ordering by id is ordering by creation, even within a ms."""
+    global _last_ms, _last_rand
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            _last_rand += 1
+        else:
+            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_ms = ms
+        value = (ms << 80) | (_last_rand & ((1 << 80) - 1))
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return f"{prefix}_{''.join(reversed(chars))}"

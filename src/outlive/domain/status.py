@@ -1,0 +1,162 @@
+"""The session status machine of DESIGN §4 as one pure function.
+
+Both store adapters compute every lifecycle change through `transition`, so the table below is
+the single place that decides what a claim, park, settle, cancel, message or delete may do.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from .errors import AlreadyTerminal, IllegalTransition
+from .model import MAX_ATTEMPTS, TERMINAL, ClaimReason, Status
+
+__all__ = ["Action", "LeaseState", "Lifecycle", "Outcome", "transition"]
+
+
+class LeaseState(enum.StrEnum):
+    NONE = "none"
+    """No worker holds the session (queued, terminal, or parked when running)."""
+    HELD = "held"
+    EXPIRED = "expired"
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    CLAIM = "claim"
+    HEARTBEAT = "heartbeat"
+    PARK = "park"
+    SETTLE_SUCCEEDED = "settle_succeeded"
+    SETTLE_FAILED = "settle_failed"
+    SETTLE_CANCELLED = "settle_cancelled"
+    REQUEST_CANCEL = "request_cancel"
+    POST_MESSAGE = "post_message"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """The part of a session the status machine reads and writes."""
+
+    status: Status
+    attempt: int = 0
+    fence: int = 0
+    lease: LeaseState = LeaseState.NONE
+    cancel_requested: bool = False
+    deleted: bool = False
+    ever_claimed: bool = False
+
+    @property
+    def parked(self) -> bool:
+        return self.status is Status.RUNNING and self.lease is LeaseState.NONE
+
+    @property
+    def claimable(self) -> bool:
+        return self.status is Status.QUEUED or (
+            self.status is Status.RUNNING and self.lease is not LeaseState.HELD
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: Lifecycle
+    changed: bool = True
+    claim_reason: ClaimReason | None = None
+    error_code: str | None = None
+    """Set when the transition settles `failed` on its own (`max_attempts`)."""
+    run: bool = False
+    """A claim that hands the session to the worker to run (not settled at claim)."""
+    cancelled_now: bool = False
+    """A cancel request that settled the session at once (it was queued or parked)."""
+
+
+_SETTLE = {
+    Action.SETTLE_SUCCEEDED: Status.SUCCEEDED,
+    Action.SETTLE_FAILED: Status.FAILED,
+    Action.SETTLE_CANCELLED: Status.CANCELLED,
+}
+
+
+def _ended(state: Lifecycle, status: Status, **kw: object) -> Lifecycle:
+    return replace(state, status=status, lease=LeaseState.NONE, **kw)  # type: ignore[arg-type]
+
+
+def transition(
+    state: Lifecycle | None, action: Action, *, max_attempts: int = MAX_ATTEMPTS
+) -> Outcome:
+    """Return what `action` does to `state`, or raise if the table does not allow it."""
+    if action is Action.CREATE:
+        if state is not None:
+            raise IllegalTransition("session already exists")
+        return Outcome(Lifecycle(status=Status.QUEUED))
+    if state is None:
+        raise IllegalTransition(f"{action} on a session that does not exist")
+    if state.deleted and action is not Action.HEARTBEAT and action not in _SETTLE:
+        if action is not Action.CLAIM:
+            raise IllegalTransition(f"{action} on a deleted session")
+
+    if action is Action.CLAIM:
+        return _claim(state, max_attempts)
+    if action is Action.HEARTBEAT:
+        if state.status is not Status.RUNNING or state.lease is LeaseState.NONE:
+            raise IllegalTransition("heartbeat on a session no worker holds")
+        return Outcome(replace(state, lease=LeaseState.HELD))
+    if action is Action.PARK:
+        if state.status is not Status.RUNNING or state.lease is not LeaseState.HELD:
+            raise IllegalTransition("park needs a held running session")
+        return Outcome(replace(state, lease=LeaseState.NONE))
+    if action in _SETTLE:
+        if state.status is not Status.RUNNING or state.lease is not LeaseState.HELD:
+            raise IllegalTransition("settle needs a held running session")
+        return Outcome(_ended(state, _SETTLE[action]))
+    if action is Action.REQUEST_CANCEL:
+        if state.status in TERMINAL:
+            raise AlreadyTerminal(state.status.value)
+        if state.cancel_requested:
+            return Outcome(state, changed=False)
+        if state.status is Status.QUEUED or state.parked:
+            return Outcome(
+                _ended(state, Status.CANCELLED, cancel_requested=True), cancelled_now=True
+            )
+        return Outcome(replace(state, cancel_requested=True))
+    if action is Action.POST_MESSAGE:
+        if state.status in TERMINAL:
+            return Outcome(
+                replace(state, status=Status.QUEUED, attempt=0, cancel_requested=False)
+            )
+        return Outcome(state, changed=False)
+    if action is Action.DELETE:
+        deleted = replace(state, deleted=True)
+        if state.status in TERMINAL:
+            return Outcome(deleted)
+        if state.status is Status.QUEUED or state.parked:
+            return Outcome(
+                _ended(deleted, Status.CANCELLED, cancel_requested=True), cancelled_now=True
+            )
+        return Outcome(replace(deleted, cancel_requested=True))
+    raise IllegalTransition(f"unknown action {action}")  # pragma: no cover
+
+
+def _claim(state: Lifecycle, max_attempts: int) -> Outcome:
+    if not state.claimable:
+        raise IllegalTransition(f"{state.status} session with a {state.lease} lease is not claimable")
+    if state.status is Status.QUEUED:
+        reason = ClaimReason.FOLLOW_UP if state.ever_claimed else ClaimReason.NEW
+        attempt = state.attempt + 1
+    elif state.lease is LeaseState.EXPIRED:
+        reason, attempt = ClaimReason.CRASH, state.attempt + 1
+    else:
+        reason, attempt = ClaimReason.HANDOFF, state.attempt
+    fenced = replace(state, fence=state.fence + 1, ever_claimed=True)
+    if state.cancel_requested:
+        return Outcome(_ended(fenced, Status.CANCELLED), claim_reason=reason)
+    if attempt > max_attempts:
+        return Outcome(
+            _ended(fenced, Status.FAILED), claim_reason=reason, error_code="max_attempts"
+        )
+    return Outcome(
+        replace(fenced, status=Status.RUNNING, attempt=attempt, lease=LeaseState.HELD),
+        claim_reason=reason,
+        run=True,
+    )

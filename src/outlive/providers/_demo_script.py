@@ -1,0 +1,409 @@
+"""The demo agent's script: a pure function from the conversation so far to the next turn.
+
+Keeping the script free of I/O and state means a resumed session (another worker, the same
+history) gets exactly the same next turn, which is what makes the demo useful for showing
+crash recovery. `DemoProvider` (demo.py) only adds pacing and simulated failures on top.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._port import Message, StopReason, ToolCall, ToolSpec
+
+__all__ = [
+    "ASK_USER",
+    "COUNTER",
+    "FLAKY",
+    "LONG_PARAGRAPHS",
+    "LOOKUP",
+    "SLOW_TASK",
+    "DemoTurn",
+    "plan_turn",
+]
+
+LOOKUP = "lookup"
+SLOW_TASK = "slow_task"
+FLAKY = "flaky"
+COUNTER = "counter"
+ASK_USER = "ask_user"
+
+HINT = (
+    "Ask me to “run long”, “ask me”, “fail a tool”, “think” or “count” to see the other demo "
+    "behaviours."
+)
+
+LONG_PARAGRAPHS = (
+    "This is the long demo answer. It streams for about half a minute, in small pieces, so "
+    "there is time to try things while it runs: close the tab, reload the page, open the same "
+    "session in a second window, or stop the worker that is running it. None of that should "
+    "change what you finally read here.",
+    "Everything you see arrives as numbered events. Each piece of text is stored before it "
+    "reaches your screen, and each event has a sequence number, so a reconnecting browser asks "
+    "for everything after the last number it saw. Nothing is skipped and nothing is shown "
+    "twice, however often the connection drops.",
+    "The session does not live in this page or in the worker process. It lives in the "
+    "database: its status, its lease, its history and its event log. A worker only borrows it "
+    "for a while, under a lease that it renews every couple of seconds while it works.",
+    "While the slow task ran, its progress messages were stored as events too. If you reload "
+    "now, the tool card comes back with its progress and its result, rebuilt from the same "
+    "event log that the live stream delivered a moment ago.",
+    "If the worker dies in the middle of a step, its lease expires after a few seconds and "
+    "another worker claims the session. The new worker bumps a fence number first, so the old "
+    "one, should it wake up again, cannot write a single event. The history is repaired, then "
+    "the work carries on.",
+    "A tool call that was cut off by a crash gets an honest receipt: it is marked as "
+    "interrupted, never as a success. Tools that declare themselves idempotent are run again "
+    "with the same idempotency key instead, so they can recognise the repeat and skip the "
+    "duplicate work.",
+    "Try sending a follow-up message while this text is still streaming. By default it steers: "
+    "it is delivered at the next safe point, before the model is called again, and it is never "
+    "lost, even if a worker crashes in between.",
+    "You can also cancel. The cancel request is written once, the worker is woken at once, and "
+    "the model call and any running tool are aborted immediately rather than at the next poll. "
+    "The partial answer is kept and marked as cancelled, so you can still read what was "
+    "written.",
+    "The page keeps a live list of your sessions from a second stream, the owner stream. It "
+    "also fetches the full list now and then, with a little random jitter, so that even if an "
+    "event went missing the list heals itself within a minute.",
+    "Long answers like this one are ordinary text deltas. They are coalesced before being "
+    "stored, at most every fifty milliseconds or every kilobyte, which keeps the event log "
+    "compact without making the stream feel slow to the person reading it.",
+    "When the answer ends, the full text is stored once more in a single message end event. "
+    "That copy is authoritative: a client that missed deltas, or joined late, can trust it and "
+    "replace whatever it assembled from the pieces.",
+    "That is nearly the end. If you reloaded, switched tabs or restarted a worker while "
+    "reading, the text above should still be complete, in order, and free of repeats. That is "
+    "the whole point of the exercise.",
+    "Thanks for sitting through the long demo. Send another message to continue this session, "
+    "or start a new one with “ask me”, “fail a tool”, “think” or “count” to see the other "
+    "behaviours.",
+)
+
+QUESTION = "Which kind of answer would you like?"
+OPTIONS = ["A short summary", "A detailed walkthrough", "Just the numbers"]
+SLOW_SECONDS = 8.0
+
+_ASK = re.compile(r"\bask me\b")
+_FAIL = re.compile(r"\bfail(?:s|ing)? (?:a |the |one )?tools?\b")
+_LONG = re.compile(r"\brun long\b")
+_COUNT = re.compile(r"\b(?:idempotent|count|counter)\b")
+_LENGTH = re.compile(r"\blength\b")
+_THINK = re.compile(r"\bthink")
+_WORD = re.compile(r"[\w'’-]+")
+
+
+@dataclass(frozen=True)
+class DemoTurn:
+    """What the demo model says next: thinking, then text, then tool calls, then a stop."""
+
+    text: str
+    stop_reason: StopReason
+    thinking: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Context:
+    prompt: str
+    lowered: str
+    step: int
+    results: list[Message]
+    offered: frozenset[str]
+    digest: str
+    asked: str | None
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        return ToolCall(f"call_{self.digest[:12]}_{self.step}", name, arguments)
+
+    def last_result(self) -> Message | None:
+        return self.results[-1] if self.results else None
+
+
+def conversation_digest(messages: list[Message]) -> str:
+    """A stable hash of the history, so call ids repeat exactly when a turn is retried."""
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(m.role.encode())
+        h.update(b"\0")
+        h.update(m.text.encode())
+        h.update(b"\0")
+        for c in m.tool_calls:
+            h.update(f"{c.call_id}\0{c.name}\0{json.dumps(c.arguments, sort_keys=True)}".encode())
+        h.update(f"{m.tool_call_id}\0{m.is_error}\1".encode())
+    return h.hexdigest()
+
+
+def latest_user_index(messages: list[Message]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i
+    return None
+
+
+def _context(messages: list[Message], tools: list[ToolSpec]) -> _Context | None:
+    idx = latest_user_index(messages)
+    if idx is None:
+        return None
+    since = messages[idx + 1 :]
+    asked: str | None = None
+    prev = latest_user_index(messages[:idx])
+    for m in messages[(prev + 1 if prev is not None else 0) : idx]:
+        for c in m.tool_calls:
+            if c.name == ASK_USER:
+                asked = str(c.arguments.get("question") or QUESTION)
+    prompt = messages[idx].text
+    return _Context(
+        prompt=prompt,
+        lowered=prompt.lower(),
+        step=sum(1 for m in since if m.role == "assistant"),
+        results=[m for m in since if m.role == "tool"],
+        offered=frozenset(t.name for t in tools),
+        digest=conversation_digest(messages),
+        asked=asked,
+    )
+
+
+def wants_thinking(prompt: str) -> bool:
+    return bool(_THINK.search(prompt.lower()))
+
+
+def query_from(prompt: str) -> str:
+    """The lookup argument: the first few words of the prompt."""
+    words = _WORD.findall(prompt)[:8]
+    return " ".join(words)[:80] or "your message"
+
+
+def summarise(result: Message | None) -> str:
+    """A short human reading of a tool result, whatever envelope the runtime put it in."""
+    if result is None:
+        return "no result"
+    text = result.text.strip()
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        return _clip(text or "an empty result")
+    found = _find_text(value)
+    return _clip(found if found is not None else json.dumps(value, ensure_ascii=False))
+
+
+def _find_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key in ("error", "summary", "answer", "message", "result", "value"):
+            if key in value and value[key] is not None:
+                inner = value[key]
+                return _find_text(inner) if isinstance(inner, dict | str) else str(inner)
+    return None
+
+
+def _find_key(text: str, key: str) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    while isinstance(value, dict):
+        if key in value:
+            return value[key]
+        value = value.get("result")
+    return None
+
+
+def _clip(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _missing(ctx: _Context, tool: str) -> DemoTurn:
+    return DemoTurn(
+        f"I would normally use the `{tool}` tool for this, but this agent does not offer it, "
+        f"so here is a plain answer instead: you said “{query_from(ctx.prompt)}”. {HINT}",
+        "stop",
+    )
+
+
+def _done(ctx: _Context) -> DemoTurn:
+    return DemoTurn("That is all I have for this message. Send another one to continue.", "stop")
+
+
+def _plain(ctx: _Context) -> DemoTurn:
+    query = query_from(ctx.prompt)
+    if ctx.step == 0:
+        if LOOKUP not in ctx.offered:
+            return _missing(ctx, LOOKUP)
+        return DemoTurn(
+            f"Let me look up “{query}” first.\n\n",
+            "tool_calls",
+            tool_calls=[ctx.call(LOOKUP, {"query": query})],
+        )
+    if ctx.step == 1:
+        result = ctx.last_result()
+        if result is not None and result.is_error:
+            return DemoTurn(
+                f"The lookup failed ({summarise(result)}), so I cannot ground this answer in a "
+                f"source. I will not pretend it worked. {HINT}",
+                "stop",
+            )
+        return DemoTurn(
+            f"Here is what I found about “{query}”: {summarise(result)} I used the lookup tool "
+            f"once, so this answer rests on its result. {HINT}",
+            "stop",
+        )
+    return _done(ctx)
+
+
+def _long(ctx: _Context) -> DemoTurn:
+    p = LONG_PARAGRAPHS
+    if SLOW_TASK not in ctx.offered:
+        return DemoTurn("\n\n".join(p) if ctx.step == 0 else _done(ctx).text, "stop")
+    if ctx.step == 0:
+        text = "\n\n".join(p[0:3]) + "\n\nNow I will start the first slow task.\n\n"
+        args = {"seconds": SLOW_SECONDS, "label": "gathering material"}
+        return DemoTurn(text, "tool_calls", tool_calls=[ctx.call(SLOW_TASK, args)])
+    if ctx.step == 1:
+        text = (
+            f"The first slow task is done ({summarise(ctx.last_result())}).\n\n"
+            + "\n\n".join(p[3:6])
+            + "\n\nOne more slow task, then the rest of the answer.\n\n"
+        )
+        args = {"seconds": SLOW_SECONDS, "label": "checking the draft"}
+        return DemoTurn(text, "tool_calls", tool_calls=[ctx.call(SLOW_TASK, args)])
+    if ctx.step == 2:
+        text = f"Both slow tasks are done ({summarise(ctx.last_result())}).\n\n" + "\n\n".join(
+            p[6:]
+        )
+        return DemoTurn(text, "stop")
+    return _done(ctx)
+
+
+def _ask(ctx: _Context) -> DemoTurn:
+    if ctx.step == 0:
+        if ASK_USER not in ctx.offered:
+            return _missing(ctx, ASK_USER)
+        args = {"question": QUESTION, "options": list(OPTIONS)}
+        return DemoTurn(
+            "Before I go on, I need one detail from you.\n\n",
+            "tool_calls",
+            tool_calls=[ctx.call(ASK_USER, args)],
+        )
+    if ctx.step == 1:
+        result = ctx.last_result()
+        answer = _find_key(result.text, "answer") if result is not None else None
+        if isinstance(answer, str) and answer.strip():
+            return _acknowledge(answer)
+        return DemoTurn(
+            f"I have asked: “{QUESTION}” Reply with one of the options, or anything else, and "
+            "I will continue from there.",
+            "stop",
+        )
+    return _done(ctx)
+
+
+def _acknowledge(reply: str) -> DemoTurn:
+    return DemoTurn(
+        f"Thanks, you chose “{_clip(reply, 80)}”. I will keep that in mind for the rest of this "
+        f"session. {HINT}",
+        "stop",
+    )
+
+
+def _answer(ctx: _Context) -> DemoTurn:
+    return _acknowledge(ctx.prompt) if ctx.step == 0 else _done(ctx)
+
+
+def _fail(ctx: _Context) -> DemoTurn:
+    if ctx.step == 0:
+        if FLAKY not in ctx.offered:
+            return _missing(ctx, FLAKY)
+        args = {"fail": True, "reason": "the demo asked it to fail"}
+        return DemoTurn(
+            "I will call the flaky tool and ask it to fail, so you can see how a failed tool "
+            "looks.\n\n",
+            "tool_calls",
+            tool_calls=[ctx.call(FLAKY, args)],
+        )
+    if ctx.step == 1:
+        result = ctx.last_result()
+        if result is not None and result.is_error:
+            return DemoTurn(
+                f"The flaky tool failed, as asked: {summarise(result)} A failed tool is "
+                "reported as a failure, never as a success, and I can carry on without it.",
+                "stop",
+            )
+        return DemoTurn(f"Surprisingly, the flaky tool did not fail: {summarise(result)}", "stop")
+    return _done(ctx)
+
+
+def _count(ctx: _Context) -> DemoTurn:
+    if ctx.step == 0:
+        if COUNTER not in ctx.offered:
+            return _missing(ctx, COUNTER)
+        return DemoTurn(
+            "I will bump the idempotent counter once.\n\n",
+            "tool_calls",
+            tool_calls=[ctx.call(COUNTER, {"name": "demo"})],
+        )
+    if ctx.step == 1:
+        result = ctx.last_result()
+        value = _find_key(result.text, "value") if result is not None else None
+        if result is None or result.is_error or value is None:
+            return DemoTurn(f"The counter did not answer: {summarise(result)}", "stop")
+        return DemoTurn(
+            f"The counter now reads {value}. It is idempotent: if a worker crashes and runs "
+            "this call again with the same idempotency key, it is not counted twice.",
+            "stop",
+        )
+    return _done(ctx)
+
+
+def _length(ctx: _Context) -> DemoTurn:
+    text = (
+        "This answer is going to be cut off by the token limit, the way a real model stops "
+        "when it runs out of room. " + LONG_PARAGRAPHS[1] + "\n\nAnd so the answer ends in the "
+        "middle of a"
+    )
+    return DemoTurn(text, "length") if ctx.step == 0 else _done(ctx)
+
+
+def _thinking(ctx: _Context, turn: DemoTurn) -> str:
+    short = _clip(ctx.prompt, 60)
+    if ctx.step == 0:
+        plan = (
+            f"I should call `{turn.tool_calls[0].name}` before answering."
+            if turn.tool_calls
+            else "I can answer this directly."
+        )
+        return f"The user wrote “{short}”. {plan} "
+    seen = summarise(ctx.last_result())
+    return f"The tool answered: {_clip(seen, 80)} Now I decide what to say next. "
+
+
+def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
+    """The next turn for this history. Only the latest user message chooses the scenario; the
+    number of assistant messages after it is the step within that scenario."""
+    ctx = _context(messages, tools)
+    if ctx is None:
+        return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
+    low = ctx.lowered
+    if _ASK.search(low):
+        turn = _ask(ctx)
+    elif _FAIL.search(low):
+        turn = _fail(ctx)
+    elif _LONG.search(low):
+        turn = _long(ctx)
+    elif _COUNT.search(low):
+        turn = _count(ctx)
+    elif _LENGTH.search(low):
+        turn = _length(ctx)
+    elif ctx.asked is not None:
+        turn = _answer(ctx)
+    else:
+        turn = _plain(ctx)
+    if _THINK.search(low):
+        turn = DemoTurn(turn.text, turn.stop_reason, _thinking(ctx, turn), turn.tool_calls)
+    return turn

@@ -1,0 +1,187 @@
+"""The `demo:` provider: a deterministic, offline stand-in for a streaming model.
+
+It lets anyone (and every test) see every behaviour of the server without an API key: the
+script (see `_demo_script.plan_turn`) is chosen by words in the latest user message, and this
+module streams it with realistic pacing.
+
+Trigger words (case-insensitive, in the latest user message):
+
+* anything else   - a short answer after one `lookup` tool call;
+* "run long"      - a long answer (~30 s at speed 1) around two `slow_task` calls;
+* "ask me"        - an `ask_user` tool call (the runtime turns it into `user_question`);
+* "fail a tool"   - a `flaky` call that fails, then an answer that admits it;
+* "count" / "idempotent" - a call of the idempotent `counter` tool;
+* "length"        - some text, then stop reason "length";
+* "think"         - thinking deltas before each turn's text (combines with the above);
+* "provider error N" - the first N calls for that user message raise
+  `TransientProviderError` (N defaults to 2; counted per provider instance, keyed by the
+  conversation up to that message and `settings.extra["session_id"]` when given), so retries
+  can be shown; "permanent provider error" always raises `PermanentProviderError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+
+from ._demo_script import DemoTurn, conversation_digest, latest_user_index, plan_turn
+from ._port import (
+    Finish,
+    Message,
+    ModelSettings,
+    PermanentProviderError,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ToolSpec,
+    TransientProviderError,
+    Usage,
+)
+
+__all__ = ["CHARS_PER_SECOND", "DEFAULT_MODEL", "DemoProvider", "DemoTurn", "pieces", "plan_turn"]
+
+DEFAULT_MODEL = "scripted"
+
+CHARS_PER_SECOND = 120.0
+"""Streaming rate at speed 1 (about 30 tokens/s); the long answer takes about 30 s."""
+
+FIRST_TOKEN_SECONDS = 0.3
+"""Time to first token at speed 1."""
+
+TOOL_CALL_SECONDS = 0.15
+"""Time to assemble one tool call's arguments at speed 1."""
+
+YIELD_EVERY = 16
+"""At speed 0 nothing sleeps, but the loop yields control every this many pieces."""
+
+_MAX_ERROR_KEYS = 1024
+_PROVIDER_ERROR = re.compile(r"\b(permanent )?provider error(?:s)?(?:\s+(\d+))?")
+_PIECE = re.compile(r"\S+\s*|\s+")
+_MAX_PIECE = 10
+
+
+def pieces(text: str) -> Iterator[str]:
+    """Split text into stream pieces of a few characters to a word; they join back exactly."""
+    for match in _PIECE.finditer(text):
+        piece = match.group(0)
+        while len(piece) > _MAX_PIECE:
+            yield piece[:6]
+            piece = piece[6:]
+        if piece:
+            yield piece
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+class DemoProvider:
+    """Streams the demo script. `speed` scales pacing: 1.0 is realistic, 2.0 twice as fast,
+    0 instant (no sleeps, though control is still yielded so cancellation gets through).
+
+    `settings.extra["demo_speed"]` overrides the speed for one call.
+    """
+
+    def __init__(self, speed: float = 1.0) -> None:
+        self.speed = _check_speed(speed)
+        self._errors: OrderedDict[str, int] = OrderedDict()
+
+    async def stream(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        settings: ModelSettings,
+    ) -> AsyncIterator[ProviderEvent]:
+        speed = _check_speed(float(settings.extra.get("demo_speed", self.speed)))
+        await self._wait(FIRST_TOKEN_SECONDS, speed)
+        self._simulate_failure(messages, settings)
+        turn = plan_turn(messages, tools)
+        count = 0
+        for piece in pieces(turn.thinking):
+            count += 1
+            await self._pace(piece, speed, count)
+            yield ThinkingDelta(piece)
+        for piece in pieces(turn.text):
+            count += 1
+            await self._pace(piece, speed, count)
+            yield TextDelta(piece)
+        for call in turn.tool_calls:
+            await self._wait(TOOL_CALL_SECONDS, speed)
+            yield ToolCallEvent(call)
+        yield Finish(turn.stop_reason, self._usage(messages, turn))
+
+    def planned_seconds(self, turn: DemoTurn, speed: float | None = None) -> float:
+        """How long streaming `turn` takes at `speed` (default: this provider's speed)."""
+        s = self.speed if speed is None else speed
+        if s == 0:
+            return 0.0
+        chars = len(turn.thinking) + len(turn.text)
+        return (
+            FIRST_TOKEN_SECONDS
+            + chars / CHARS_PER_SECOND
+            + TOOL_CALL_SECONDS * len(turn.tool_calls)
+        ) / s
+
+    async def _pace(self, piece: str, speed: float, count: int) -> None:
+        if speed == 0:
+            if count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            return
+        await self._sleep(len(piece) / (CHARS_PER_SECOND * speed))
+
+    async def _wait(self, seconds: float, speed: float) -> None:
+        if speed == 0:
+            await asyncio.sleep(0)
+        else:
+            await self._sleep(seconds / speed)
+
+    async def _sleep(self, seconds: float) -> None:
+        """The only real wait; tests override it to measure pacing without sleeping."""
+        await asyncio.sleep(seconds)
+
+    def _simulate_failure(self, messages: list[Message], settings: ModelSettings) -> None:
+        idx = latest_user_index(messages)
+        if idx is None:
+            return
+        match = _PROVIDER_ERROR.search(messages[idx].text.lower())
+        if match is None:
+            return
+        if match.group(1):
+            raise PermanentProviderError(
+                "demo: simulated permanent provider error (400 bad request)", status=400
+            )
+        limit = int(match.group(2)) if match.group(2) else 2
+        key = f"{settings.extra.get('session_id', '')}:{conversation_digest(messages[: idx + 1])}"
+        seen = self._errors.get(key, 0)
+        if seen >= limit:
+            return
+        self._errors[key] = seen + 1
+        self._errors.move_to_end(key)
+        while len(self._errors) > _MAX_ERROR_KEYS:
+            self._errors.popitem(last=False)
+        raise TransientProviderError(
+            f"demo: simulated provider error {seen + 1} of {limit} (503 service unavailable)",
+            status=503,
+        )
+
+    @staticmethod
+    def _usage(messages: list[Message], turn: DemoTurn) -> Usage:
+        """Token counts as word counts: crude, deterministic and good enough for a demo."""
+        seen = 0
+        for m in messages:
+            seen += _words(m.text)
+            seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
+        out = _words(turn.thinking) + _words(turn.text)
+        out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
+        return Usage(input_tokens=seen, output_tokens=out)
+
+
+def _check_speed(speed: float) -> float:
+    if not math.isfinite(speed) or speed < 0:
+        raise ValueError(f"demo speed must be a finite number >= 0, got {speed!r}")
+    return speed

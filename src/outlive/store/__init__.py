@@ -1,0 +1,36 @@
+"""The Store port and its two adapters. `open_store(url)` picks one from a database URL."""
+
+from __future__ import annotations
+
+from ._port import ApiKey, Held, Notice, Owner, Store, Subscription
+from .postgres import PostgresStore
+from .sqlite import SqliteStore
+
+__all__ = [
+    "ApiKey",
+    "Held",
+    "Notice",
+    "Owner",
+    "PostgresStore",
+    "SqliteStore",
+    "Store",
+    "Subscription",
+    "open_store",
+]
+
+
+async def open_store(url: str, *, migrate: bool = True) -> PostgresStore | SqliteStore:
+    """`sqlite:///path.db` (the embedded default) or `postgresql://…`; migrates on open."""
+    store: PostgresStore | SqliteStore
+    if url.startswith(("postgresql://", "postgres://")):
+        store = await PostgresStore(url).open()
+    elif url.startswith("sqlite:") or "://" not in url:
+        store = await SqliteStore.from_url(url).open()
+    else:
+        scheme = url.split("://", 1)[0]
+        raise ValueError(
+            f"unsupported database URL scheme {scheme!r}; use sqlite:///path.db or postgresql://…"
+        )
+    if migrate:
+        await store.migrate()
+    return store

@@ -1,0 +1,173 @@
+"""What both adapters share: the transaction seam, row mapping and the dialect's SQL fragments.
+
+Adapters provide a `Tx` (one open transaction) and a `Dialect`; everything else, including every
+rule of the status machine, is written once in `_engine.py`, so SQLite and PostgreSQL cannot
+drift apart in behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from ..domain.model import (
+    Entry,
+    ErrorInfo,
+    Event,
+    OwnerEvent,
+    Session,
+    Status,
+    TitleState,
+)
+from ..domain.status import LeaseState, Lifecycle
+from ._port import Notice
+
+__all__ = ["Dialect", "Row", "Tx", "TxState", "to_entry", "to_event", "to_owner_event"]
+
+Row = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """One open transaction. SQL uses `:name` parameters; the adapter translates them."""
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int: ...
+    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
+
+
+@dataclass
+class TxState:
+    """Per-transaction bookkeeping: notices are sent only if the transaction commits."""
+
+    notices: dict[str, Notice] = field(default_factory=dict)
+
+    def notify(
+        self, session_id: str, owner_id: str, *, work: bool = False, events: bool = False,
+        owner: bool = False,
+    ) -> None:
+        old = self.notices.get(session_id)
+        if old is not None:
+            work, events, owner = work or old.work, events or old.events, owner or old.owner
+        self.notices[session_id] = Notice(session_id, owner_id, work, events, owner)
+
+
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+def pyformat(sql: str) -> str:
+    """`:name` → `%(name)s` for psycopg; leaves `::type` casts alone."""
+    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+class Dialect(Protocol):
+    name: str
+    now: str
+    """SQL expression for the database's current time."""
+    for_update: str
+    skip_locked: str
+
+    def secs(self, expr: str) -> str:
+        """SQL turning a number of seconds into something addable to a time."""
+        ...
+
+    def json(self, value: Any) -> Any: ...
+    def load_json(self, value: Any) -> Any: ...
+    def ts(self, value: Any) -> datetime | None: ...
+    def ids(self, ids: Sequence[str]) -> Any: ...
+    in_ids: str
+    """SQL fragment `IN (…)` over the parameter `:ids`."""
+
+
+def _ts_required(d: Dialect, value: Any) -> datetime:
+    out = d.ts(value)
+    if out is None:  # pragma: no cover - NOT NULL columns
+        raise ValueError("missing timestamp")
+    return out
+
+
+def lifecycle(row: Row) -> Lifecycle:
+    if row["lease_worker"] is None:
+        lease = LeaseState.NONE
+    elif row["lease_expired"]:
+        lease = LeaseState.EXPIRED
+    else:
+        lease = LeaseState.HELD
+    return Lifecycle(
+        status=Status(row["status"]),
+        attempt=int(row["attempt"]),
+        fence=int(row["fence"]),
+        lease=lease,
+        cancel_requested=row["cancel_requested_at"] is not None,
+        deleted=row["deleted_at"] is not None,
+        ever_claimed=int(row["fence"]) > 0,
+    )
+
+
+def to_session(d: Dialect, row: Row) -> Session:
+    error = None
+    if row["error_code"] is not None:
+        error = ErrorInfo(row["error_code"], row["error_message"] or "")
+    return Session(
+        id=row["id"],
+        owner_id=row["owner_id"],
+        agent=row["agent"],
+        model=row["model"],
+        title=row["title"],
+        title_state=TitleState(row["title_state"]),
+        status=Status(row["status"]),
+        stage=row["stage"],
+        attempt=int(row["attempt"]),
+        fence=int(row["fence"]),
+        lease_worker=row["lease_worker"],
+        lease_expires_at=d.ts(row["lease_expires_at"]),
+        cancel_requested_at=d.ts(row["cancel_requested_at"]),
+        delivered_input_seq=int(row["delivered_input_seq"]),
+        last_seq=int(row["last_seq"]),
+        error=error,
+        abandon_after=row["abandon_after"],
+        watched_at=d.ts(row["watched_at"]),
+        metadata=d.load_json(row["metadata"]),
+        created_at=_ts_required(d, row["created_at"]),
+        updated_at=_ts_required(d, row["updated_at"]),
+        deleted_at=d.ts(row["deleted_at"]),
+    )
+
+
+def to_event(d: Dialect, row: Row) -> Event:
+    return Event(
+        session_id=row["session_id"],
+        seq=int(row["seq"]),
+        ts=_ts_required(d, row["ts"]),
+        attempt=int(row["attempt"]),
+        fence=int(row["fence"]),
+        type=row["type"],
+        data=d.load_json(row["data"]),
+    )
+
+
+def to_entry(d: Dialect, row: Row) -> Entry:
+    return Entry(
+        session_id=row["session_id"],
+        seq=int(row["seq"]),
+        kind=row["kind"],
+        data=d.load_json(row["data"]),
+        fence=int(row["fence"]),
+    )
+
+
+def to_owner_event(d: Dialect, row: Row) -> OwnerEvent:
+    return OwnerEvent(
+        owner_id=row["owner_id"],
+        id=int(row["id"]),
+        session_id=row["session_id"],
+        ts=_ts_required(d, row["ts"]),
+        type=row["type"],
+        data=d.load_json(row["data"]),
+    )
+
+
+def epoch(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(float(value), UTC)

@@ -1,0 +1,45 @@
+"""Numbered SQL migrations per dialect, recorded in `schema_version`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["Migration", "migrations", "schema_sql"]
+
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+SCHEMA_VERSION_DDL = (
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+    "name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations(dialect: str) -> list[Migration]:
+    """Every migration shipped for `dialect`, in order; numbers must be 1, 2, 3, …"""
+    folder = resources.files("outlive.store").joinpath("sql", dialect)
+    found = []
+    for item in folder.iterdir():
+        m = _NAME.match(item.name)
+        if m:
+            found.append(Migration(int(m.group(1)), item.name, item.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    for i, m in enumerate(found, start=1):
+        if m.version != i:
+            raise RuntimeError(f"{dialect} migrations are not numbered 1..n: {m.name}")
+    return found
+
+
+def schema_sql(dialect: str) -> str:
+    """The whole current schema, written from scratch (compared with the migrated one in tests)."""
+    return resources.files("outlive.store").joinpath("sql", dialect, "schema.sql").read_text(
+        "utf-8"
+    )

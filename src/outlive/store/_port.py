@@ -1,0 +1,172 @@
+"""The Store port: every durable operation outlive performs, each one transaction.
+
+The runtime and the API depend on this Protocol only; the SQLite and PostgreSQL adapters
+implement it with identical behaviour, proven by one conformance suite run on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..domain.model import (
+    Claim,
+    Delivery,
+    Entry,
+    ErrorInfo,
+    Event,
+    Lease,
+    NewEvent,
+    OwnerEvent,
+    Page,
+    PostResult,
+    Session,
+    Status,
+)
+
+__all__ = ["ApiKey", "Held", "Notice", "Owner", "Store", "Subscription"]
+
+
+@dataclass(frozen=True)
+class Owner:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    owner_id: str
+    owner_name: str
+    label: str | None
+    created_at: Any
+    revoked: bool
+
+
+@dataclass(frozen=True)
+class Held:
+    """A session a heartbeat found still held by this worker, and whether cancel was asked."""
+
+    session_id: str
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A wakeup after a commit. Carries ids only; readers go to the database for the rest.
+
+    `work`: a worker may have something to do (claimable session, cancel, new input).
+    `events`: the session's event log grew. `owner`: the owner's lifecycle log grew.
+    """
+
+    session_id: str
+    owner_id: str
+    work: bool = False
+    events: bool = False
+    owner: bool = False
+
+
+class Subscription(Protocol):
+    def __aiter__(self) -> AsyncIterator[Notice]: ...
+    async def close(self) -> None: ...
+
+
+class Store(Protocol):
+    """Durable sessions. Owner-scoped calls raise `NotFound` alike for missing and foreign ids."""
+
+    dialect: str
+
+    async def migrate(self) -> int: ...
+    async def close(self) -> None: ...
+
+    # owners and keys
+    async def ensure_owner(self, name: str) -> Owner: ...
+    async def create_api_key(self, owner_id: str, key_hash: str, label: str | None) -> str: ...
+    async def owner_for_key(self, key_hash: str) -> Owner | None: ...
+    async def list_api_keys(self) -> list[ApiKey]: ...
+    async def revoke_api_key(self, key_id: str) -> bool: ...
+
+    # sessions (owner-scoped)
+    async def create_session(
+        self,
+        owner_id: str,
+        *,
+        agent: str,
+        model: str,
+        prompt: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        abandon_after: float | None = None,
+    ) -> Session: ...
+    async def get_session(self, owner_id: str, session_id: str) -> Session: ...
+    async def list_sessions(
+        self,
+        owner_id: str,
+        *,
+        status: Status | str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page: ...
+    async def set_title(self, owner_id: str, session_id: str, title: str) -> Session: ...
+    async def delete_session(self, owner_id: str, session_id: str) -> None: ...
+    async def request_cancel(
+        self, owner_id: str, session_id: str, *, reason: str = "user"
+    ) -> Session: ...
+    async def post_message(
+        self,
+        owner_id: str,
+        session_id: str,
+        text: str,
+        *,
+        mode: Delivery | str = Delivery.STEER,
+        client_request_id: str | None = None,
+    ) -> PostResult: ...
+    async def touch_watched(self, session_ids: Sequence[str]) -> None: ...
+
+    # events, entries, snapshots
+    async def append_events(
+        self, session_id: str, events: Sequence[NewEvent], *, lease: Lease | None = None
+    ) -> list[Event]: ...
+    async def read_events(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        limit: int = 1000,
+        owner_id: str | None = None,
+    ) -> list[Event]: ...
+    async def append_entries(
+        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]: ...
+    async def read_entries(self, session_id: str) -> list[Entry]: ...
+    async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
+    async def load_snapshot(
+        self, session_id: str, *, at_most: int | None = None
+    ) -> tuple[int, dict[str, Any]] | None: ...
+    async def read_owner_events(
+        self, owner_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[OwnerEvent]: ...
+    async def last_owner_event_id(self, owner_id: str) -> int: ...
+
+    # workers (fenced)
+    async def load_session(self, session_id: str) -> Session: ...
+    async def claim(
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
+    ) -> list[Claim]: ...
+    async def heartbeat(
+        self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
+    ) -> list[Held]: ...
+    async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
+    async def settle(
+        self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (),
+    ) -> Session: ...
+    async def undelivered_inputs(self, session_id: str) -> list[Event]: ...
+    async def mark_delivered(self, lease: Lease, seq: int) -> None: ...
+    async def set_stage(self, lease: Lease, stage: str) -> None: ...
+    async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
+    async def cancel_abandoned(self) -> list[str]: ...
+
+    # wakeups
+    def subscribe(self) -> Subscription: ...

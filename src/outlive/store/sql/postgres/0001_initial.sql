@@ -1,0 +1,96 @@
+-- outlive schema, PostgreSQL. Times come from the database clock (now()).
+CREATE TABLE owners (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    last_event_id BIGINT NOT NULL DEFAULT 0,
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+CREATE TABLE api_keys (
+    id         TEXT PRIMARY KEY,
+    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    key_hash   TEXT NOT NULL UNIQUE,
+    label      TEXT,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    revoked_at TIMESTAMPTZ
+);
+
+CREATE TABLE sessions (
+    id                  TEXT PRIMARY KEY,
+    owner_id            TEXT NOT NULL REFERENCES owners (id),
+    agent               TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    title               TEXT,
+    title_state         TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (title_state IN ('pending', 'automatic', 'manual')),
+    status              TEXT NOT NULL
+                        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    stage               TEXT,
+    attempt             INTEGER NOT NULL DEFAULT 0,
+    fence               BIGINT NOT NULL DEFAULT 0,
+    lease_worker        TEXT,
+    lease_expires_at    TIMESTAMPTZ,
+    cancel_requested_at TIMESTAMPTZ,
+    cancel_reason       TEXT,
+    delivered_input_seq BIGINT NOT NULL DEFAULT 0,
+    last_input_seq      BIGINT NOT NULL DEFAULT 0,
+    last_seq            BIGINT NOT NULL DEFAULT 0,
+    last_entry_seq      BIGINT NOT NULL DEFAULT 0,
+    error_code          TEXT,
+    error_message       TEXT,
+    abandon_after       DOUBLE PRECISION,
+    watched_at          TIMESTAMPTZ,
+    metadata            JSONB NOT NULL DEFAULT '{}'::jsonb,
+    created_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
+    deleted_at          TIMESTAMPTZ
+);
+
+CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
+
+CREATE TABLE session_events (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        BIGINT NOT NULL,
+    ts         TIMESTAMPTZ NOT NULL DEFAULT now(),
+    attempt    INTEGER NOT NULL,
+    fence      BIGINT NOT NULL,
+    type       TEXT NOT NULL,
+    data       JSONB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE session_entries (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        BIGINT NOT NULL,
+    kind       TEXT NOT NULL,
+    data       JSONB NOT NULL,
+    fence      BIGINT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE session_snapshots (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        BIGINT NOT NULL,
+    state      JSONB NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE owner_events (
+    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    id         BIGINT NOT NULL,
+    session_id TEXT NOT NULL,
+    ts         TIMESTAMPTZ NOT NULL DEFAULT now(),
+    type       TEXT NOT NULL,
+    data       JSONB NOT NULL,
+    PRIMARY KEY (owner_id, id)
+);
+
+CREATE TABLE message_requests (
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    client_request_id TEXT NOT NULL,
+    seq               BIGINT NOT NULL,
+    delivery          TEXT NOT NULL,
+    requeued          BOOLEAN NOT NULL,
+    PRIMARY KEY (session_id, client_request_id)
+);

@@ -1,0 +1,96 @@
+-- outlive schema from scratch, SQLite. Must equal the result of every migration.
+CREATE TABLE owners (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    last_event_id INTEGER NOT NULL DEFAULT 0,
+    created_at    REAL NOT NULL
+);
+
+CREATE TABLE api_keys (
+    id         TEXT PRIMARY KEY,
+    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    key_hash   TEXT NOT NULL UNIQUE,
+    label      TEXT,
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
+
+CREATE TABLE sessions (
+    id                  TEXT PRIMARY KEY,
+    owner_id            TEXT NOT NULL REFERENCES owners (id),
+    agent               TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    title               TEXT,
+    title_state         TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (title_state IN ('pending', 'automatic', 'manual')),
+    status              TEXT NOT NULL
+                        CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    stage               TEXT,
+    attempt             INTEGER NOT NULL DEFAULT 0,
+    fence               INTEGER NOT NULL DEFAULT 0,
+    lease_worker        TEXT,
+    lease_expires_at    REAL,
+    cancel_requested_at REAL,
+    cancel_reason       TEXT,
+    delivered_input_seq INTEGER NOT NULL DEFAULT 0,
+    last_input_seq      INTEGER NOT NULL DEFAULT 0,
+    last_seq            INTEGER NOT NULL DEFAULT 0,
+    last_entry_seq      INTEGER NOT NULL DEFAULT 0,
+    error_code          TEXT,
+    error_message       TEXT,
+    abandon_after       REAL,
+    watched_at          REAL,
+    metadata            TEXT NOT NULL DEFAULT '{}',
+    created_at          REAL NOT NULL,
+    updated_at          REAL NOT NULL,
+    deleted_at          REAL
+);
+
+CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
+CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
+
+CREATE TABLE session_events (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        INTEGER NOT NULL,
+    ts         REAL NOT NULL,
+    attempt    INTEGER NOT NULL,
+    fence      INTEGER NOT NULL,
+    type       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE session_entries (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        INTEGER NOT NULL,
+    kind       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    fence      INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE session_snapshots (
+    session_id TEXT NOT NULL REFERENCES sessions (id),
+    seq        INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE owner_events (
+    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    id         INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    ts         REAL NOT NULL,
+    type       TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    PRIMARY KEY (owner_id, id)
+) WITHOUT ROWID;
+
+CREATE TABLE message_requests (
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    client_request_id TEXT NOT NULL,
+    seq               INTEGER NOT NULL,
+    delivery          TEXT NOT NULL,
+    requeued          INTEGER NOT NULL,
+    PRIMARY KEY (session_id, client_request_id)
+) WITHOUT ROWID;

@@ -1,0 +1,231 @@
+"""The embedded adapter: one SQLite file, WAL, explicit `BEGIN IMMEDIATE`, in-process wakeups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from ..domain.model import Lease
+from ._base import Row, Tx, TxState, epoch
+from ._engine import SqlStore
+from ._migrate import SCHEMA_VERSION_DDL, migrations
+from ._port import Notice
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+
+
+class SqliteDialect:
+    name = "sqlite"
+    now = _NOW
+    for_update = ""
+    skip_locked = ""
+    in_ids = "IN (SELECT value FROM json_each(:ids))"
+
+    def secs(self, expr: str) -> str:
+        return f"({expr})"
+
+    def json(self, value: Any) -> Any:
+        return json.dumps(value, separators=(",", ":"))
+
+    def load_json(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+    def ts(self, value: Any) -> datetime | None:
+        if isinstance(value, datetime):
+            return value.astimezone(UTC)
+        return epoch(value)
+
+    def ids(self, ids: Sequence[str]) -> Any:
+        return json.dumps(list(ids))
+
+
+class _SqliteTx:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        async with self._conn.execute(sql, dict(params or {})) as cur:
+            rows = await cur.fetchall()
+        return [dict(r) for r in rows]  # type: ignore[call-overload]
+
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        async with self._conn.execute(sql, dict(params or {})) as cur:
+            return cur.rowcount
+
+    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
+        await self._conn.executemany(sql, [dict(p) for p in params])
+
+
+class _Hub:
+    """In-process fan-out of notices for one database file, shared by every Store on it."""
+
+    def __init__(self) -> None:
+        self.queues: set[asyncio.Queue[Notice]] = set()
+
+    def publish(self, notices: Sequence[Notice]) -> None:
+        for q in list(self.queues):
+            for n in notices:
+                try:
+                    q.put_nowait(n)
+                except asyncio.QueueFull:  # a stalled reader learns to rescan everything
+                    while not q.empty():
+                        q.get_nowait()
+                    q.put_nowait(Notice("*", "*", True, True, True))
+
+
+_HUBS: dict[str, _Hub] = {}
+
+
+class _HubSubscription:
+    def __init__(self, hub: _Hub) -> None:
+        self._hub = hub
+        self._queue: asyncio.Queue[Notice] = asyncio.Queue(maxsize=10_000)
+        hub.queues.add(self._queue)
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[Notice]:
+        while not self._closed:
+            yield await self._queue.get()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._hub.queues.discard(self._queue)
+
+
+class SqliteStore(SqlStore):
+    """One file, one process. Writes are serialised by the file's write lock (`BEGIN IMMEDIATE`),
+    which also makes separate connections, even in other processes, wait their turn."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
+        self.d = SqliteDialect()
+        self.path = str(Path(path).resolve()) if str(path) != ":memory:" else ":memory:"
+        self._busy = busy_timeout_ms
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._wlock = asyncio.Lock()
+        self._rlock = asyncio.Lock()
+        self._hub = _HUBS.setdefault(self.path, _Hub())
+
+    @classmethod
+    def from_url(cls, url: str) -> SqliteStore:
+        """`sqlite:///relative.db`, `sqlite:////abs/path.db` or a bare path."""
+        path = url.removeprefix("sqlite://")
+        if path.startswith("/"):
+            path = path[1:]
+        return cls(path or "outlive.db")
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {int(self._busy)}")
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    async def open(self) -> SqliteStore:
+        if self._writer is None:
+            self._writer = await self._connect()
+            self._reader = await self._connect()
+        return self
+
+    async def close(self) -> None:
+        for conn in (self._writer, self._reader):
+            if conn is not None:
+                await conn.close()
+        self._writer = self._reader = None
+
+    async def migrate(self) -> int:
+        await self.open()
+        assert self._writer is not None
+        async with self._wlock:
+            conn = self._writer
+            await conn.execute(SCHEMA_VERSION_DDL)
+            async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as c:
+                row = await c.fetchone()
+            current = int(row[0]) if row else 0
+            applied = 0
+            for m in migrations("sqlite"):
+                if m.version <= current:
+                    continue
+                await conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for stmt in _statements(m.sql):
+                        await conn.execute(stmt)
+                    await conn.execute(
+                        "INSERT INTO schema_version (version, name, applied_at) "
+                        "VALUES (?, ?, datetime('now'))",
+                        (m.version, m.name),
+                    )
+                    await conn.execute("COMMIT")
+                except BaseException:
+                    await conn.execute("ROLLBACK")
+                    raise
+                applied += 1
+            return applied
+
+    async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
+        if self._writer is None:
+            await self.open()
+        assert self._writer is not None
+        st = TxState()
+        async with self._wlock:
+            conn = self._writer
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = await fn(_SqliteTx(conn), st)
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+        if st.notices:
+            self._hub.publish(list(st.notices.values()))
+        return result
+
+    async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        if self._reader is None:
+            await self.open()
+        assert self._reader is not None
+        async with self._rlock:
+            conn = self._reader
+            await conn.execute("BEGIN")
+            try:
+                return await fn(_SqliteTx(conn))
+            finally:
+                await conn.execute("COMMIT")
+
+    async def _heartbeat(
+        self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
+    ) -> list[Row]:
+        return await tx.fetch(
+            f"UPDATE sessions SET lease_expires_at = {_NOW} + :ttl "
+            "WHERE lease_worker = :worker AND status = 'running' AND fence = ("
+            "SELECT json_extract(j.value, '$[1]') FROM json_each(:pairs) j "
+            "WHERE json_extract(j.value, '$[0]') = sessions.id) "
+            "RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
+            {
+                "ttl": ttl,
+                "worker": worker,
+                "pairs": json.dumps([[lease.session_id, lease.fence] for lease in leases]),
+            },
+        )
+
+    def subscribe(self) -> _HubSubscription:
+        return _HubSubscription(self._hub)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (our SQL files hold no semicolons inside literals)."""
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
