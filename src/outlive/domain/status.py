@@ -140,7 +140,9 @@ def transition(
 
 def _claim(state: Lifecycle, max_attempts: int) -> Outcome:
     if not state.claimable:
-        raise IllegalTransition(f"{state.status} session with a {state.lease} lease is not claimable")
+        raise IllegalTransition(
+            f"{state.status} session with a {state.lease} lease is not claimable"
+        )
     if state.status is Status.QUEUED:
         reason = ClaimReason.FOLLOW_UP if state.ever_claimed else ClaimReason.NEW
         attempt = state.attempt + 1

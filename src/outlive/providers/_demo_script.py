@@ -214,6 +214,11 @@ def _find_key(text: str, key: str) -> Any:
     return None
 
 
+def _sentence(text: str) -> str:
+    """End a quoted result with a full stop, so the next sentence reads as one."""
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
 def _clip(text: str, limit: int = 240) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -250,7 +255,7 @@ def _plain(ctx: _Context) -> DemoTurn:
                 "stop",
             )
         return DemoTurn(
-            f"Here is what I found about “{query}”: {summarise(result)} I used the lookup tool "
+            f"Here is what I found: {_sentence(summarise(result))} I used the lookup tool "
             f"once, so this answer rests on its result. {HINT}",
             "stop",
         )
@@ -267,18 +272,23 @@ def _long(ctx: _Context) -> DemoTurn:
         return DemoTurn(text, "tool_calls", tool_calls=[ctx.call(SLOW_TASK, args)])
     if ctx.step == 1:
         text = (
-            f"The first slow task is done ({summarise(ctx.last_result())}).\n\n"
+            _outcome("The first slow task", ctx.last_result())
             + "\n\n".join(p[3:6])
             + "\n\nOne more slow task, then the rest of the answer.\n\n"
         )
         args = {"seconds": SLOW_SECONDS, "label": "checking the draft"}
         return DemoTurn(text, "tool_calls", tool_calls=[ctx.call(SLOW_TASK, args)])
     if ctx.step == 2:
-        text = f"Both slow tasks are done ({summarise(ctx.last_result())}).\n\n" + "\n\n".join(
-            p[6:]
-        )
+        text = _outcome("The second slow task", ctx.last_result()) + "\n\n".join(p[6:])
         return DemoTurn(text, "stop")
     return _done(ctx)
+
+
+def _outcome(what: str, result: Message | None) -> str:
+    """Say honestly whether a slow task finished: a repaired (interrupted) one did not."""
+    if result is None or result.is_error:
+        return f"{what} did not finish ({summarise(result)}), but I will go on without it.\n\n"
+    return f"{what} is done ({summarise(result)}).\n\n"
 
 
 def _ask(ctx: _Context) -> DemoTurn:
@@ -331,7 +341,7 @@ def _fail(ctx: _Context) -> DemoTurn:
         result = ctx.last_result()
         if result is not None and result.is_error:
             return DemoTurn(
-                f"The flaky tool failed, as asked: {summarise(result)} A failed tool is "
+                f"The flaky tool failed, as asked: {_sentence(summarise(result))} A failed tool is "
                 "reported as a failure, never as a success, and I can carry on without it.",
                 "stop",
             )
@@ -352,7 +362,7 @@ def _count(ctx: _Context) -> DemoTurn:
         result = ctx.last_result()
         value = _find_key(result.text, "value") if result is not None else None
         if result is None or result.is_error or value is None:
-            return DemoTurn(f"The counter did not answer: {summarise(result)}", "stop")
+            return DemoTurn(f"The counter did not answer: {_sentence(summarise(result))}", "stop")
         return DemoTurn(
             f"The counter now reads {value}. It is idempotent: if a worker crashes and runs "
             "this call again with the same idempotency key, it is not counted twice.",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from outlive.domain.errors import UnknownRoute
 
 from ._port import ModelProvider
+from .demo import DemoProvider
 
 __all__ = [
     "DEFAULT_ROUTE",
@@ -178,8 +179,6 @@ class ProviderRegistry:
 def default_registry(*, demo_speed: float = 1.0) -> ProviderRegistry:
     """A registry that knows `demo:`; configuration adds openai/anthropic/local adapters with
     `register` (or `register_unavailable` when their key or extra is missing)."""
-    from .demo import DemoProvider
-
     registry = ProviderRegistry()
     registry.register("demo", lambda: DemoProvider(speed=demo_speed))
     return registry

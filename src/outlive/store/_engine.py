@@ -168,7 +168,9 @@ class SqlStore(KeyOps, abc.ABC):
             if not rows:
                 await self._raise_lost(tx, fenced)
         head = rows[0]
-        last, attempt, fence, now = int(head["last_seq"]), head["attempt"], head["fence"], head["now"]
+        last, attempt, fence, now = (
+            int(head["last_seq"]), head["attempt"], head["fence"], head["now"]
+        )
         first = last - n + 1
         await tx.execute_many(
             "INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data) "
@@ -562,34 +564,54 @@ class SqlStore(KeyOps, abc.ABC):
     async def append_entries(
         self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[Entry]:
-        if not entries:
-            return []
+        entries_out, _ = await self.commit(lease, entries=entries)
+        return entries_out
 
-        async def op(tx: Tx, st: TxState) -> list[Entry]:
-            rows = await tx.fetch(
-                "UPDATE sessions SET last_entry_seq = last_entry_seq + :n WHERE id = :id "
-                "AND lease_worker = :worker AND fence = :fence AND status = 'running' "
-                "RETURNING last_entry_seq",
-                {"n": len(entries), "id": lease.session_id, "worker": lease.worker,
-                 "fence": lease.fence},
-            )
-            if not rows:
-                await self._raise_lost(tx, lease)
-            first = int(rows[0]["last_entry_seq"]) - len(entries) + 1
-            params = [
-                {"sid": lease.session_id, "seq": first + i, "kind": kind,
-                 "data": self.d.json(data), "fence": lease.fence}
-                for i, (kind, data) in enumerate(entries)
-            ]
-            await tx.execute_many(
-                "INSERT INTO session_entries (session_id, seq, kind, data, fence) "
-                "VALUES (:sid, :seq, :kind, :data, :fence)",
-                params,
-            )
-            return [
-                Entry(lease.session_id, first + i, kind, data, lease.fence)
-                for i, (kind, data) in enumerate(entries)
-            ]
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+    ) -> tuple[list[Entry], list[Event]]:
+        """Model-history entries, their events and the delivery cursor in one fenced write, so
+        a crash can never leave a message consumed twice or an answer committed twice."""
+
+        async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
+            row = await self._fenced(tx, lease)
+            out: list[Entry] = []
+            if entries:
+                first = int(row["last_entry_seq"]) + 1
+                await tx.execute(
+                    "UPDATE sessions SET last_entry_seq = :last WHERE id = :id",
+                    {"last": first + len(entries) - 1, "id": lease.session_id},
+                )
+                await tx.execute_many(
+                    "INSERT INTO session_entries (session_id, seq, kind, data, fence) "
+                    "VALUES (:sid, :seq, :kind, :data, :fence)",
+                    [
+                        {"sid": lease.session_id, "seq": first + i, "kind": kind,
+                         "data": self.d.json(data), "fence": lease.fence}
+                        for i, (kind, data) in enumerate(entries)
+                    ],
+                )
+                out = [
+                    Entry(lease.session_id, first + i, kind, dict(data), lease.fence)
+                    for i, (kind, data) in enumerate(entries)
+                ]
+            if delivered_through is not None:
+                if delivered_through > int(row["last_input_seq"]):
+                    raise InvalidInput(f"no user message at seq {delivered_through}")
+                if delivered_through > int(row["delivered_input_seq"]):
+                    await tx.execute(
+                        "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
+                        {"seq": delivered_through, "id": lease.session_id},
+                    )
+            written = await self._append(tx, lease.session_id, events, fenced=None)
+            if written:
+                st.notify(lease.session_id, row["owner_id"], events=True)
+            return out, written
 
         return await self._write(op)
 

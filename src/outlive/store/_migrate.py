@@ -28,9 +28,9 @@ def migrations(dialect: str) -> list[Migration]:
     folder = resources.files("outlive.store").joinpath("sql", dialect)
     found = []
     for item in folder.iterdir():
-        m = _NAME.match(item.name)
-        if m:
-            found.append(Migration(int(m.group(1)), item.name, item.read_text("utf-8")))
+        match = _NAME.match(item.name)
+        if match:
+            found.append(Migration(int(match.group(1)), item.name, item.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
     for i, m in enumerate(found, start=1):
         if m.version != i:

@@ -139,6 +139,14 @@ class Store(Protocol):
     async def append_entries(
         self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[Entry]: ...
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+    ) -> tuple[list[Entry], list[Event]]: ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...
     async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
     async def load_snapshot(

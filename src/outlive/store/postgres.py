@@ -71,20 +71,20 @@ def _sql(sql: str) -> str:
 
 
 class _PgTx:
-    def __init__(self, conn: psycopg.AsyncConnection[dict[str, Any]]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self._conn = conn
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        cur = await self._conn.execute(_sql(sql), dict(params or {}))  # type: ignore[arg-type]
-        return await cur.fetchall()
+        cur = await self._conn.execute(_sql(sql), dict(params or {}))
+        return list(await cur.fetchall())
 
     async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        cur = await self._conn.execute(_sql(sql), dict(params or {}))  # type: ignore[arg-type]
+        cur = await self._conn.execute(_sql(sql), dict(params or {}))
         return cur.rowcount
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         async with self._conn.cursor() as cur:
-            await cur.executemany(_sql(sql), [dict(p) for p in params])  # type: ignore[arg-type]
+            await cur.executemany(_sql(sql), [dict(p) for p in params])
 
 
 def encode_notices(notices: Sequence[Notice]) -> str:
@@ -178,7 +178,7 @@ class PostgresStore(SqlStore):
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self.d = PostgresDialect()
         self.dsn = dsn
-        self._pool = AsyncConnectionPool(
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
@@ -209,12 +209,12 @@ class PostgresStore(SqlStore):
             await conn.execute(SCHEMA_VERSION_DDL)
             cur = await conn.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version")
             row = await cur.fetchone()
-            current = int(row["v"]) if row else 0  # type: ignore[call-overload]
+            current = int(row["v"]) if row else 0
             applied = 0
             for m in migrations("postgres"):
                 if m.version <= current:
                     continue
-                await conn.execute(m.sql.encode())  # type: ignore[arg-type]
+                await conn.execute(m.sql.encode())
                 await conn.execute(
                     "INSERT INTO schema_version (version, name, applied_at) "
                     "VALUES (%s, %s, now()::text)",
@@ -267,7 +267,8 @@ class PostgresStore(SqlStore):
     def subscribe(self) -> _PgSubscription:
         return _PgSubscription(self._listener)
 
-    async def wait_listening(self, timeout: float = 10.0) -> None:
+    async def wait_listening(self) -> None:
         """Tests and the worker wait for LISTEN before relying on notifications."""
         self._listener.start()
-        await asyncio.wait_for(self._listener.connected.wait(), timeout)
+        async with asyncio.timeout(10):
+            await self._listener.connected.wait()

@@ -57,7 +57,7 @@ class _SqliteTx:
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         async with self._conn.execute(sql, dict(params or {})) as cur:
             rows = await cur.fetchall()
-        return [dict(r) for r in rows]  # type: ignore[call-overload]
+        return [dict(r) for r in rows]
 
     async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
         async with self._conn.execute(sql, dict(params or {})) as cur:

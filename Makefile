@@ -1,0 +1,40 @@
+# The two commands of the README. Each does its own setup: a virtualenv in .venv with the
+# package and what it needs, reinstalled whenever pyproject.toml changes.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
+
+.PHONY: run test lint typecheck unit bench postgres clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/outlive serve
+
+# PostgreSQL is started before a session on these machines; start it if it is not up.
+postgres:
+	@$(BIN)/python scripts/ensure_postgres.py "$(PG_DSN)"
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: $(VENV)/.installed-test postgres lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: $(VENV)/.installed-test postgres
+	$(BIN)/python bench/store_bench.py
+
+clean:
+	rm -rf $(VENV) *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,8 @@
+"""The worker runtime: claims, leases, the turn loop, follow-ups, cancel and recovery."""
+
+from .agents import Agent, AgentRegistry, demo_agent
+from .runner import Run
+from .settings import RuntimeSettings
+from .worker import Worker
+
+__all__ = ["Agent", "AgentRegistry", "Run", "RuntimeSettings", "Worker", "demo_agent"]

@@ -1,0 +1,84 @@
+"""Agents: named definitions (system prompt, model route, tools, limits), and loading the
+user's own from a Python module next to the built-in demo agent."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain.errors import InvalidInput
+from ..providers import DEFAULT_ROUTE
+from ..tools import ToolRegistry, demo_tools
+
+__all__ = ["Agent", "AgentRegistry", "demo_agent"]
+
+DEMO_PROMPT = (
+    "You are the outlive demo agent. You answer briefly, use your tools when they help, and "
+    "ask the user when you need a decision."
+)
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    system_prompt: str
+    model: str = DEFAULT_ROUTE
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    max_turns: int = 50
+    max_tokens: int | None = None
+    temperature: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def demo_agent(speed: float = 1.0) -> Agent:
+    return Agent(name="demo", system_prompt=DEMO_PROMPT, model=DEFAULT_ROUTE,
+                 tools=demo_tools(speed))
+
+
+class AgentRegistry:
+    def __init__(self, agents: Iterable[Agent] = ()) -> None:
+        self._agents: dict[str, Agent] = {}
+        for a in agents:
+            self.add(a)
+
+    def add(self, agent: Agent) -> None:
+        self._agents[agent.name] = agent
+
+    def get(self, name: str) -> Agent:
+        try:
+            return self._agents[name]
+        except KeyError:
+            raise InvalidInput(
+                f"unknown agent {name!r}; known agents: {', '.join(sorted(self._agents))}"
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._agents)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._agents
+
+    def load_module(self, module_name: str) -> list[str]:
+        """Import `module_name` and register what it offers: an `AGENTS` iterable of `Agent`,
+        or a `register(registry)` function. Returns the names added."""
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise InvalidInput(f"cannot import agents module {module_name!r}: {exc}") from exc
+        before = set(self._agents)
+        register: Callable[[AgentRegistry], None] | None = getattr(module, "register", None)
+        agents = getattr(module, "AGENTS", None)
+        if register is None and agents is None:
+            raise InvalidInput(
+                f"module {module_name!r} defines neither AGENTS nor register(registry)"
+            )
+        if agents is not None:
+            for a in agents:
+                if not isinstance(a, Agent):
+                    raise InvalidInput(f"{module_name}.AGENTS holds {a!r}, not an Agent")
+                self.add(a)
+        if register is not None:
+            register(self)
+        return sorted(set(self._agents) - before)

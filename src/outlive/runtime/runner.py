@@ -1,0 +1,538 @@
+"""One run: from a claim to a settle or a park (DESIGN §5).
+
+Every write names the run's lease, so a run that lost its lease can change nothing. The model
+call and each tool run in an *activity* task: cancel and interrupt abort the activity at once
+(woken by a notification, not found by a poll) while the run itself stays alive to write the
+partial answer, the interrupted receipts and the settle. Database writes never happen inside
+an activity, so aborting one can never cut a transaction in half.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from ..domain.errors import LeaseLost, PendingInput
+from ..domain.model import (
+    Claim,
+    ClaimReason,
+    Delivery,
+    Entry,
+    ErrorInfo,
+    Event,
+    Lease,
+    NewEvent,
+    Status,
+    TitleState,
+    new_id,
+)
+from ..domain.resume import plan_resume
+from ..providers import (
+    Finish,
+    ModelProvider,
+    ModelSettings,
+    ProviderError,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallEvent,
+)
+from ..store import Store
+from ..tools import ToolContext, ToolResult
+from .agents import Agent
+from .history import assistant_entry, model_messages, tool_result_entry, user_entry
+from .settings import RuntimeSettings
+from .streaming import TurnBuffer
+
+__all__ = ["Abort", "Run"]
+
+log = logging.getLogger("outlive.runtime")
+T = TypeVar("T")
+
+ASK_TOOL = "ask_user"
+
+
+class Abort(enum.Enum):
+    CANCEL = "cancel"
+    INTERRUPT = "interrupt"
+
+
+class _Stopped(Exception):
+    """The run ends here: it settled, or must write nothing more."""
+
+
+class Run:
+    """Runs one claimed session. `task` is the asyncio task the worker awaits."""
+
+    def __init__(
+        self,
+        store: Store,
+        claim: Claim,
+        agent: Agent,
+        provider: ModelProvider,
+        model_name: str,
+        settings: RuntimeSettings,
+    ) -> None:
+        assert claim.lease is not None
+        self.store = store
+        self.claim = claim
+        self.session = claim.session
+        self.lease: Lease = claim.lease
+        self.agent = agent
+        self.provider = provider
+        self.model_name = model_name
+        self.settings = settings
+        self.task: asyncio.Task[None] | None = None
+        self._entries: list[Entry] = []
+        self._activity: asyncio.Task[Any] | None = None
+        self._tool_cancel: asyncio.Event | None = None
+        self._abort: Abort | None = None
+        self._cancel = False
+        self._lost = False
+        self._parking = False
+        self._checking = False
+        self._recheck = False
+        self._pending_tool_writes: list[Callable[[], Awaitable[Any]]] = []
+        self.cancel_started: float | None = None
+        self.cancel_aborted: float | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.lease.session_id
+
+    # -- signals from the worker ---------------------------------------------------------
+
+    def poke(self) -> None:
+        """A notification for this session: look for a cancel request or an interrupt."""
+        if self._checking:
+            self._recheck = True
+            return
+        self._checking = True
+        asyncio.get_running_loop().create_task(self._check())
+
+    async def _check(self) -> None:
+        try:
+            while True:
+                self._recheck = False
+                session = await self.store.load_session(self.session_id)
+                if session.fence != self.lease.fence or session.lease_worker != self.lease.worker:
+                    self.lost()
+                    return
+                if session.cancel_requested:
+                    self.cancel_seen()
+                elif self._activity is not None:
+                    inputs = await self.store.undelivered_inputs(self.session_id)
+                    if any(e.data.get("delivery") == Delivery.INTERRUPT for e in inputs):
+                        self._abort_activity(Abort.INTERRUPT)
+                if not self._recheck:
+                    return
+        except Exception as exc:  # the backstop (heartbeat, safe points) still catches it
+            log.warning("check of %s failed: %s", self.session_id, exc)
+        finally:
+            self._checking = False
+
+    def cancel_seen(self) -> None:
+        if not self._cancel:
+            self._cancel = True
+            self.cancel_started = time.monotonic()
+        self._abort_activity(Abort.CANCEL)
+
+    def _abort_activity(self, reason: Abort) -> None:
+        act = self._activity
+        if act is None or act.done():
+            return
+        if self._abort is None or reason is Abort.CANCEL:
+            self._abort = reason
+        if self._tool_cancel is not None:
+            self._tool_cancel.set()
+        else:
+            act.cancel()
+
+    def lost(self) -> None:
+        """The lease is gone: stop at once and write nothing more."""
+        if not self._lost:
+            self._lost = True
+            log.warning("lease lost on %s (fence %d); stopping", self.session_id, self.lease.fence)
+            if self.task is not None:
+                self.task.cancel()
+
+    def park(self) -> None:
+        """Shutdown: stop and hand the session to another worker without settling it."""
+        if not self._parking and not self._lost:
+            self._parking = True
+            if self.task is not None:
+                self.task.cancel()
+
+    # -- top level -------------------------------------------------------------------------
+
+    async def main(self) -> None:
+        try:
+            await self._run()
+        except _Stopped:
+            pass
+        except LeaseLost:
+            self._lost = True
+            log.warning("lease lost on %s; the run wrote nothing more", self.session_id)
+        except asyncio.CancelledError:
+            if self._lost:
+                return
+            if self._parking:
+                with contextlib.suppress(LeaseLost):
+                    await asyncio.shield(self.store.park(self.lease, reason="shutdown"))
+                return
+            raise
+        except Exception as exc:
+            log.exception("run of %s failed", self.session_id)
+            with contextlib.suppress(LeaseLost):
+                await self._settle(
+                    Status.FAILED, ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
+                )
+        finally:
+            await self._stop_activity()
+
+    async def _w(self, aw: Awaitable[T]) -> T:
+        """Every write is shielded: a park or lease loss never cuts one in half."""
+        if self._lost:
+            raise _Stopped
+        return await asyncio.shield(aw)
+
+    async def _emit(self, *events: NewEvent) -> list[Event]:
+        return await self._w(self.store.append_events(self.session_id, events, lease=self.lease))
+
+    async def _commit(
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+    ) -> None:
+        written, _ = await self._w(
+            self.store.commit(
+                self.lease, entries=entries, events=events, delivered_through=delivered_through
+            )
+        )
+        self._entries.extend(written)
+
+    async def _settle(
+        self, status: Status, error: ErrorInfo | None = None, events: Sequence[NewEvent] = ()
+    ) -> None:
+        await self._w(self.store.settle(self.lease, status, error=error, events=events))
+        raise _Stopped
+
+    async def _run(self) -> None:
+        self._entries = await self.store.read_entries(self.session_id)
+        plan = plan_resume(self._entries)
+        reason = self.claim.reason
+        attempt = self.session.attempt
+        if reason in (ClaimReason.CRASH, ClaimReason.HANDOFF):
+            await self._emit(
+                NewEvent(
+                    "session_resumed",
+                    {"reason": reason.value, "attempt": attempt,
+                     "repaired_tool_calls": [c.call_id for c in plan.dangling]},
+                )
+            )
+        else:
+            await self._emit(NewEvent("session_start", {"reason": reason.value,
+                                                        "attempt": attempt}))
+        for call in plan.dangling:
+            tc = ToolCall(call.call_id, call.name, dict(call.arguments))
+            if self.agent.tools.is_idempotent(call.name):
+                await self._run_tool(tc, rerun=True)
+            else:
+                result = ToolResult.failure("interrupted", 0, interrupted=True)
+                await self._commit(
+                    [tool_result_entry(call.call_id, call.name, result)],
+                    [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
+                )
+        await self._loop(final=plan.complete or plan.awaiting_user)
+
+    async def _maybe_title(self, inputs: Sequence[Event]) -> None:
+        if self.session.title_state is not TitleState.PENDING or not inputs:
+            return
+        text = " ".join(str(inputs[0].data.get("text", "")).split())
+        if text:
+            title = text if len(text) <= 60 else text[:57].rstrip() + "…"
+            await self._w(self.store.set_auto_title(self.lease, title))
+        self.session = await self.store.load_session(self.session_id)
+
+    async def _loop(self, *, final: bool) -> None:
+        turns = 0
+        while True:
+            if self._cancel:
+                await self._settle(Status.CANCELLED)
+            fresh = await self.store.load_session(self.session_id)
+            if fresh.fence != self.lease.fence:
+                self.lost()
+                raise _Stopped
+            if fresh.cancel_requested:
+                self.cancel_seen()
+                await self._settle(Status.CANCELLED)
+            inputs = await self.store.undelivered_inputs(self.session_id)
+            await self._maybe_title(inputs)
+            if final:
+                if not inputs:
+                    try:
+                        await self._settle(Status.SUCCEEDED)
+                    except PendingInput:
+                        continue
+                deliver = list(inputs)
+            else:
+                cut = 0
+                for i, ev in enumerate(inputs):
+                    if ev.data.get("delivery") != Delivery.QUEUE:
+                        cut = i + 1
+                deliver = list(inputs[:cut])
+            if turns >= self.agent.max_turns:
+                await self._settle(
+                    Status.FAILED,
+                    ErrorInfo("incomplete", f"stopped after {turns} turns (max_turns)"),
+                    [NewEvent("incomplete", {"reason": "max_turns"})],
+                )
+            turns += 1
+            final = await self._turn(turns, deliver)
+
+    # -- one turn --------------------------------------------------------------------------
+
+    async def _turn(self, turn: int, deliver: Sequence[Event]) -> bool:
+        """One model call and its tools; returns whether the model gave its final answer."""
+        message_id = new_id("msg")
+        start = {"turn": turn, "message_id": message_id}
+        if deliver:
+            start["inputs_through"] = deliver[-1].seq
+        await self._commit(
+            [user_entry(e) for e in deliver],
+            [NewEvent("turn_start", start)],
+            delivered_through=deliver[-1].seq if deliver else None,
+        )
+        buf = await self._call_model(message_id)
+        if buf.aborted is not None:
+            status = "cancelled" if buf.aborted is Abort.CANCEL else "interrupted"
+            await self._commit(
+                [assistant_entry(buf.message_id, buf.text, [], status, status)],
+                [NewEvent("message_end", {"message_id": buf.message_id, "text": buf.text,
+                                          "stop_reason": status})],
+            )
+            if buf.aborted is Abort.CANCEL:
+                await self._settle(Status.CANCELLED)
+            return False
+        stop = buf.stop_reason or "stop"
+        end: dict[str, Any] = {"message_id": buf.message_id, "text": buf.text,
+                               "stop_reason": stop}
+        if buf.usage is not None:
+            end["usage"] = {"input_tokens": buf.usage.input_tokens,
+                            "output_tokens": buf.usage.output_tokens}
+        await self._commit(
+            [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop)],
+            [NewEvent("message_end", end)],
+        )
+        if stop == "length":
+            await self._settle(
+                Status.FAILED,
+                ErrorInfo("incomplete", "the model stopped at its output length limit"),
+                [NewEvent("incomplete", {"reason": "length"})],
+            )
+        if not buf.tool_calls:
+            return True
+        asked = False
+        for i, call in enumerate(buf.tool_calls):
+            if call.name == ASK_TOOL:
+                asked = await self._ask(call) or asked
+                continue
+            result = await self._run_tool(call)
+            if result.interrupted:
+                rest = buf.tool_calls[i + 1 :]
+                await self._interrupt_rest(rest)
+                if self._cancel:
+                    await self._settle(Status.CANCELLED)
+                return False
+        return asked
+
+    async def _ask(self, call: ToolCall) -> bool:
+        question = str(call.arguments.get("question", "")) or "?"
+        options = call.arguments.get("options") or []
+        result = ToolResult(True, {"asked": True}, None, 0)
+        await self._commit(
+            [tool_result_entry(call.call_id, call.name, result, await_user=True)],
+            [NewEvent("user_question", {"question": question, "options": options,
+                                        "call_id": call.call_id})],
+        )
+        return True
+
+    async def _interrupt_rest(self, calls: Sequence[ToolCall]) -> None:
+        """Calls that never started still need a result, or the model's history is broken."""
+        if not calls:
+            return
+        result = ToolResult.failure("interrupted before it started", 0, interrupted=True)
+        await self._commit([tool_result_entry(c.call_id, c.name, result) for c in calls])
+
+    # -- activities ------------------------------------------------------------------------
+
+    async def _stop_activity(self) -> None:
+        act = self._activity
+        if act is not None and not act.done():
+            act.cancel()
+            with contextlib.suppress(BaseException):
+                await act
+        self._activity = None
+        self._tool_cancel = None
+
+    async def _supervise(self, act: asyncio.Task[Any], flush: Callable[[], Awaitable[None]]) -> None:
+        """Wait for the activity, flushing what it produced at most every flush_interval."""
+        self._activity = act
+        try:
+            while not act.done():
+                await asyncio.wait({act}, timeout=self.settings.flush_interval)
+                await flush()
+        finally:
+            if not act.done():
+                act.cancel()
+                with contextlib.suppress(BaseException):
+                    await act
+            self._activity = None
+
+    async def _call_model(self, message_id: str) -> TurnBuffer:
+        attempt = 0
+        while True:
+            buf = TurnBuffer(message_id, self.settings.flush_bytes)
+            self._abort = None
+            if self._cancel:
+                buf.aborted = Abort.CANCEL
+                return buf
+            messages = model_messages(self.agent.system_prompt, self._entries)
+            tools = self.agent.tools.specs() if len(self.agent.tools) else []
+            settings = ModelSettings(
+                model=self.model_name,
+                max_tokens=self.agent.max_tokens,
+                temperature=self.agent.temperature,
+                extra={**self.agent.extra, "session_id": self.session_id},
+            )
+
+            async def consume(buf: TurnBuffer = buf) -> None:
+                stream = self.provider.stream(messages, tools, settings)
+                try:
+                    async for ev in stream:
+                        if isinstance(ev, TextDelta):
+                            buf.add("text", ev.text)
+                        elif isinstance(ev, ThinkingDelta):
+                            buf.add("thinking", ev.text)
+                        elif isinstance(ev, ToolCallEvent):
+                            buf.tool_calls.append(ev.call)
+                        elif isinstance(ev, Finish):
+                            buf.stop_reason = ev.stop_reason
+                            buf.usage = ev.usage
+                finally:
+                    close = getattr(stream, "aclose", None)
+                    if close is not None:
+                        await close()
+
+            act = asyncio.create_task(consume(), name=f"model:{self.session_id}")
+            await self._supervise(act, lambda buf=buf: self._flush(buf))  # type: ignore[misc]
+            await self._flush(buf)
+            if act.cancelled():
+                buf.aborted = self._abort or Abort.CANCEL
+                if buf.aborted is Abort.CANCEL:
+                    self.cancel_aborted = time.monotonic()
+                return buf
+            exc = act.exception()
+            if exc is None:
+                return buf
+            if not isinstance(exc, ProviderError):
+                raise exc
+            if not exc.transient or attempt >= self.settings.provider_retries:
+                await self._close_partial(buf)
+                await self._settle(
+                    Status.FAILED, ErrorInfo("provider_error", exc.message),
+                    [NewEvent("error", {"code": "provider_error", "message": exc.message})],
+                )
+            attempt += 1
+            await self._close_partial(buf)
+            delay = min(self.settings.retry_base * 2 ** (attempt - 1), self.settings.retry_max)
+            await self._emit(NewEvent("error", {
+                "code": "provider_error", "message": exc.message, "retrying": True,
+                "attempt": attempt, "retry_in_ms": int(delay * 1000)}))
+            await self._pause(delay * (0.5 + random.random() / 2))
+            message_id = new_id("msg")
+            await self._emit(NewEvent("turn_start", {"turn": 0, "message_id": message_id,
+                                                     "retry": attempt}))
+
+    async def _close_partial(self, buf: TurnBuffer) -> None:
+        if buf.flushed_any:
+            await self._emit(NewEvent("message_end", {"message_id": buf.message_id,
+                                                      "text": buf.text,
+                                                      "stop_reason": "interrupted"}))
+
+    async def _pause(self, seconds: float) -> None:
+        """A backoff sleep that a cancel cuts short."""
+        act = asyncio.create_task(asyncio.sleep(seconds))
+
+        async def nothing() -> None:
+            return None
+
+        await self._supervise(act, nothing)
+        if self._cancel:
+            await self._settle(Status.CANCELLED)
+
+    async def _flush(self, buf: TurnBuffer) -> None:
+        events = buf.drain()
+        if events:
+            await self._emit(*events)
+
+    async def _run_tool(self, call: ToolCall, *, rerun: bool = False) -> ToolResult:
+        start: dict[str, Any] = {"call_id": call.call_id, "tool": call.name,
+                                 "arguments": call.arguments}
+        if rerun:
+            start["rerun"] = True
+        await self._emit(NewEvent("tool_start", start))
+        queued: list[Callable[[], Awaitable[Any]]] = []
+
+        def progress(message: str) -> Awaitable[None]:
+            queued.append(lambda: self._emit(NewEvent(
+                "tool_progress", {"call_id": call.call_id, "message": message})))
+            return _done()
+
+        def set_stage(stage: str) -> Awaitable[None]:
+            queued.append(lambda: self._w(self.store.set_stage(self.lease, stage)))
+            return _done()
+
+        def set_title(title: str) -> Awaitable[None]:
+            queued.append(lambda: self._w(self.store.set_auto_title(self.lease, title)))
+            return _done()
+
+        async def flush() -> None:
+            while queued:
+                await queued.pop(0)()
+
+        cancel = asyncio.Event()
+        if self._cancel:
+            cancel.set()
+        ctx = ToolContext(self.session_id, call.call_id, cancel=cancel, progress=progress,
+                          set_stage=set_stage, set_title=set_title)
+        self._abort = None
+        self._tool_cancel = cancel
+        try:
+            act = asyncio.create_task(self.agent.tools.run(call, ctx),
+                                      name=f"tool:{self.session_id}:{call.call_id}")
+            await self._supervise(act, flush)
+        finally:
+            self._tool_cancel = None
+        await flush()
+        result: ToolResult = act.result()
+        if result.interrupted:
+            if self._cancel:
+                self.cancel_aborted = time.monotonic()
+                result = ToolResult.failure("cancelled", result.duration_ms, interrupted=True)
+        await self._commit(
+            [tool_result_entry(call.call_id, call.name, result)],
+            [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
+        )
+        return result
+
+
+async def _done() -> None:
+    return None

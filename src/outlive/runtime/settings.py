@@ -1,0 +1,31 @@
+"""Runtime knobs, with the defaults of DESIGN §5."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RuntimeSettings"]
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    lease_ttl: float = 10.0
+    heartbeat_interval: float = 2.0
+    backstop_interval: float | None = 1.0
+    """Seconds between claim scans when no wakeup came; None turns the scan off (tests)."""
+    concurrency: int = 8
+    max_attempts: int = 5
+    grace: float = 10.0
+    """On shutdown, how long runs may go on before they are parked for another worker."""
+    flush_interval: float = 0.05
+    flush_bytes: int = 1024
+    provider_retries: int = 3
+    retry_base: float = 0.5
+    retry_max: float = 8.0
+    abandon_check_interval: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval >= self.lease_ttl:
+            raise ValueError("heartbeat_interval must be shorter than lease_ttl")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")

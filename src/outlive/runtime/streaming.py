@@ -1,0 +1,70 @@
+"""Coalescing streamed model output into events: at most every flush interval, ≤ 1 KiB each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..domain.model import NewEvent
+from ..providers import ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .runner import Abort
+
+__all__ = ["TurnBuffer", "split_utf8"]
+
+
+def split_utf8(text: str, limit: int) -> list[str]:
+    """Cut `text` into pieces of at most `limit` UTF-8 bytes, never inside a character."""
+    out = []
+    while text:
+        piece = text[:limit]
+        while len(piece.encode("utf-8")) > limit:
+            piece = piece[: max(1, len(piece) * 3 // 4)]
+        out.append(piece)
+        text = text[len(piece) :]
+    return out
+
+
+class TurnBuffer:
+    """What one model call produced so far, and what is not yet written as events."""
+
+    def __init__(self, message_id: str, flush_bytes: int = 1024) -> None:
+        self.message_id = message_id
+        self.flush_bytes = flush_bytes
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._pending: list[tuple[str, list[str]]] = []
+        self.flushed_any = False
+        self.tool_calls: list[ToolCall] = []
+        self.stop_reason: str | None = None
+        self.usage: Usage | None = None
+        self.aborted: Abort | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+    @property
+    def thinking(self) -> str:
+        return "".join(self._thinking)
+
+    def add(self, kind: str, text: str) -> None:
+        if not text:
+            return
+        (self._text if kind == "text" else self._thinking).append(text)
+        if self._pending and self._pending[-1][0] == kind:
+            self._pending[-1][1].append(text)
+        else:
+            self._pending.append((kind, [text]))
+
+    def drain(self) -> list[NewEvent]:
+        events = []
+        for kind, parts in self._pending:
+            for piece in split_utf8("".join(parts), self.flush_bytes):
+                events.append(
+                    NewEvent(f"{kind}_delta", {"message_id": self.message_id, "text": piece})
+                )
+        self._pending = []
+        if events:
+            self.flushed_any = True
+        return events

@@ -1,0 +1,215 @@
+"""The worker: claims sessions, keeps their leases, runs each in its own task.
+
+Wakeups come from the Store's notices (LISTEN/NOTIFY on PostgreSQL, in-process on SQLite)
+with a backstop scan, so a lost notification delays work by at most one backstop interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+
+from ..domain.errors import OutliveError
+from ..domain.model import Claim, ErrorInfo, Status, new_id
+from ..providers import ProviderRegistry
+from ..store import Store, Subscription
+from .agents import AgentRegistry
+from .runner import Run
+from .settings import RuntimeSettings
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("outlive.worker")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id('w')[-6:]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        agents: AgentRegistry,
+        providers: ProviderRegistry,
+        settings: RuntimeSettings | None = None,
+        *,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.providers = providers
+        self.settings = settings or RuntimeSettings()
+        self.id = worker_id or default_worker_id()
+        self.runs: dict[str, Run] = {}
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_beat_ok = time.monotonic()
+        self.claimed = 0
+        self.finished = 0
+        self.started = asyncio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
+        sub = self.store.subscribe()
+        wait_listening = getattr(self.store, "wait_listening", None)
+        self._tasks = [
+            asyncio.create_task(self._listen(sub), name="worker-listen"),
+            asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
+            asyncio.create_task(self._abandon_scan(), name="worker-abandon"),
+        ]
+        if wait_listening is not None:
+            with contextlib.suppress(Exception):
+                await wait_listening()
+        self.started.set()
+        try:
+            await self._claim_loop()
+        finally:
+            await self._drain()
+            for t in self._tasks:
+                t.cancel()
+            for t in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await sub.close()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def _drain(self) -> None:
+        """Stop claiming; let runs finish within the grace period; park the rest."""
+        tasks = [r.task for r in self.runs.values() if r.task is not None]
+        if tasks:
+            log.info("worker %s: waiting up to %.1fs for %d runs", self.id,
+                     self.settings.grace, len(tasks))
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.grace)
+            if pending:
+                log.info("worker %s: parking %d runs for another worker", self.id, len(pending))
+                for r in list(self.runs.values()):
+                    r.park()
+                await asyncio.wait(pending, timeout=10)
+
+    # -- claiming --------------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.settings.concurrency - len(self.runs)
+            claims: list[Claim] = []
+            if free > 0:
+                try:
+                    claims = await self.store.claim(
+                        self.id, limit=free, lease_ttl=self.settings.lease_ttl,
+                        max_attempts=self.settings.max_attempts,
+                    )
+                    backoff = 0.1
+                except Exception as exc:
+                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+            for c in claims:
+                if c.lease is not None:
+                    self._start(c)
+            if claims and len(claims) == free:
+                continue  # there may be more waiting
+            timeout = self.settings.backstop_interval
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+
+    def _start(self, claim: Claim) -> None:
+        assert claim.lease is not None
+        session = claim.session
+        self.claimed += 1
+        try:
+            agent = self.agents.get(session.agent)
+            provider, model_name = self.providers.resolve(session.model)
+        except OutliveError as exc:
+            asyncio.create_task(self._refuse(claim, exc))
+            return
+        run = Run(self.store, claim, agent, provider, model_name, self.settings)
+        self.runs[session.id] = run
+        run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
+        sid = session.id
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._finished(sid)
+
+        run.task.add_done_callback(done)
+        log.info("worker %s runs %s (%s, attempt %d, fence %d)", self.id, session.id,
+                 claim.reason.value, session.attempt, claim.lease.fence)
+
+    async def _refuse(self, claim: Claim, exc: OutliveError) -> None:
+        """A session whose agent or route this worker cannot serve fails with the reason."""
+        assert claim.lease is not None
+        with contextlib.suppress(OutliveError):
+            await self.store.settle(claim.lease, Status.FAILED,
+                                    error=ErrorInfo("configuration", exc.message))
+
+    def _finished(self, session_id: str) -> None:
+        self.runs.pop(session_id, None)
+        self.finished += 1
+        self._wake.set()
+
+    # -- wakeups ---------------------------------------------------------------------------
+
+    async def _listen(self, sub: Subscription) -> None:
+        async for notice in sub:
+            if notice.session_id == "*":
+                self._wake.set()
+                for r in list(self.runs.values()):
+                    r.poke()
+                continue
+            run = self.runs.get(notice.session_id)
+            if run is not None:
+                if notice.work:
+                    run.poke()
+            elif notice.work:
+                self._wake.set()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            runs = list(self.runs.values())
+            if not runs:
+                self._last_beat_ok = time.monotonic()
+                continue
+            try:
+                held = await self.store.heartbeat(
+                    self.id, [r.lease for r in runs], lease_ttl=self.settings.lease_ttl
+                )
+            except Exception as exc:
+                log.warning("heartbeat failed: %s", exc)
+                if time.monotonic() - self._last_beat_ok > self.settings.lease_ttl:
+                    for r in runs:  # our leases have surely expired: stop wasting work
+                        r.lost()
+                continue
+            self._last_beat_ok = time.monotonic()
+            by_id = {h.session_id: h for h in held}
+            for r in runs:
+                h = by_id.get(r.session_id)
+                if h is None:
+                    if r.task is not None and not r.task.done():
+                        r.lost()
+                elif h.cancel_requested:
+                    r.cancel_seen()
+
+    async def _abandon_scan(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.abandon_check_interval)
+            try:
+                await self.store.cancel_abandoned()
+            except Exception as exc:
+                log.warning("abandon scan failed: %s", exc)

@@ -1,0 +1,15 @@
+"""Typed tools (pydantic arguments, timeout, cancel signal, progress, idempotency key), the
+registry that runs them, and the demo agent's tools."""
+
+from ._registry import Tool, ToolContext, ToolFunction, ToolRegistry, ToolResult, tool
+from .demo import demo_tools
+
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolFunction",
+    "ToolRegistry",
+    "ToolResult",
+    "demo_tools",
+    "tool",
+]

@@ -1,0 +1,310 @@
+"""Typed tools and the registry that runs them.
+
+A tool is a plain `async def fn(args: SomeModel, ctx: ToolContext)`: the pydantic model is both
+the validator and the JSON schema the model sees, so the two cannot drift apart. The registry
+turns everything that can go wrong (bad arguments, exceptions, timeouts, a cancel signal) into
+a `ToolResult` with `ok=False`, because a failed tool must be recorded as a failure and never
+crash the run or be mistaken for a success. Task cancellation alone propagates: that is how
+the runtime aborts a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+import time
+import typing
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from outlive.providers._port import ToolCall, ToolSpec
+
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolFunction",
+    "ToolRegistry",
+    "ToolResult",
+    "tool",
+]
+
+log = logging.getLogger(__name__)
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+Callback = Callable[[str], Awaitable[None]]
+
+CLEANUP_GRACE = 2.0
+"""How long an aborted tool may spend in its `finally` blocks before the registry moves on."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+async def _ignore(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know and do besides its arguments.
+
+    The callbacks are supplied by the runtime (they append `tool_progress`, `stage` and
+    `title` events); the defaults do nothing so tools can be called directly in tests.
+    `cancel` is set when the session is cancelled or interrupted: the registry then cancels
+    the tool's task, and long-running tools may also watch it to stop cooperatively.
+    """
+
+    session_id: str
+    call_id: str
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: Callback = _ignore
+    set_stage: Callback = _ignore
+    set_title: Callback = _ignore
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across retries of the same call (after a crash), unique across calls:
+        an idempotent tool uses it to recognise a repeat and return the first outcome."""
+        return f"{self.session_id}:{self.call_id}"
+
+
+ToolFunction = Callable[[ArgsT, ToolContext], Coroutine[Any, Any, Any]]
+
+
+@dataclass(frozen=True)
+class Tool(Generic[ArgsT]):
+    """A tool definition; build it with the `@tool(...)` decorator."""
+
+    name: str
+    description: str
+    args_model: type[ArgsT]
+    fn: ToolFunction[ArgsT]
+    timeout: float = 30.0
+    idempotent: bool = False
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"tool name {self.name!r} must match {_NAME.pattern}")
+        if not self.timeout > 0:
+            raise ValueError(f"tool {self.name!r} needs a positive timeout")
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+
+    async def __call__(self, args: ArgsT, ctx: ToolContext) -> Any:
+        """Call the function directly: no validation, timeout or error capture."""
+        return await self.fn(args, ctx)
+
+
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float = 30.0,
+    idempotent: bool = False,
+) -> Callable[[ToolFunction[ArgsT]], Tool[ArgsT]]:
+    """Turn `async def fn(args: ArgsModel, ctx: ToolContext)` into a `Tool`.
+
+    The name defaults to the function's name and the description to its docstring.
+    """
+
+    def wrap(fn: ToolFunction[ArgsT]) -> Tool[ArgsT]:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"tool {fn.__name__!r} must be an async function")
+        doc = inspect.getdoc(fn) or ""
+        return Tool(
+            name=name or fn.__name__,
+            description=description or doc.split("\n\n")[0].strip() or fn.__name__,
+            args_model=_args_model(fn),
+            fn=fn,
+            timeout=timeout,
+            idempotent=idempotent,
+        )
+
+    return wrap
+
+
+def _args_model(fn: Callable[..., Any]) -> Any:
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) != 2:
+        raise TypeError(f"tool {fn.__name__!r} must take (args, ctx)")
+    try:
+        annotation = typing.get_type_hints(fn).get(params[0].name)
+    except (NameError, TypeError):
+        annotation = params[0].annotation
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise TypeError(
+            f"the first parameter of tool {fn.__name__!r} must be annotated with a pydantic "
+            f"BaseModel subclass defined at module level (got {annotation!r})"
+        )
+    return annotation
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one call. `result` is JSON-ready when ok; `error` says why not."""
+
+    ok: bool
+    result: Any | None
+    error: str | None
+    duration_ms: int
+    interrupted: bool = False
+
+    @classmethod
+    def failure(cls, error: str, duration_ms: int, *, interrupted: bool = False) -> ToolResult:
+        return cls(False, None, error, duration_ms, interrupted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `tool_end` payload (without `call_id`)."""
+        data: dict[str, Any] = {"ok": self.ok, "duration_ms": self.duration_ms}
+        if self.ok:
+            data["result"] = self.result
+        else:
+            data["error"] = self.error
+        if self.interrupted:
+            data["interrupted"] = True
+        return data
+
+    def model_text(self) -> str:
+        """What the model is shown: the JSON result, or `{"error": ...}` on failure."""
+        if self.ok:
+            return json.dumps(self.result, ensure_ascii=False)
+        return json.dumps({"error": self.error}, ensure_ascii=False)
+
+
+class ToolRegistry:
+    """The tools one agent may call, and the single place they are run."""
+
+    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool[Any]) -> Tool[Any]:
+        if t.name in self._tools:
+            raise ValueError(f"tool {t.name!r} is already registered")
+        self._tools[t.name] = t
+        return t
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def is_idempotent(self, name: str) -> bool:
+        """Resume planning asks this: only idempotent tools are re-run after a crash."""
+        t = self._tools.get(name)
+        return t is not None and t.idempotent
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec() for t in self._tools.values()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool[Any]]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """Validate, run under the tool's timeout, and capture the outcome.
+
+        Never raises for tool failures; raises `CancelledError` when the calling task is
+        cancelled (after cancelling the tool and letting it clean up).
+        """
+        started = time.monotonic()
+
+        def elapsed() -> int:
+            return int((time.monotonic() - started) * 1000)
+
+        t = self._tools.get(call.name)
+        if t is None:
+            known = ", ".join(self._tools) or "none"
+            return ToolResult.failure(f"unknown tool {call.name!r}; available: {known}", 0)
+        try:
+            args = t.args_model.model_validate(call.arguments)
+        except ValidationError as exc:
+            return ToolResult.failure(_describe(t.name, exc), elapsed())
+        if ctx.cancel.is_set():
+            return ToolResult.failure("interrupted", elapsed(), interrupted=True)
+
+        work = asyncio.create_task(t.fn(args, ctx), name=f"tool:{t.name}:{ctx.call_id}")
+        stop = asyncio.create_task(ctx.cancel.wait(), name=f"tool-cancel:{ctx.call_id}")
+        try:
+            done, _ = await asyncio.wait(
+                (work, stop), timeout=t.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:
+            await _abort(work, stop)
+            raise
+        if work not in done:
+            await _abort(work, stop)
+            if stop in done:
+                return ToolResult.failure("interrupted", elapsed(), interrupted=True)
+            return ToolResult.failure(f"timed out after {t.timeout:g}s", elapsed())
+        stop.cancel()
+        if work.cancelled():
+            return ToolResult.failure("CancelledError: the tool cancelled itself", elapsed())
+        error = work.exception()
+        if error is not None:
+            log.info("tool %s failed: %r", t.name, error)
+            return ToolResult.failure(f"{type(error).__name__}: {error}", elapsed())
+        try:
+            value = _jsonable(work.result())
+        except (TypeError, ValueError) as err:
+            return ToolResult.failure(
+                f"TypeError: result of tool {t.name!r} is not JSON-serialisable: {err}", elapsed()
+            )
+        return ToolResult(True, value, None, elapsed())
+
+
+async def _abort(work: asyncio.Task[Any], stop: asyncio.Task[Any]) -> None:
+    """Cancel the tool and wait (briefly) for its cleanup, so nothing outlives the call."""
+    stop.cancel()
+    work.cancel()
+    await asyncio.wait((work, stop), timeout=CLEANUP_GRACE)
+    if work.done():
+        _consume(work)
+    else:
+        log.warning("tool task %s ignored cancellation for %.1fs", work.get_name(), CLEANUP_GRACE)
+        work.add_done_callback(_consume)
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    """Retrieve an aborted task's exception so asyncio does not report it as unhandled."""
+    if not task.cancelled():
+        task.exception()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        plain = to_jsonable_python(value)
+    except Exception as err:  # pydantic raises its own serialisation error type
+        raise TypeError(str(err)) from err
+    json.dumps(plain, allow_nan=False)
+    return plain
+
+
+def _describe(name: str, exc: ValidationError) -> str:
+    """One readable line per problem, e.g. `seconds: Input should be a valid number (got 'x')`."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        text = f"{where}: {err['msg']}"
+        if err["type"] != "missing":
+            got = repr(err.get("input"))
+            text += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
+        problems.append(text)
+    return f"invalid arguments for tool {name!r}: " + "; ".join(problems)

@@ -1,0 +1,391 @@
+"""The demo provider's script, pacing, simulated failures and cancellation.
+
+Scripts are driven the way the runtime drives a model: stream a turn, append the assistant
+message, run its tool calls through the demo tool registry, append the results, repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from outlive.providers import (
+    DemoProvider,
+    Finish,
+    Message,
+    ModelSettings,
+    PermanentProviderError,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+    TransientProviderError,
+    collect,
+)
+from outlive.providers.demo import CHARS_PER_SECOND, pieces, plan_turn
+from outlive.tools import ToolContext, ToolRegistry, demo_tools
+
+SETTINGS = ModelSettings("scripted")
+
+
+@dataclass
+class Run:
+    turns: list[list[ProviderEvent]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+    def shapes(self) -> list[list[str]]:
+        return [shape(t) for t in self.turns]
+
+    @property
+    def final_text(self) -> str:
+        return text_of(self.turns[-1])
+
+    def calls(self) -> list[ToolCall]:
+        return [e.call for t in self.turns for e in t if isinstance(e, ToolCallEvent)]
+
+
+def shape(events: list[ProviderEvent]) -> list[str]:
+    """Consecutive deltas of one kind collapse to one word: easy to compare whole scripts."""
+    out: list[str] = []
+    for e in events:
+        if isinstance(e, TextDelta):
+            word = "text"
+        elif isinstance(e, ThinkingDelta):
+            word = "thinking"
+        elif isinstance(e, ToolCallEvent):
+            word = f"call:{e.call.name}"
+        else:
+            word = f"finish:{e.stop_reason}"
+        if not out or out[-1] != word or word.startswith(("call", "finish")):
+            out.append(word)
+    return out
+
+
+def text_of(events: list[ProviderEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+async def drive(
+    prompt: str,
+    *,
+    provider: DemoProvider | None = None,
+    registry: ToolRegistry | None = None,
+    history: list[Message] | None = None,
+    session_id: str = "ses_1",
+) -> Run:
+    provider = provider or DemoProvider(speed=0)
+    registry = registry if registry is not None else demo_tools(speed=0)
+    run = Run(messages=[*(history or []), Message.user(prompt)])
+    for _ in range(8):
+        events = [e async for e in provider.stream(run.messages, registry.specs(), SETTINGS)]
+        run.turns.append(events)
+        finish = events[-1]
+        assert isinstance(finish, Finish)
+        assert sum(isinstance(e, Finish) for e in events) == 1
+        calls = [e.call for e in events if isinstance(e, ToolCallEvent)]
+        assert (finish.stop_reason == "tool_calls") == bool(calls)
+        run.messages.append(Message.assistant(text_of(events), calls))
+        if finish.stop_reason != "tool_calls":
+            return run
+        for call in calls:
+            result = await registry.run(call, ToolContext(session_id, call.call_id))
+            run.messages.append(
+                Message.tool_result(call.call_id, result.model_text(), is_error=not result.ok)
+            )
+    raise AssertionError("the script did not stop within 8 turns")
+
+
+async def test_plain_prompt_uses_one_lookup_then_answers() -> None:
+    run = await drive("What is a durable session?")
+    assert run.shapes() == [
+        ["text", "call:lookup", "finish:tool_calls"],
+        ["text", "finish:stop"],
+    ]
+    (call,) = run.calls()
+    assert call.arguments == {"query": "What is a durable session"}
+    assert "matches" in run.final_text and "demo index" in run.final_text
+    assert 2 <= run.final_text.count(". ") + 1 <= 4
+
+
+async def test_run_long_streams_many_paragraphs_around_two_slow_tasks() -> None:
+    run = await drive("Please RUN LONG today")
+    assert run.shapes() == [
+        ["text", "call:slow_task", "finish:tool_calls"],
+        ["text", "call:slow_task", "finish:tool_calls"],
+        ["text", "finish:stop"],
+    ]
+    assert all(c.name == "slow_task" and c.arguments["seconds"] > 0 for c in run.calls())
+    full = "".join(text_of(t) for t in run.turns)
+    assert full.count("\n\n") >= 12
+    assert "finished after" in text_of(run.turns[1])  # it read the first slow task's result
+    assert "The second slow task is done" in run.final_text
+
+
+async def test_run_long_admits_an_interrupted_slow_task() -> None:
+    messages = [Message.user("run long")]
+    first = plan_turn(messages, demo_tools(speed=0).specs())
+    (call,) = first.tool_calls
+    messages += [
+        Message.assistant(first.text, [call]),
+        Message.tool_result(call.call_id, '{"error": "interrupted"}', is_error=True),
+    ]
+    second = plan_turn(messages, demo_tools(speed=0).specs())
+    assert second.text.startswith("The first slow task did not finish (interrupted)")
+    assert [c.name for c in second.tool_calls] == ["slow_task"]
+
+
+async def test_ask_me_asks_a_question_then_takes_the_reply() -> None:
+    run = await drive("ask me something")
+    assert run.shapes() == [
+        ["text", "call:ask_user", "finish:tool_calls"],
+        ["text", "finish:stop"],
+    ]
+    (call,) = run.calls()
+    assert call.arguments["question"].endswith("?")
+    assert len(call.arguments["options"]) >= 2
+    reply = await drive(call.arguments["options"][1], history=run.messages)
+    assert reply.shapes() == [["text", "finish:stop"]]
+    assert f"you chose “{call.arguments['options'][1]}”" in reply.final_text
+
+
+async def test_ask_me_uses_an_answer_the_runtime_puts_in_the_tool_result() -> None:
+    messages = [Message.user("ask me")]
+    first = plan_turn(messages, demo_tools(speed=0).specs())
+    (call,) = first.tool_calls
+    messages += [
+        Message.assistant(first.text, [call]),
+        Message.tool_result(call.call_id, json.dumps({"answer": "Just the numbers"})),
+    ]
+    second = plan_turn(messages, demo_tools(speed=0).specs())
+    assert second.stop_reason == "stop"
+    assert "you chose “Just the numbers”" in second.text
+
+
+async def test_fail_a_tool_reports_the_failure() -> None:
+    run = await drive("please fail a tool")
+    assert run.shapes() == [
+        ["text", "call:flaky", "finish:tool_calls"],
+        ["text", "finish:stop"],
+    ]
+    tool_message = run.messages[2]
+    assert tool_message.role == "tool" and tool_message.is_error
+    assert "failed on purpose" in run.final_text
+    assert "never as a success" in run.final_text
+
+
+@pytest.mark.parametrize("prompt", ["count", "Idempotent please", "bump the counter"])
+async def test_counter_prompts_call_the_idempotent_tool(prompt: str) -> None:
+    registry = demo_tools(speed=0)
+    run = await drive(prompt, registry=registry)
+    assert run.shapes() == [
+        ["text", "call:counter", "finish:tool_calls"],
+        ["text", "finish:stop"],
+    ]
+    assert "The counter now reads 1." in run.final_text
+    again = await drive("count again", registry=registry, history=run.messages)
+    assert "The counter now reads 2." in again.final_text
+
+
+async def test_account_is_not_a_counter_prompt() -> None:
+    run = await drive("my account")
+    assert run.calls()[0].name == "lookup"
+
+
+async def test_think_adds_thinking_before_each_turns_text() -> None:
+    run = await drive("think about queues")
+    assert run.shapes() == [
+        ["thinking", "text", "call:lookup", "finish:tool_calls"],
+        ["thinking", "text", "finish:stop"],
+    ]
+    long = await drive("think, then run long")
+    assert all(s[:2] == ["thinking", "text"] for s in long.shapes())
+
+
+async def test_length_stops_with_length() -> None:
+    run = await drive("what is the length of a lease?")
+    assert run.shapes() == [["text", "finish:length"]]
+    assert len(run.final_text) > 200
+
+
+async def test_provider_error_n_fails_the_first_n_calls() -> None:
+    provider = DemoProvider(speed=0)
+    messages = [Message.user("hello with provider error 3")]
+    for attempt in (1, 2, 3):
+        with pytest.raises(TransientProviderError) as info:
+            await collect(provider.stream(messages, [], SETTINGS))
+        assert info.value.transient and info.value.status == 503
+        assert f"{attempt} of 3" in str(info.value)
+    done = await collect(provider.stream(messages, [], SETTINGS))
+    assert done.stop_reason == "stop"
+    # Later turns of the same message do not fail again.
+    run = await drive("hello with provider error 3", provider=provider)
+    assert run.shapes()[-1] == ["text", "finish:stop"]
+
+
+async def test_provider_error_defaults_to_two_and_is_per_session() -> None:
+    provider = DemoProvider(speed=0)
+    messages = [Message.user("provider error")]
+    for session in ("a", "b"):
+        settings = ModelSettings("scripted", extra={"session_id": session})
+        for _ in range(2):
+            with pytest.raises(TransientProviderError):
+                await collect(provider.stream(messages, [], settings))
+        assert (await collect(provider.stream(messages, [], settings))).stop_reason == "stop"
+
+
+async def test_permanent_provider_error_always_fails() -> None:
+    provider = DemoProvider(speed=0)
+    for _ in range(3):
+        with pytest.raises(PermanentProviderError) as info:
+            await collect(provider.stream([Message.user("permanent provider error")], [], SETTINGS))
+        assert not info.value.transient and info.value.status == 400
+
+
+async def test_missing_tool_is_explained_in_text() -> None:
+    run = await drive("hello", registry=ToolRegistry())
+    assert run.shapes() == [["text", "finish:stop"]]
+    assert "`lookup`" in run.final_text
+
+
+async def test_no_user_message_gets_a_greeting() -> None:
+    done = await collect(DemoProvider(speed=0).stream([Message.system("be nice")], [], SETTINGS))
+    assert done.stop_reason == "stop" and done.text.startswith("Hello!")
+
+
+async def test_a_finished_script_does_not_restart() -> None:
+    run = await drive("hello")
+    extra = plan_turn(run.messages, demo_tools(speed=0).specs())
+    assert extra.stop_reason == "stop" and not extra.tool_calls
+
+
+async def test_script_is_deterministic_and_call_ids_are_unique() -> None:
+    first = await drive("hello there")
+    second = await drive("hello there")
+    assert first.turns == second.turns
+    more = await drive("hello there", history=first.messages)
+    ids = [c.call_id for c in first.calls() + more.calls()]
+    assert len(ids) == len(set(ids)) == 2
+
+
+async def test_usage_counts_words() -> None:
+    provider = DemoProvider(speed=0)
+    messages = [Message.user("one two three length")]
+    events = [e async for e in provider.stream(messages, [], SETTINGS)]
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.usage is not None
+    assert finish.usage.input_tokens == 4
+    assert finish.usage.output_tokens == len(text_of(events).split())
+
+
+def test_pieces_are_small_and_join_back() -> None:
+    text = "Hello,  world!\n\nA supercalifragilistic word and “quotes”. "
+    parts = list(pieces(text))
+    assert "".join(parts) == text
+    assert len(parts) > 8
+    assert all(0 < len(p) <= 10 for p in parts)
+
+
+class Recording(DemoProvider):
+    """Adds up the pacing instead of sleeping."""
+
+    def __init__(self, speed: float) -> None:
+        super().__init__(speed)
+        self.slept: list[float] = []
+
+    async def _sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+@pytest.mark.parametrize(("speed", "low", "high"), [(1.0, 25, 35), (2.0, 12.5, 17.5)])
+async def test_run_long_takes_about_thirty_seconds_at_speed_one(
+    speed: float, low: float, high: float
+) -> None:
+    provider = Recording(speed)
+    run = await drive("run long", provider=provider)
+    assert low <= sum(provider.slept) <= high
+    assert len(provider.slept) > 500  # many small pieces, not a few big ones
+    chars = sum(len(text_of(t)) for t in run.turns)
+    assert chars / CHARS_PER_SECOND / speed <= sum(provider.slept)
+
+
+async def test_speed_zero_never_sleeps() -> None:
+    provider = Recording(0)
+    await drive("run long", provider=provider)
+    assert provider.slept == []
+
+
+def test_speed_must_be_non_negative() -> None:
+    with pytest.raises(ValueError, match="demo speed"):
+        DemoProvider(speed=-1)
+
+
+async def test_settings_can_override_speed() -> None:
+    provider = Recording(1.0)
+    settings = ModelSettings("scripted", extra={"demo_speed": 0})
+    await collect(provider.stream([Message.user("run long")], [], settings))
+    assert provider.slept == []
+
+
+async def consume_until_first_text(
+    provider: DemoProvider, prompt: str
+) -> tuple[asyncio.Task[None], list[ProviderEvent]]:
+    seen: list[ProviderEvent] = []
+    first = asyncio.Event()
+    specs: list[ToolSpec] = demo_tools(speed=0).specs()
+
+    async def consume() -> None:
+        async for event in provider.stream([Message.user(prompt)], specs, SETTINGS):
+            seen.append(event)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(first.wait(), 5)
+    return task, seen
+
+
+async def test_cancel_at_speed_one_stops_within_50ms() -> None:
+    task, seen = await consume_until_first_text(DemoProvider(speed=1.0), "run long")
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 0.05
+    count = len(seen)
+    await asyncio.sleep(0.1)
+    assert len(seen) == count and not any(isinstance(e, Finish) for e in seen)
+
+
+async def test_cancel_before_the_first_token() -> None:
+    async def consume() -> None:
+        async for _ in DemoProvider(speed=1.0).stream([Message.user("hi")], [], SETTINGS):
+            raise AssertionError("no event expected")
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.01)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 0.05
+
+
+async def test_speed_zero_still_yields_control() -> None:
+    seen: list[ProviderEvent] = []
+
+    async def consume() -> None:
+        async for event in DemoProvider(speed=0).stream([Message.user("run long")], [], SETTINGS):
+            seen.append(event)
+
+    task = asyncio.create_task(consume())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert 0 < len(seen) < 100
