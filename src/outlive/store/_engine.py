@@ -813,28 +813,31 @@ class SqlStore(KeyOps, abc.ABC):
     async def _revive_or_drop(self, tx: Tx, row: Row, status: Status) -> None:
         """Undelivered messages at a failed or cancelled end are never silently lost.
 
-        Messages sent after a cancel request start a new run (as if sent after the end);
-        those sent before it were cancelled with the run and count as consumed.
+        After a failure they stay undelivered: the next message revives the session and the
+        run delivers them all. At a cancel, messages sent after the cancel request start a new
+        run at once (as if sent after the end); those sent before it were cancelled with the
+        run and count as consumed.
         """
+        if status is not Status.CANCELLED:
+            return
         after_cancel: list[Row] = []
-        if status is Status.CANCELLED and row["cancel_requested_at"] is not None:
+        if row["cancel_requested_at"] is not None:
             after_cancel = await tx.fetch(
                 "SELECT seq FROM session_events WHERE session_id = :sid AND seq > :cur "
-                "AND type = 'user_message' AND ts >= :at LIMIT 1",
+                "AND type = 'user_message' AND ts >= :at ORDER BY seq LIMIT 1",
                 {"sid": row["id"], "cur": row["delivered_input_seq"],
                  "at": row["cancel_requested_at"]},
             )
-        if status is Status.FAILED or after_cancel:
+        if after_cancel:
             current = await self._locked(tx, row["id"], None)
             out = transition(lifecycle(current), Action.POST_MESSAGE)
             await self._apply(tx, current, out.state, error_code=None, error_message=None)
             await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
                                     {"status": "queued", "attempt": 0})
-            if after_cancel:
-                await tx.execute(
-                    "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
-                    {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]},
-                )
+            await tx.execute(
+                "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
+                {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]},
+            )
         else:
             await tx.execute(
                 "UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id",

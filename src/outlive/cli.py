@@ -1,0 +1,169 @@
+"""The `outlive` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .config import build_agents, build_providers, configure_logging, database_url
+from .runtime import RuntimeSettings, Worker
+from .store import open_store
+
+app = typer.Typer(
+    help="outlive: durable agent sessions that outlive requests, tabs and workers.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+console = Console(stderr=True)
+out = Console()
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="Database URL: sqlite:///path.db or postgresql://… "
+                              "[env OUTLIVE_DB; default sqlite:///./outlive.db]"),
+]
+AgentsOption = Annotated[
+    list[str] | None,
+    typer.Option("--agents", help="Python module that registers agents (repeatable)."),
+]
+SpeedOption = Annotated[
+    float, typer.Option("--demo-speed", help="Pacing of the demo model; 0 = instant.")
+]
+
+
+def _install_stop(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+@app.command()
+def migrate(db: DbOption = None) -> None:
+    """Create or upgrade the database schema."""
+
+    async def go() -> int:
+        store = await open_store(database_url(db), migrate=False)
+        try:
+            return await store.migrate()
+        finally:
+            await store.close()
+
+    n = asyncio.run(go())
+    console.print(f"applied {n} migration(s) to {database_url(db)}")
+
+
+@app.command()
+def worker(
+    db: DbOption = None,
+    concurrency: Annotated[int, typer.Option(help="Sessions run at once.")] = 8,
+    lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
+    heartbeat: Annotated[float, typer.Option(help="Heartbeat interval, seconds.")] = 2.0,
+    backstop: Annotated[
+        float, typer.Option(help="Claim scan interval when no wakeup came; 0 = off.")
+    ] = 1.0,
+    grace: Annotated[float, typer.Option(help="Shutdown grace period, seconds.")] = 10.0,
+    agents: AgentsOption = None,
+    demo_speed: SpeedOption = 1.0,
+    worker_id: Annotated[str | None, typer.Option(help="Name in leases and logs.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
+    configure_logging(log_level)
+    settings = RuntimeSettings(
+        lease_ttl=lease_ttl,
+        heartbeat_interval=heartbeat,
+        backstop_interval=backstop or None,
+        concurrency=concurrency,
+        grace=grace,
+    )
+    registry = build_agents(agents or [], demo_speed=demo_speed)
+    providers = build_providers(demo_speed=demo_speed)
+
+    async def go() -> None:
+        store = await open_store(database_url(db))
+        w = Worker(store, registry, providers, settings, worker_id=worker_id)
+        stop = asyncio.Event()
+        _install_stop(stop)
+        task = asyncio.create_task(w.run())
+        console.print(f"worker {w.id} on {store.dialect}; concurrency {concurrency}, "
+                      f"lease {lease_ttl:g}s; agents: {', '.join(registry.names())}")
+        await stop.wait()
+        console.print(f"worker {w.id}: stopping (grace {grace:g}s)")
+        w.request_stop()
+        await task
+        await store.close()
+
+    asyncio.run(go())
+
+
+@keys_app.command("create")
+def keys_create(
+    owner: Annotated[str, typer.Option("--owner", help="Owner (tenant) name.")],
+    label: Annotated[str | None, typer.Option(help="A note to recognise the key.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Create a key for OWNER; prints it once, alone on the last line."""
+    from .api._keys import hash_key, new_key
+
+    key = new_key()
+
+    async def go() -> str:
+        store = await open_store(database_url(db))
+        try:
+            o = await store.ensure_owner(owner)
+            return await store.create_api_key(o.id, hash_key(key), label)
+        finally:
+            await store.close()
+
+    key_id = asyncio.run(go())
+    console.print(f"created key {key_id} for owner {owner!r}; it is shown only now:")
+    out.print(key, highlight=False)
+
+
+@keys_app.command("list")
+def keys_list(db: DbOption = None) -> None:
+    """List keys (never the keys themselves)."""
+
+    async def go() -> None:
+        store = await open_store(database_url(db))
+        try:
+            for k in await store.list_api_keys():
+                state = "revoked" if k.revoked else "active"
+                out.print(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}", highlight=False)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, db: DbOption = None) -> None:
+    """Revoke a key by its id (see `outlive keys list`)."""
+
+    async def go() -> bool:
+        store = await open_store(database_url(db))
+        try:
+            return await store.revoke_api_key(key_id)
+        finally:
+            await store.close()
+
+    if not asyncio.run(go()):
+        console.print(f"no active key {key_id}; see `outlive keys list`")
+        raise typer.Exit(1)
+    console.print(f"revoked {key_id}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

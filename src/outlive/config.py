@@ -1,0 +1,56 @@
+"""Wiring shared by the CLI and tests: database URL, agents and model routes from options
+and the environment."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from .providers import ProviderRegistry, default_registry
+from .runtime.agents import AgentRegistry, demo_agent
+
+__all__ = ["DEFAULT_DB", "build_agents", "build_providers", "configure_logging", "database_url"]
+
+DEFAULT_DB = "sqlite:///./outlive.db"
+
+
+def database_url(option: str | None) -> str:
+    return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
+
+
+def build_providers(*, demo_speed: float = 1.0) -> ProviderRegistry:
+    return default_registry(demo_speed=demo_speed)
+
+
+def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:
+    """The built-in demo agent, then every agent the user's modules register."""
+    registry = AgentRegistry([demo_agent(demo_speed)])
+    env = os.environ.get("OUTLIVE_AGENTS", "")
+    for name in [*modules, *[m for m in env.split(",") if m.strip()]]:
+        registry.load_module(name.strip())
+    return registry
+
+
+class _KeyValueFormatter(logging.Formatter):
+    """`ts level logger message key=value…`: greppable by session, worker and fence."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        base = super().format(record)
+        extras = [
+            f"{k}={getattr(record, k)}"
+            for k in ("session_id", "worker", "fence", "attempt")
+            if hasattr(record, k)
+        ]
+        return f"{base} {' '.join(extras)}".rstrip()
+
+
+def configure_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        _KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

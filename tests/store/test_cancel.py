@@ -1,0 +1,150 @@
+"""Cancellation: request_cancel on every status, idempotence, AlreadyTerminal, and the
+abandoned-session sweep with touch_watched."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from outlive.domain import AlreadyTerminal, Status
+
+from ._support import (
+    assert_gapless,
+    held,
+    new_owner,
+    new_session,
+    owner_events,
+    world,
+)
+
+
+async def test_cancel_queued_session_settles_it_at_once(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    out = await store.request_cancel(owner.id, s.id)
+    assert out.status is Status.CANCELLED and out.cancel_requested
+    assert (out.lease_worker, out.attempt, out.fence) == (None, 0, 0)
+    assert out == await store.load_session(s.id)
+    end = (await store.read_events(s.id))[-1]
+    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "user"})
+    assert (await owner_events(store, owner.id))[1:] == [
+        ("session_cancel_requested", {"reason": "user"}),
+        ("session_status", {"status": "cancelled", "attempt": 0}),
+    ]
+    assert await store.claim("w1", limit=5, lease_ttl=30) == []
+    await assert_gapless(store, owner.id, s.id)
+
+
+async def test_cancel_parked_session_settles_it_at_once(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.park(lease)
+    out = await store.request_cancel(owner.id, s.id, reason="operator")
+    assert out.status is Status.CANCELLED and out.lease_worker is None
+    assert (out.attempt, out.fence) == (1, 1)
+    end = (await store.read_events(s.id))[-1]
+    assert (end.type, end.data) == (
+        "session_end", {"status": "cancelled", "reason": "operator"}
+    )
+    assert (await owner_events(store, owner.id))[-1] == (
+        "session_status", {"status": "cancelled", "attempt": 1}
+    )
+    assert await store.claim("w2", limit=5, lease_ttl=30) == []
+
+
+async def test_cancel_running_session_flags_it_for_the_worker(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    out = await store.request_cancel(owner.id, s.id)
+    assert out.status is Status.RUNNING and out.cancel_requested
+    assert out.lease_worker == "w1" and out.cancel_requested_at is not None
+    assert [e.type for e in await store.read_events(s.id)] == ["user_message"]
+    [h] = await store.heartbeat("w1", [lease], lease_ttl=30)
+    assert (h.session_id, h.cancel_requested) == (s.id, True)
+    assert (await owner_events(store, owner.id))[-1] == (
+        "session_cancel_requested", {"reason": "user"}
+    )
+    # the worker still holds it and settles it
+    done = await store.settle(lease, Status.CANCELLED)
+    assert done.status is Status.CANCELLED
+
+
+async def test_cancel_is_requested_once(store):
+    owner = await new_owner(store)
+    s, _ = await held(store, owner.id)
+    first = await store.request_cancel(owner.id, s.id)
+    before = await world(store, owner.id, s.id)
+    second = await store.request_cancel(owner.id, s.id, reason="again")
+    assert second.cancel_requested_at == first.cancel_requested_at
+    assert await world(store, owner.id, s.id) == before
+
+
+@pytest.mark.parametrize("status", [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED])
+async def test_cancel_on_a_terminal_session_raises_already_terminal(store, status):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.settle(lease, status)
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(AlreadyTerminal) as info:
+        await store.request_cancel(owner.id, s.id)
+    assert info.value.status == status.value
+    assert info.value.code == "SESSION_ALREADY_TERMINAL"
+    assert await world(store, owner.id, s.id) == before
+
+
+async def test_cancel_of_a_session_cancelled_at_once_is_already_terminal(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    await store.request_cancel(owner.id, s.id)
+    with pytest.raises(AlreadyTerminal) as info:
+        await store.request_cancel(owner.id, s.id)
+    assert info.value.status == "cancelled"
+
+
+async def test_abandoned_running_session_gets_a_cancel_request(store):
+    owner = await new_owner(store)
+    a = await new_session(store, owner.id, abandon_after=0.1)
+    b = await new_session(store, owner.id, abandon_after=0.1)
+    never = await new_session(store, owner.id)  # abandon_after off
+    queued = await new_session(store, owner.id, abandon_after=0.1)
+    claims = await store.claim("w1", limit=3, lease_ttl=30)
+    assert [c.session.id for c in claims] == [a.id, b.id, never.id]
+    assert await store.cancel_abandoned() == []  # nobody is late yet
+    await asyncio.sleep(0.15)
+    await store.touch_watched([b.id])  # a stream is watching b
+    n_owner = await store.last_owner_event_id(owner.id)
+    assert await store.cancel_abandoned() == [a.id]
+    got = await store.load_session(a.id)
+    assert got.cancel_requested and got.status is Status.RUNNING
+    assert not (await store.load_session(b.id)).cancel_requested
+    assert not (await store.load_session(never.id)).cancel_requested
+    assert (await store.load_session(queued.id)).status is Status.QUEUED
+    oes = await store.read_owner_events(owner.id, after=n_owner)
+    assert [(e.type, e.session_id, e.data) for e in oes] == [
+        ("session_cancel_requested", a.id, {"reason": "abandoned"})
+    ]
+    held_now = await store.heartbeat("w1", [c.lease for c in claims], lease_ttl=30)
+    assert {h.session_id: h.cancel_requested for h in held_now} == {
+        a.id: True, b.id: False, never.id: False
+    }
+    # requested once: a second sweep finds nothing new
+    assert await store.cancel_abandoned() == []
+    await store.settle(claims[0].lease, Status.CANCELLED)
+    end = (await store.read_events(a.id))[-1]
+    assert end.data == {"status": "cancelled", "reason": "abandoned"}
+    await assert_gapless(store, owner.id)
+
+
+async def test_touch_watched_records_the_time(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    assert (await store.load_session(s.id)).watched_at is None
+    await store.touch_watched([s.id, "ses_01J00000000000000000000000"])
+    first = (await store.load_session(s.id)).watched_at
+    assert first is not None
+    await asyncio.sleep(0.01)
+    await store.touch_watched([s.id])
+    assert (await store.load_session(s.id)).watched_at > first
+    await store.touch_watched([])
+

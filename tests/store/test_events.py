@@ -1,0 +1,187 @@
+"""Session events (gapless seqs, fenced and unfenced, paged reads, concurrent appenders),
+model-history entries, and wakeup notices."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from outlive.domain import InvalidInput, LeaseLost, NotFound
+from outlive.domain.model import Lease, NewEvent
+from outlive.store import Notice
+
+from ._support import held, new_owner, new_session, world
+
+
+async def test_unfenced_appends_get_consecutive_seqs(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt=None)
+    first = await store.append_events(s.id, [NewEvent("stage", {"stage": "a"})])
+    more = await store.append_events(
+        s.id, [NewEvent("text_delta", {"message_id": "m", "text": str(i)}) for i in range(3)]
+    )
+    assert [e.seq for e in first + more] == [1, 2, 3, 4]
+    assert [e.data["text"] for e in more] == ["0", "1", "2"]
+    assert all(e.session_id == s.id and e.attempt == 0 and e.fence == 0 for e in first + more)
+    stored = await store.read_events(s.id)
+    assert [(e.seq, e.type, e.data) for e in stored] == [
+        (e.seq, e.type, e.data) for e in first + more
+    ]
+    assert (await store.load_session(s.id)).last_seq == 4
+    assert await store.append_events(s.id, []) == []
+    assert (await store.load_session(s.id)).last_seq == 4
+
+
+async def test_fenced_appends_carry_the_lease_fence_and_attempt(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    out = await store.append_events(
+        s.id, [NewEvent("turn_start", {"turn": 1, "message_id": "m1"}),
+               NewEvent("message_end", {"message_id": "m1", "text": "ok"})], lease=lease,
+    )
+    assert [e.seq for e in out] == [2, 3]
+    assert all((e.fence, e.attempt) == (1, 1) for e in out)
+    stored = await store.read_events(s.id, after=1)
+    assert [(e.seq, e.type, e.fence, e.attempt) for e in stored] == [
+        (2, "turn_start", 1, 1), (3, "message_end", 1, 1)
+    ]
+    assert stored[0].ts <= stored[1].ts
+
+
+async def test_read_after_a_seq_in_pages(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt=None)
+    await store.append_events(s.id, [NewEvent("stage", {"stage": str(i)}) for i in range(25)])
+    assert [e.seq for e in await store.read_events(s.id, after=20)] == [21, 22, 23, 24, 25]
+    assert await store.read_events(s.id, after=25) == []
+    assert await store.read_events(s.id, after=99) == []
+    got: list[int] = []
+    after = 0
+    while batch := await store.read_events(s.id, after=after, limit=7):
+        assert len(batch) <= 7
+        got += [e.seq for e in batch]
+        after = batch[-1].seq
+    assert got == list(range(1, 26))
+    assert [e.seq for e in await store.read_events(s.id, owner_id=owner.id, limit=2)] == [1, 2]
+
+
+async def test_read_events_rejects_a_bad_cursor(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    with pytest.raises(InvalidInput):
+        await store.read_events(s.id, after=-1)
+    with pytest.raises(InvalidInput):
+        await store.read_events(s.id, limit=0)
+
+
+async def test_append_refuses_unknown_types_and_sessions_writing_nothing(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(InvalidInput):
+        await store.append_events(s.id, [NewEvent("stage", {}), NewEvent("no_such_type", {})])
+    assert await world(store, owner.id, s.id) == before
+    with pytest.raises(NotFound):
+        await store.append_events("ses_01J00000000000000000000000", [NewEvent("stage", {})])
+    with pytest.raises(NotFound):
+        await store.append_events(
+            "ses_01J00000000000000000000000", [NewEvent("stage", {})],
+            lease=Lease("ses_01J00000000000000000000000", "w1", 1),
+        )
+    assert await world(store, owner.id, s.id) == before
+
+
+async def test_sixteen_concurrent_appenders_get_gapless_unique_seqs(store, store_factory):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt=None)
+    stores = [await store_factory() for _ in range(16)]
+    batches = 6
+
+    async def appender(i: int) -> list[int]:
+        seqs: list[int] = []
+        for b in range(batches):
+            size = 1 + (i + b) % 3
+            out = await stores[i].append_events(
+                s.id, [NewEvent("tool_progress", {"call_id": f"{i}", "message": f"{b}.{k}"})
+                       for k in range(size)],
+            )
+            assert [e.seq for e in out] == list(range(out[0].seq, out[0].seq + size))
+            seqs += [e.seq for e in out]
+            await asyncio.sleep(0)
+        return seqs
+
+    results = await asyncio.gather(*(appender(i) for i in range(16)))
+    total = sum(1 + (i + b) % 3 for i in range(16) for b in range(batches))
+    every = sorted(seq for r in results for seq in r)
+    assert every == list(range(1, total + 1))
+    stored = await store.read_events(s.id, limit=10_000)
+    assert [e.seq for e in stored] == list(range(1, total + 1))
+    assert (await store.load_session(s.id)).last_seq == total
+    # each appender's events are stored exactly once and in its own order
+    for i in range(16):
+        mine = [e.data["message"] for e in stored if e.data["call_id"] == str(i)]
+        assert mine == [f"{b}.{k}" for b in range(batches) for k in range(1 + (i + b) % 3)]
+
+
+async def test_entries_are_fenced_and_numbered_per_session(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    out = await store.append_entries(lease, [("user", {"text": "hi"}),
+                                             ("assistant", {"text": "hello"})])
+    assert [(e.seq, e.kind, e.fence, e.session_id) for e in out] == [
+        (1, "user", 1, s.id), (2, "assistant", 1, s.id)
+    ]
+    more = await store.append_entries(lease, [("tool_result", {"ok": True, "result": [1]})])
+    assert [e.seq for e in more] == [3]
+    assert await store.read_entries(s.id) == out + more
+    assert await store.append_entries(lease, []) == []
+    # entries do not use event seqs and another session numbers its own from 1
+    assert (await store.load_session(s.id)).last_seq == 1
+    t, lease2 = await held(store, owner.id, "w2")
+    assert [e.seq for e in await store.append_entries(lease2, [("user", {"text": "x"})])] == [1]
+    assert len(await store.read_entries(s.id)) == 3
+    assert await store.read_entries(t.id) != []
+
+
+async def test_entries_need_the_current_lease(store):
+    owner = await new_owner(store)
+    s, _ = await held(store, owner.id)
+    before = await world(store, owner.id, s.id)
+    for bad in (Lease(s.id, "w1", 2), Lease(s.id, "other", 1)):
+        with pytest.raises(LeaseLost):
+            await store.append_entries(bad, [("user", {"text": "x"})])
+    assert await world(store, owner.id, s.id) == before
+    assert await store.read_entries(s.id) == []
+
+
+async def _next_notice(it, session_id: str) -> Notice:
+    async with asyncio.timeout(5):
+        while True:
+            n = await it.__anext__()
+            if n.session_id in (session_id, "*"):
+                return n
+
+
+async def test_committed_writes_wake_subscribers_of_other_stores(store, store_factory):
+    other = await store_factory()
+    sub = other.subscribe()
+    it = sub.__aiter__()
+    try:
+        if hasattr(other, "wait_listening"):
+            await other.wait_listening()
+        owner = await new_owner(store)
+        s = await new_session(store, owner.id)
+        n = await _next_notice(it, s.id)
+        assert n == Notice(s.id, owner.id, work=True, events=True, owner=True)
+        # a rolled-back write sends nothing: the next notice is the later append's
+        with pytest.raises(InvalidInput):
+            await store.append_events(s.id, [NewEvent("nope", {})])
+        await store.append_events(s.id, [NewEvent("stage", {"stage": "x"})])
+        n = await _next_notice(it, s.id)
+        assert n == Notice(s.id, owner.id, events=True)
+    finally:
+        with contextlib.suppress(RuntimeError, StopAsyncIteration):
+            await it.aclose()
+        await sub.close()
