@@ -50,7 +50,7 @@ async def test_entries_agree_with_events(store, workers, owner):
     results = [e for e in entries if e.kind == "tool_result"]
     tool_ends = [e for e in events if e.type == "tool_end"]
     assert [r.data["call_id"] for r in results] == [e.data["call_id"] for e in tool_ends]
-    assert [e.kind for e in entries][0] == "user"
+    assert entries[0].kind == "user"
 
 
 async def test_text_deltas_are_coalesced_to_at_most_1kib(store, workers, owner):

@@ -382,7 +382,9 @@ class Run:
         self._activity = None
         self._tool_cancel = None
 
-    async def _supervise(self, act: asyncio.Task[Any], flush: Callable[[], Awaitable[None]]) -> None:
+    async def _supervise(
+        self, act: asyncio.Task[Any], flush: Callable[[], Awaitable[None]]
+    ) -> None:
         """Wait for the activity, flushing what it produced at most every flush_interval."""
         self._activity = act
         try:
@@ -413,7 +415,10 @@ class Run:
                 extra={**self.agent.extra, "session_id": self.session_id},
             )
 
-            async def consume(buf: TurnBuffer = buf) -> None:
+            async def consume(
+                buf: TurnBuffer = buf, messages: list[Any] = messages,
+                tools: list[Any] = tools, settings: ModelSettings = settings,
+            ) -> None:
                 stream = self.provider.stream(messages, tools, settings)
                 try:
                     async for ev in stream:

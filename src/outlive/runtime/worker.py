@@ -49,6 +49,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self._last_beat_ok = time.monotonic()
         self.claimed = 0
         self.finished = 0
@@ -135,7 +136,9 @@ class Worker:
             agent = self.agents.get(session.agent)
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
-            asyncio.create_task(self._refuse(claim, exc))
+            task = asyncio.create_task(self._refuse(claim, exc))
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
             return
         run = Run(self.store, claim, agent, provider, model_name, self.settings)
         self.runs[session.id] = run

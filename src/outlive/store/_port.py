@@ -75,7 +75,8 @@ class Subscription(Protocol):
 class Store(Protocol):
     """Durable sessions. Owner-scoped calls raise `NotFound` alike for missing and foreign ids."""
 
-    dialect: str
+    @property
+    def dialect(self) -> str: ...
 
     async def migrate(self) -> int: ...
     async def close(self) -> None: ...
