@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,7 +12,7 @@ from rich.console import Console
 
 from .config import build_agents, build_providers, configure_logging, database_url
 from .runtime import RuntimeSettings, Worker
-from .store import open_store
+from .store import Store, open_store
 
 app = typer.Typer(
     help="outlive: durable agent sessions that outlive requests, tabs and workers.",
@@ -100,6 +101,99 @@ def worker(
         w.request_stop()
         await task
         await store.close()
+
+    asyncio.run(go())
+
+
+def _key_file(db_url: str, option: str | None) -> Path:
+    """Where `serve` keeps the local owner's key between starts (mode 0600)."""
+    if option:
+        return Path(option)
+    if db_url.startswith("sqlite"):
+        path = db_url.removeprefix("sqlite://").removeprefix("/")
+        return Path(path + ".key")
+    return Path("outlive.key")
+
+
+async def _local_key(store: Store, key_file: Path) -> str:
+    """The key printed by `serve`: reuse the saved one while it still works, else mint one."""
+    from .api._keys import hash_key, new_key
+
+    saved = _read_key(key_file)
+    if saved and await store.owner_for_key(hash_key(saved)) is not None:
+        return saved
+    owner = await store.ensure_owner("local")
+    key = new_key()
+    await store.create_api_key(owner.id, hash_key(key), "created by outlive serve")
+    _write_key(key_file, key)
+    return key
+
+
+def _read_key(path: Path) -> str | None:
+    return path.read_text().strip() if path.exists() else None
+
+
+def _write_key(path: Path, key: str) -> None:
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+
+
+@app.command()
+def serve(
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    no_worker: Annotated[
+        bool, typer.Option("--no-worker", help="API only (for replicas beside `outlive worker`).")
+    ] = False,
+    workers: Annotated[int, typer.Option("--workers", help="Sessions the in-process worker "
+                                                           "runs at once.")] = 8,
+    agents: AgentsOption = None,
+    demo_speed: SpeedOption = 1.0,
+    key_file: Annotated[
+        str | None, typer.Option(help="Where the local key is kept [default: next to the "
+                                      "SQLite file, or ./outlive.key]")
+    ] = None,
+    lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
+    import uvicorn
+
+    from .api import ApiSettings, create_app
+
+    configure_logging(log_level)
+    url = database_url(db)
+    registry = build_agents(agents or [], demo_speed=demo_speed)
+    providers = build_providers(demo_speed=demo_speed)
+
+    async def go() -> None:
+        store = await open_store(url)
+        key = await _local_key(store, _key_file(url, key_file))
+        api = create_app(store, agents=registry, providers=providers, settings=ApiSettings())
+        config = uvicorn.Config(api, host=host, port=port, log_level="warning",
+                                lifespan="on")
+        server = uvicorn.Server(config)
+        w = None
+        worker_task = None
+        if not no_worker:
+            w = Worker(store, registry, providers,
+                       RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl))
+            worker_task = asyncio.create_task(w.run())
+        shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+        out.print(f"outlive is serving on http://{shown}:{port}  ({store.dialect}: {url})",
+                  highlight=False)
+        out.print(f"key (owner 'local'): {key}", highlight=False)
+        out.print(f'try:  curl -H "Authorization: Bearer {key}" http://{shown}:{port}'
+                  "/v1/sessions", highlight=False)
+        try:
+            await server.serve()
+        finally:
+            if w is not None and worker_task is not None:
+                console.print("stopping the worker (finishing or parking runs)")
+                w.request_stop()
+                await worker_task
+            await store.close()
 
     asyncio.run(go())
 

@@ -1,0 +1,177 @@
+"""The status machine of DESIGN §4: an exhaustive transition table and a property test."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from outlive.domain import (
+    Action,
+    AlreadyTerminal,
+    ClaimReason,
+    IllegalTransition,
+    LeaseState,
+    Lifecycle,
+    Status,
+    transition,
+)
+
+Q, R, S, F, C = (Status.QUEUED, Status.RUNNING, Status.SUCCEEDED, Status.FAILED,
+                 Status.CANCELLED)
+NONE, HELD, EXP = LeaseState.NONE, LeaseState.HELD, LeaseState.EXPIRED
+
+# (status, lease, cancel_requested, action) -> (status, lease, attempt delta or "0" for reset,
+# fence delta, cancel after, claim reason or None). Every combination not listed must raise.
+# Attempt starts at 2 in the table so +1, 0 (unchanged) and reset are told apart; the attempt
+# cap rows are tested separately.
+TABLE = {
+    # claims
+    (Q, NONE, False, Action.CLAIM): (R, HELD, +1, +1, False, "new/follow_up"),
+    (Q, NONE, True, Action.CLAIM): (C, NONE, 0, +1, True, "new/follow_up"),
+    (R, EXP, False, Action.CLAIM): (R, HELD, +1, +1, False, ClaimReason.CRASH),
+    (R, EXP, True, Action.CLAIM): (C, NONE, 0, +1, True, ClaimReason.CRASH),
+    (R, NONE, False, Action.CLAIM): (R, HELD, 0, +1, False, ClaimReason.HANDOFF),
+    (R, NONE, True, Action.CLAIM): (C, NONE, 0, +1, True, ClaimReason.HANDOFF),
+    # heartbeats, parks, settles
+    (R, HELD, False, Action.HEARTBEAT): (R, HELD, 0, 0, False, None),
+    (R, HELD, True, Action.HEARTBEAT): (R, HELD, 0, 0, True, None),
+    (R, EXP, False, Action.HEARTBEAT): (R, HELD, 0, 0, False, None),
+    (R, EXP, True, Action.HEARTBEAT): (R, HELD, 0, 0, True, None),
+    (R, HELD, False, Action.PARK): (R, NONE, 0, 0, False, None),
+    (R, HELD, True, Action.PARK): (R, NONE, 0, 0, True, None),
+    **{
+        (R, HELD, cancel, act): (to, NONE, 0, 0, cancel, None)
+        for cancel in (False, True)
+        for act, to in ((Action.SETTLE_SUCCEEDED, S), (Action.SETTLE_FAILED, F),
+                        (Action.SETTLE_CANCELLED, C))
+    },
+    # cancel requests
+    (Q, NONE, False, Action.REQUEST_CANCEL): (C, NONE, 0, 0, True, None),
+    (R, NONE, False, Action.REQUEST_CANCEL): (C, NONE, 0, 0, True, None),
+    (R, HELD, False, Action.REQUEST_CANCEL): (R, HELD, 0, 0, True, None),
+    (R, EXP, False, Action.REQUEST_CANCEL): (R, EXP, 0, 0, True, None),
+    (Q, NONE, True, Action.REQUEST_CANCEL): (Q, NONE, 0, 0, True, None),
+    (R, NONE, True, Action.REQUEST_CANCEL): (R, NONE, 0, 0, True, None),
+    (R, HELD, True, Action.REQUEST_CANCEL): (R, HELD, 0, 0, True, None),
+    (R, EXP, True, Action.REQUEST_CANCEL): (R, EXP, 0, 0, True, None),
+    # user messages: revive a terminal session, change nothing otherwise
+    **{(t, NONE, c, Action.POST_MESSAGE): (Q, NONE, "0", 0, False, None)
+       for t in (S, F, C) for c in (False, True)},
+    **{(s, lease, c, Action.POST_MESSAGE): (s, lease, 0, 0, c, None)
+       for s, lease in ((Q, NONE), (R, NONE), (R, HELD), (R, EXP)) for c in (False, True)},
+    # delete: soft, cancelling what still runs
+    **{(t, NONE, c, Action.DELETE): (t, NONE, 0, 0, c, None)
+       for t in (S, F, C) for c in (False, True)},
+    (Q, NONE, False, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, NONE, False, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, HELD, False, Action.DELETE): (R, HELD, 0, 0, True, None),
+    (R, EXP, False, Action.DELETE): (R, EXP, 0, 0, True, None),
+    (Q, NONE, True, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, NONE, True, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, HELD, True, Action.DELETE): (R, HELD, 0, 0, True, None),
+    (R, EXP, True, Action.DELETE): (R, EXP, 0, 0, True, None),
+}
+
+REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (S, NONE), (F, NONE), (C, NONE)]
+ACTIONS = [a for a in Action if a is not Action.CREATE]
+
+
+@pytest.mark.parametrize(
+    ("status", "lease", "cancel", "action"),
+    [(s, lease, c, a) for (s, lease), c, a in itertools.product(REACHABLE, (False, True),
+                                                                 ACTIONS)],
+)
+def test_transition_table(status, lease, cancel, action):
+    state = Lifecycle(status=status, attempt=2, fence=7, lease=lease, cancel_requested=cancel,
+                      ever_claimed=True)
+    key = (status, lease, cancel, action)
+    if key not in TABLE:
+        expected_error = AlreadyTerminal if (
+            action is Action.REQUEST_CANCEL and status in (S, F, C)) else IllegalTransition
+        with pytest.raises(expected_error):
+            transition(state, action)
+        return
+    to, to_lease, d_attempt, d_fence, cancel_after, reason = TABLE[key]
+    out = transition(state, action)
+    assert out.state.status is to
+    assert out.state.lease is to_lease
+    assert out.state.attempt == (0 if d_attempt == "0" else 2 + d_attempt)
+    assert out.state.fence == 7 + d_fence
+    assert out.state.cancel_requested is cancel_after
+    if reason == "new/follow_up":
+        assert out.claim_reason is ClaimReason.FOLLOW_UP
+    else:
+        assert out.claim_reason == reason
+    if action is Action.DELETE:
+        assert out.state.deleted
+
+
+def test_create_starts_queued_and_only_once():
+    out = transition(None, Action.CREATE)
+    assert out.state == Lifecycle(status=Q)
+    with pytest.raises(IllegalTransition):
+        transition(out.state, Action.CREATE)
+    with pytest.raises(IllegalTransition):
+        transition(None, Action.CLAIM)
+
+
+def test_first_claim_is_new_and_later_queued_claims_are_follow_ups():
+    fresh = transition(None, Action.CREATE).state
+    first = transition(fresh, Action.CLAIM)
+    assert first.claim_reason is ClaimReason.NEW and first.state.attempt == 1
+    revived = replace(first.state, status=Q, lease=NONE, attempt=0)
+    assert transition(revived, Action.CLAIM).claim_reason is ClaimReason.FOLLOW_UP
+
+
+def test_attempt_cap():
+    state = Lifecycle(status=R, attempt=5, fence=5, lease=EXP, ever_claimed=True)
+    out = transition(state, Action.CLAIM, max_attempts=5)
+    assert out.state.status is F and out.error_code == "max_attempts" and not out.run
+    assert out.state.lease is NONE and out.state.fence == 6
+    ok = transition(replace(state, attempt=4), Action.CLAIM, max_attempts=5)
+    assert ok.run and ok.state.attempt == 5
+    # A handoff does not count as an attempt, so it never hits the cap.
+    parked = transition(replace(state, lease=NONE), Action.CLAIM, max_attempts=5)
+    assert parked.run and parked.state.attempt == 5
+
+
+def test_deleted_session_accepts_only_worker_actions():
+    gone = Lifecycle(status=R, attempt=1, fence=1, lease=HELD, cancel_requested=True,
+                     deleted=True, ever_claimed=True)
+    assert transition(gone, Action.SETTLE_CANCELLED).state.status is C
+    for action in (Action.POST_MESSAGE, Action.REQUEST_CANCEL, Action.DELETE):
+        with pytest.raises(IllegalTransition):
+            transition(gone, action)
+
+
+def _legal(state: Lifecycle) -> bool:
+    if state.status in (Q, S, F, C) and state.lease is not NONE:
+        return False
+    if state.status is Q and state.fence == 0 and state.attempt != 0:
+        return False
+    return state.attempt >= 0 and state.fence >= 0
+
+
+@given(st.lists(st.tuples(st.sampled_from(ACTIONS + ["expire"]), st.integers(1, 6)),
+                max_size=60))
+def test_random_sequences_never_reach_an_illegal_state(steps):
+    state = transition(None, Action.CREATE).state
+    fence = 0
+    for action, cap in steps:
+        if action == "expire":
+            if state.lease is HELD:
+                state = replace(state, lease=EXP)
+            continue
+        try:
+            out = transition(state, action, max_attempts=cap)
+        except (IllegalTransition, AlreadyTerminal):
+            continue
+        assert _legal(out.state), (state, action, out.state)
+        assert out.state.fence >= fence
+        assert out.state.attempt <= max(cap, state.attempt)
+        fence = out.state.fence
+        state = out.state
