@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+from .. import metrics
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import (
     Claim,
@@ -101,6 +102,10 @@ class Run:
         self._pending_tool_writes: list[Callable[[], Awaitable[Any]]] = []
         self.cancel_started: float | None = None
         self.cancel_aborted: float | None = None
+        self.log = logging.LoggerAdapter(
+            log, {"session_id": self.lease.session_id, "worker": self.lease.worker,
+                  "fence": self.lease.fence, "attempt": claim.session.attempt},
+        )
 
     @property
     def session_id(self) -> str:
@@ -133,7 +138,7 @@ class Run:
                 if not self._recheck:
                     return
         except Exception as exc:  # the backstop (heartbeat, safe points) still catches it
-            log.warning("check of %s failed: %s", self.session_id, exc)
+            self.log.warning("check of %s failed: %s", self.session_id, exc)
         finally:
             self._checking = False
 
@@ -154,11 +159,18 @@ class Run:
         else:
             act.cancel()
 
+    def _mark_aborted(self) -> None:
+        self.cancel_aborted = time.monotonic()
+        if self.cancel_started is not None:
+            metrics.CANCEL_LATENCY.observe(self.cancel_aborted - self.cancel_started)
+
     def lost(self) -> None:
         """The lease is gone: stop at once and write nothing more."""
         if not self._lost:
             self._lost = True
-            log.warning("lease lost on %s (fence %d); stopping", self.session_id, self.lease.fence)
+            metrics.LEASE_LOSSES.inc()
+            self.log.warning("lease lost on %s (fence %d); stopping", self.session_id,
+                             self.lease.fence)
             if self.task is not None:
                 self.task.cancel()
 
@@ -178,7 +190,7 @@ class Run:
             pass
         except LeaseLost:
             self._lost = True
-            log.warning("lease lost on %s; the run wrote nothing more", self.session_id)
+            self.log.warning("lease lost on %s; the run wrote nothing more", self.session_id)
         except asyncio.CancelledError:
             if self._lost:
                 return
@@ -188,7 +200,7 @@ class Run:
                 return
             raise
         except Exception as exc:
-            log.exception("run of %s failed", self.session_id)
+            self.log.exception("run of %s failed", self.session_id)
             with contextlib.suppress(LeaseLost):
                 await self._settle(
                     Status.FAILED, ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
@@ -203,7 +215,10 @@ class Run:
         return await asyncio.shield(aw)
 
     async def _emit(self, *events: NewEvent) -> list[Event]:
-        return await self._w(self.store.append_events(self.session_id, events, lease=self.lease))
+        with metrics.EVENT_APPEND.time():
+            return await self._w(
+                self.store.append_events(self.session_id, events, lease=self.lease)
+            )
 
     async def _commit(
         self,
@@ -211,11 +226,13 @@ class Run:
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
     ) -> None:
-        written, _ = await self._w(
-            self.store.commit(
-                self.lease, entries=entries, events=events, delivered_through=delivered_through
+        with metrics.EVENT_APPEND.time():
+            written, _ = await self._w(
+                self.store.commit(
+                    self.lease, entries=entries, events=events,
+                    delivered_through=delivered_through,
+                )
             )
-        )
         self._entries.extend(written)
 
     async def _settle(
@@ -243,8 +260,10 @@ class Run:
         for call in plan.dangling:
             tc = ToolCall(call.call_id, call.name, dict(call.arguments))
             if self.agent.tools.is_idempotent(call.name):
+                metrics.REPAIRS.labels("rerun").inc()
                 await self._run_tool(tc, rerun=True)
             else:
+                metrics.REPAIRS.labels("interrupted").inc()
                 result = ToolResult.failure("interrupted", 0, interrupted=True)
                 await self._commit(
                     [tool_result_entry(call.call_id, call.name, result)],
@@ -442,7 +461,7 @@ class Run:
             if act.cancelled():
                 buf.aborted = self._abort or Abort.CANCEL
                 if buf.aborted is Abort.CANCEL:
-                    self.cancel_aborted = time.monotonic()
+                    self._mark_aborted()
                 return buf
             exc = act.exception()
             if exc is None:
@@ -530,7 +549,7 @@ class Run:
         result: ToolResult = act.result()
         if result.interrupted:
             if self._cancel:
-                self.cancel_aborted = time.monotonic()
+                self._mark_aborted()
                 result = ToolResult.failure("cancelled", result.duration_ms, interrupted=True)
         await self._commit(
             [tool_result_entry(call.call_id, call.name, result)],

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 
+from .. import metrics
 from ..domain.errors import OutliveError
 from ..domain.model import Claim, ErrorInfo, Status, new_id
 from ..providers import ProviderRegistry
@@ -132,6 +133,7 @@ class Worker:
         assert claim.lease is not None
         session = claim.session
         self.claimed += 1
+        metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
             agent = self.agents.get(session.agent)
             provider, model_name = self.providers.resolve(session.model)
@@ -149,6 +151,7 @@ class Worker:
             self._finished(sid)
 
         run.task.add_done_callback(done)
+        metrics.RUNS_ACTIVE.inc()
         log.info("worker %s runs %s (%s, attempt %d, fence %d)", self.id, session.id,
                  claim.reason.value, session.attempt, claim.lease.fence)
 
@@ -160,7 +163,8 @@ class Worker:
                                     error=ErrorInfo("configuration", exc.message))
 
     def _finished(self, session_id: str) -> None:
-        self.runs.pop(session_id, None)
+        if self.runs.pop(session_id, None) is not None:
+            metrics.RUNS_ACTIVE.dec()
         self.finished += 1
         self._wake.set()
 

@@ -922,3 +922,17 @@ class SqlStore(KeyOps, abc.ABC):
             return [r["id"] for r in rows]
 
         return await self._write(op)
+
+    async def count_by_status(self) -> dict[str, int]:
+        """Sessions by status over the whole database (for metrics; not owner-scoped)."""
+
+        async def op(tx: Tx) -> dict[str, int]:
+            rows = await tx.fetch(
+                "SELECT status, COUNT(*) AS n FROM sessions WHERE deleted_at IS NULL "
+                "GROUP BY status"
+            )
+            counts = {s.value: 0 for s in Status}
+            counts.update({r["status"]: int(r["n"]) for r in rows})
+            return counts
+
+        return await self._read(op)

@@ -1,0 +1,34 @@
+"""Prometheus metrics, one set per process (API, worker, or both in `outlive serve`)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = [
+    "CANCEL_LATENCY",
+    "CLAIMS",
+    "EVENT_APPEND",
+    "LEASE_LOSSES",
+    "REPAIRS",
+    "RUNS_ACTIVE",
+    "SESSIONS",
+]
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+CLAIMS = Counter("outlive_claims", "Sessions claimed by workers, by claim reason.", ["reason"])
+LEASE_LOSSES = Counter("outlive_lease_losses", "Runs stopped because their lease was taken.")
+REPAIRS = Counter(
+    "outlive_repairs", "Dangling tool calls repaired on resume.", ["kind"]
+)
+CANCEL_LATENCY = Histogram(
+    "outlive_cancel_latency_seconds",
+    "From the cancel reaching the worker to the model call or tool being aborted.",
+    buckets=_FAST,
+)
+EVENT_APPEND = Histogram(
+    "outlive_event_append_seconds", "Time to commit one batch of session events.",
+    buckets=_FAST,
+)
+RUNS_ACTIVE = Gauge("outlive_runs_active", "Runs in progress in this process.")
+SESSIONS = Gauge("outlive_sessions", "Sessions by status (whole database).", ["status"])
