@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -172,8 +173,15 @@ def serve(
         key = await _local_key(store, _key_file(url, key_file))
         api = create_app(store, agents=registry, providers=providers, settings=ApiSettings())
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
-                                lifespan="on")
-        server = uvicorn.Server(config)
+                                lifespan="on", timeout_graceful_shutdown=3)
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                # Open streams would hold shutdown up; clients reattach with Last-Event-ID.
+                api.state.ctx.hub.close_streams()
+                super().handle_exit(sig, frame)
+
+        server = Server(config)
         w = None
         worker_task = None
         if not no_worker:
@@ -181,14 +189,23 @@ def serve(
                        RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
-        out.print(f"outlive is serving on http://{shown}:{port}  ({store.dialect}: {url})",
-                  highlight=False)
-        out.print(f"key (owner 'local'): {key}", highlight=False)
-        out.print(f'try:  curl -H "Authorization: Bearer {key}" http://{shown}:{port}'
-                  "/v1/sessions", highlight=False)
+
+        async def announce() -> None:
+            while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+                await asyncio.sleep(0.05)
+            base = f"http://{shown}:{port}"
+            out.print(f"outlive is serving on {base}  ({store.dialect}: {url})",
+                      highlight=False, soft_wrap=True)
+            out.print(f"open {base}/ and log in with the key of owner 'local':",
+                      highlight=False, soft_wrap=True)
+            out.print(key, highlight=False, soft_wrap=True)
+            out.file.flush()
+
+        announcer = asyncio.create_task(announce())
         try:
             await server.serve()
         finally:
+            announcer.cancel()
             if w is not None and worker_task is not None:
                 console.print("stopping the worker (finishing or parking runs)")
                 w.request_stop()

@@ -156,7 +156,7 @@ def _legal(state: Lifecycle) -> bool:
     return state.attempt >= 0 and state.fence >= 0
 
 
-@given(st.lists(st.tuples(st.sampled_from(ACTIONS + ["expire"]), st.integers(1, 6)),
+@given(st.lists(st.tuples(st.sampled_from([*ACTIONS, "expire"]), st.integers(1, 6)),
                 max_size=60))
 def test_random_sequences_never_reach_an_illegal_state(steps):
     state = transition(None, Action.CREATE).state

@@ -124,7 +124,7 @@ class LogoutResponse(BaseModel):
     ok: bool = True
 
 
-router = APIRouter(tags=["auth"])
+router = APIRouter(prefix="/v1", tags=["auth"])
 
 
 @router.post(

@@ -51,9 +51,11 @@ class ApiSettings:
     """Sessions whose latest folded transcript is kept in memory."""
 
     def __post_init__(self) -> None:
-        for name in ("ping_interval", "backstop_interval", "watched_interval", "key_cache_ttl"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
+        for name in ("ping_interval", "backstop_interval", "watched_interval"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+        if self.key_cache_ttl < 0:
+            raise ValueError("key_cache_ttl must not be negative")
         if self.snapshot_every < 1 or self.stream_queue < 1 or self.max_body < 1:
             raise ValueError("snapshot_every, stream_queue and max_body must be at least 1")
 

@@ -189,6 +189,9 @@ def install_error_handlers(app: FastAPI) -> None:
 # ---- body size limit ------------------------------------------------------------------------
 
 
+_DRAIN_LIMIT = 64 * 1024 * 1024
+"""Bodies over the limit but under this are read and dropped before the 413 is sent."""
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -211,7 +214,7 @@ class BodyLimit:
             return
         length = _content_length(scope)
         if length is not None and length > self.max_body:
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, drain=length <= _DRAIN_LIMIT)
             return
         chunks: list[bytes] = []
         size = 0
@@ -222,7 +225,8 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await self._refuse(scope, receive, send)
+                more = bool(message.get("more_body", False))
+                await self._refuse(scope, receive, send, drain=more, drained=size)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -239,7 +243,18 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, *, drain: bool, drained: int = 0
+    ) -> None:
+        # Read (and drop) the rest of a body of reasonable size first: a client that is still
+        # sending when the connection closes sees a reset instead of this answer.
+        while drain and drained <= _DRAIN_LIMIT:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
         response = error_json(
             413, "TOO_LARGE", f"request body is larger than {self.max_body} bytes",
             {"limit": self.max_body}, {"Connection": "close"},

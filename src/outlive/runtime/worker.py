@@ -61,15 +61,13 @@ class Worker:
     async def run(self) -> None:
         """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
         sub = self.store.subscribe()
-        wait_listening = getattr(self.store, "wait_listening", None)
         self._tasks = [
             asyncio.create_task(self._listen(sub), name="worker-listen"),
             asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
             asyncio.create_task(self._abandon_scan(), name="worker-abandon"),
         ]
-        if wait_listening is not None:
-            with contextlib.suppress(Exception):
-                await wait_listening()
+        with contextlib.suppress(Exception):
+            await self.store.wait_listening()
         self.started.set()
         try:
             await self._claim_loop()

@@ -234,7 +234,9 @@ class SqlStore(KeyOps, abc.ABC):
         if new.lease.value == "none":
             sets.append("lease_worker = NULL, lease_expires_at = NULL")
         if not new.cancel_requested:
-            sets.append("cancel_requested_at = NULL, cancel_reason = NULL")
+            sets.append("cancel_requested_at = NULL")
+            if "cancel_reason" not in extra:
+                sets.append("cancel_reason = NULL")
         elif row["cancel_requested_at"] is None:
             sets.append(f"cancel_requested_at = {self.d.now}")
         if new.deleted and row["deleted_at"] is None:
@@ -397,7 +399,8 @@ class SqlStore(KeyOps, abc.ABC):
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._locked(tx, session_id, owner_id)
             out = transition(lifecycle(row), Action.DELETE)
-            await self._apply(tx, row, out.state, cancel_reason="deleted")
+            extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
+            await self._apply(tx, row, out.state, **extra)
             if out.cancelled_now:
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted")
             await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
@@ -936,3 +939,11 @@ class SqlStore(KeyOps, abc.ABC):
             return counts
 
         return await self._read(op)
+
+    async def ping(self) -> None:
+        """Raises if the database cannot be reached (health checks)."""
+
+        async def op(tx: Tx) -> None:
+            await tx.fetch("SELECT 1 AS one")
+
+        await self._read(op)

@@ -224,6 +224,10 @@ class PostgresStore(SqlStore):
             return applied
 
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
+        # A cancelled caller never cuts a transaction in half: it commits or rolls back whole.
+        return await asyncio.shield(self._write_now(fn))
+
+    async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         await self.open()
         for attempt in range(5):
             st = TxState()

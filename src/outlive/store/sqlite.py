@@ -176,6 +176,11 @@ class SqliteStore(SqlStore):
             return applied
 
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
+        # aiosqlite finishes a statement even when its caller is cancelled; shielding the
+        # whole transaction means a cancelled caller can never leave BEGIN without COMMIT.
+        return await asyncio.shield(self._write_now(fn))
+
+    async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         if self._writer is None:
             await self.open()
         assert self._writer is not None
@@ -194,6 +199,9 @@ class SqliteStore(SqlStore):
         return result
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        return await asyncio.shield(self._read_now(fn))
+
+    async def _read_now(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         if self._reader is None:
             await self.open()
         assert self._reader is not None
@@ -223,6 +231,9 @@ class SqliteStore(SqlStore):
 
     def subscribe(self) -> _HubSubscription:
         return _HubSubscription(self._hub)
+
+    async def wait_listening(self) -> None:
+        """In-process notices need no connection: ready at once."""
 
 
 def _statements(script: str) -> list[str]:

@@ -1,0 +1,87 @@
+"""`create_app`: the FastAPI application of one API process.
+
+Routes live under `/v1` (sessions, events, login), plus `GET /healthz` and `GET /metrics`
+without auth; the OpenAPI document is `/openapi.json` (docs at `/docs`). The lifespan starts
+the fan-out hub (one store subscription for the process) and stops it, and with it every
+stream still open.
+
+Shutting down with streams open: uvicorn waits for open responses before it runs the lifespan
+shutdown, so a server that must stop promptly should call `app.state.ctx.hub.close_streams()`
+when it begins to shut down (or set uvicorn's `timeout_graceful_shutdown`). Clients reconnect
+with Last-Event-ID and lose nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..providers import ProviderRegistry
+from ..runtime.agents import AgentRegistry
+from ..store import Store
+from ..web import mount as mount_web
+from . import _auth, _events, _meta, _metrics, _sessions
+from ._auth import Authenticator
+from ._context import ApiContext, ApiSettings
+from ._errors import BodyLimit, install_error_handlers
+from ._hub import Hub
+from ._metrics import ApiMetrics, MetricsMiddleware
+from ._snapshots import Snapshots
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """Durable agent sessions: start a session, watch it over Server-Sent Events,
+drop and reattach at any moment, send follow-ups, cancel.
+
+Authenticate with `Authorization: Bearer <api key>` (or the cookie set by `POST /v1/login`).
+Every error body is `{"error": {"code", "message", ...}}`."""
+
+
+def create_app(
+    store: Store,
+    *,
+    agents: AgentRegistry,
+    providers: ProviderRegistry,
+    settings: ApiSettings | None = None,
+) -> FastAPI:
+    settings = settings or ApiSettings()
+    snapshots = Snapshots(store, every=settings.snapshot_every, cache_size=settings.snapshot_cache)
+    metrics = ApiMetrics()
+    ctx = ApiContext(
+        store=store,
+        agents=agents,
+        providers=providers,
+        settings=settings,
+        auth=Authenticator(store, settings.key_cache_ttl),
+        snapshots=snapshots,
+        hub=Hub(store, snapshots, settings),
+        metrics=metrics,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await ctx.hub.start()
+        try:
+            yield
+        finally:
+            await ctx.hub.stop()
+            await ctx.snapshots.close()
+
+    app = FastAPI(
+        title="outlive",
+        version=__version__,
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    for module in (_sessions, _events, _auth, _meta, _metrics):
+        app.include_router(module.router)
+    mount_web(app)
+    return app

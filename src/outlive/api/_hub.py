@@ -1,0 +1,344 @@
+"""Fan-out: one store subscription per API process feeds every open stream.
+
+Each open stream owns a `Mailbox`. Mailboxes on the same session (or owner) share a *topic*
+with a hub cursor: on a notice for that session (events=True) the hub does ONE
+`read_events(after=cursor)` and pushes the batch into every mailbox on it; owner topics share
+one `read_owner_events` per owner the same way. So 1,000 browsers on one session cost one
+query per commit, not 1,000.
+
+Lost notifications cannot leave a stream stuck: a backstop re-reads every watched topic every
+`backstop_interval` (2 s), and a notice for session "*" (the LISTEN connection came back, or
+the in-process queue overflowed) re-reads everything at once.
+
+Streams never miss an event between their replay and the live tail: a stream registers its
+mailbox (`watch_*`) BEFORE reading its replay, then hands the hub the position it knows is
+stored (`attach_*`); the hub starts a new topic's cursor there. Whatever the replay and the
+live tail both carry, the stream drops by position (`seq <= last sent`).
+
+Slow consumers: a mailbox holds at most `stream_queue` items; past that it is marked
+overflowed and its stream ends (the client reconnects with Last-Event-ID and loses nothing).
+While a stream is open its session's `watched_at` is bumped every `watched_interval`, in one
+batched write for all watched sessions of the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..domain.model import Event, OwnerEvent
+from ..store import Store, Subscription
+from ._context import ApiSettings
+from ._snapshots import Snapshots
+
+__all__ = ["Hub", "Mailbox", "StreamClosed"]
+
+log = logging.getLogger("outlive.api.hub")
+
+T = TypeVar("T", Event, OwnerEvent)
+_PAGE = 1000
+STOP_GRACE = 5.0
+
+
+class StreamClosed(Exception):
+    """The stream must end: `reason` is "overflow" (too slow) or "shutdown"."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _pos(item: Event | OwnerEvent) -> int:
+    return item.seq if isinstance(item, Event) else item.id
+
+
+class Mailbox(Generic[T]):
+    """One stream's bounded inbox of live items, in log order."""
+
+    def __init__(self, kind: str, key: str, bound: int) -> None:
+        self.kind = kind
+        self.key = key
+        self.last = 0
+        """Highest position the stream has sent; the hub does not queue items at or below."""
+        self._bound = bound
+        self._items: deque[T] = deque()
+        self._wake = asyncio.Event()
+        self.overflowed = False
+        self.closed = False
+
+    def push(self, items: Sequence[T]) -> None:
+        if self.closed or self.overflowed:
+            return
+        fresh = [i for i in items if _pos(i) > self.last]
+        if not fresh:
+            return
+        if len(self._items) + len(fresh) > self._bound:
+            self.overflowed = True
+            self._items.clear()
+        else:
+            self._items.extend(fresh)
+        self._wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    async def next_batch(self, idle: float) -> list[T] | None:
+        """The queued items (possibly several), or None after `idle` seconds without any."""
+        if not self._items and not self.closed and not self.overflowed:
+            try:
+                async with asyncio.timeout(idle):
+                    await self._wake.wait()
+            except TimeoutError:
+                return None
+        self._wake.clear()
+        if self.overflowed:
+            raise StreamClosed("overflow")
+        if self.closed and not self._items:
+            raise StreamClosed("shutdown")
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+
+class _Topic(Generic[T]):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.mailboxes: set[Mailbox[T]] = set()
+        self.cursor: int | None = None
+        self.reading = False
+        self.again = False
+
+
+class Hub:
+    def __init__(self, store: Store, snapshots: Snapshots, settings: ApiSettings) -> None:
+        self._store = store
+        self._snapshots = snapshots
+        self._settings = settings
+        self._sessions: dict[str, _Topic[Event]] = {}
+        self._owners: dict[str, _Topic[OwnerEvent]] = {}
+        self._sub: Subscription | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._loops: list[asyncio.Task[None]] = []
+        self._pumps: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self.reads = 0
+        """Store reads the hub made (tests check that streams share them)."""
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._sub = self._store.subscribe()
+        with contextlib.suppress(Exception):
+            await self._store.wait_listening()
+        self._listener = asyncio.create_task(self._listen(self._sub), name="api-hub-listen")
+        self._loops = [
+            asyncio.create_task(self._backstop(), name="api-hub-backstop"),
+            asyncio.create_task(self._watched(), name="api-hub-watched"),
+        ]
+
+    def close_streams(self) -> None:
+        """End every open stream (server shutdown): clients reconnect elsewhere or later."""
+        mailboxes: list[Mailbox[Any]] = []
+        for s in self._sessions.values():
+            mailboxes.extend(s.mailboxes)
+        for o in self._owners.values():
+            mailboxes.extend(o.mailboxes)
+        for mb in mailboxes:
+            mb.close()
+
+    async def stop(self) -> None:
+        """Close every stream and stop. Tasks that may be inside a store call are given time
+        to finish rather than cancelled (a cancelled store call can leave a connection in a
+        half-open transaction); only what is still running after `STOP_GRACE` is cancelled."""
+        self.close_streams()
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.cancel()  # it only ever waits on the notice queue
+        tasks = [*self._loops, *self._pumps]
+        if self._listener is not None:
+            tasks.append(self._listener)
+            self._listener = None
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE)
+            for t in late:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+        self._loops = []
+        if self._sub is not None:
+            await self._sub.close()
+            self._sub = None
+
+    # -- registration --------------------------------------------------------------------
+
+    def watch_session(self, session_id: str) -> Mailbox[Event]:
+        """Register a stream on a session; call before reading the replay."""
+        topic = self._sessions.get(session_id)
+        if topic is None:
+            topic = self._sessions[session_id] = _Topic(session_id)
+        mb: Mailbox[Event] = Mailbox("session", session_id, self._settings.stream_queue)
+        topic.mailboxes.add(mb)
+        return mb
+
+    def attach_session(self, mb: Mailbox[Event], stored_seq: int) -> None:
+        """`stored_seq` is a seq the stream has seen committed (read after `watch_session`)."""
+        topic = self._sessions.get(mb.key)
+        if topic is not None and mb in topic.mailboxes:
+            if topic.cursor is None:
+                topic.cursor = stored_seq
+            self._kick_session(topic)
+
+    def watch_owner(self, owner_id: str) -> Mailbox[OwnerEvent]:
+        topic = self._owners.get(owner_id)
+        if topic is None:
+            topic = self._owners[owner_id] = _Topic(owner_id)
+        mb: Mailbox[OwnerEvent] = Mailbox("owner", owner_id, self._settings.stream_queue)
+        topic.mailboxes.add(mb)
+        return mb
+
+    def attach_owner(self, mb: Mailbox[OwnerEvent], stored_id: int) -> None:
+        topic = self._owners.get(mb.key)
+        if topic is not None and mb in topic.mailboxes:
+            if topic.cursor is None:
+                topic.cursor = stored_id
+            self._kick_owner(topic)
+
+    def unwatch(self, mb: Mailbox[Any]) -> None:
+        topics: dict[str, Any] = self._sessions if mb.kind == "session" else self._owners
+        topic = topics.get(mb.key)
+        mb.close()
+        if topic is None:
+            return
+        topic.mailboxes.discard(mb)
+        if not topic.mailboxes:
+            del topics[mb.key]
+            if mb.kind == "session":
+                self._snapshots.forget(mb.key)
+
+    def watched_sessions(self) -> list[str]:
+        return [k for k, t in self._sessions.items() if t.mailboxes]
+
+    def stream_counts(self) -> tuple[int, int]:
+        """(session mailboxes, owner mailboxes) currently registered."""
+        return (
+            sum(len(t.mailboxes) for t in self._sessions.values()),
+            sum(len(t.mailboxes) for t in self._owners.values()),
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def kick_all(self) -> None:
+        for s in list(self._sessions.values()):
+            self._kick_session(s)
+        for o in list(self._owners.values()):
+            self._kick_owner(o)
+
+    def _kick(
+        self,
+        topic: _Topic[T],
+        read: Callable[[str, int], Awaitable[list[T]]],
+        after: Callable[[str, list[T]], None] | None = None,
+    ) -> None:
+        if topic.cursor is None or not topic.mailboxes or self._stopping.is_set():
+            return
+        if topic.reading:
+            topic.again = True
+            return
+        topic.reading = True
+        self._spawn(self._pump(topic, read, after))
+
+    def _kick_session(self, topic: _Topic[Event]) -> None:
+        self._kick(topic, self._read_session, self._snapshots.advance)
+
+    def _kick_owner(self, topic: _Topic[OwnerEvent]) -> None:
+        self._kick(topic, self._read_owner)
+
+    async def _pump(
+        self,
+        topic: _Topic[T],
+        read: Callable[[str, int], Awaitable[list[T]]],
+        after: Callable[[str, list[T]], None] | None,
+    ) -> None:
+        try:
+            while topic.mailboxes and topic.cursor is not None:
+                topic.again = False
+                batch = await read(topic.key, topic.cursor)
+                if batch:
+                    topic.cursor = _pos(batch[-1])
+                    for mb in list(topic.mailboxes):
+                        mb.push(batch)
+                    if after is not None:
+                        after(topic.key, batch)
+                if len(batch) < _PAGE and not topic.again:
+                    break
+        except Exception as exc:  # the backstop tries again
+            log.warning("fan-out read for %s failed: %s", topic.key, exc)
+        finally:
+            topic.reading = False
+
+    async def _read_session(self, session_id: str, after: int) -> list[Event]:
+        self.reads += 1
+        return await self._store.read_events(session_id, after=after, limit=_PAGE)
+
+    async def _read_owner(self, owner_id: str, after: int) -> list[OwnerEvent]:
+        self.reads += 1
+        return await self._store.read_owner_events(owner_id, after=after, limit=_PAGE)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+
+    # -- background loops -------------------------------------------------------------------
+
+    async def _listen(self, sub: Subscription) -> None:
+        while True:
+            try:
+                async for n in sub:
+                    if n.session_id == "*":
+                        self.kick_all()
+                        continue
+                    if n.events:
+                        topic = self._sessions.get(n.session_id)
+                        if topic is not None:
+                            self._kick_session(topic)
+                    if n.owner:
+                        otopic = self._owners.get(n.owner_id)
+                        if otopic is not None:
+                            self._kick_owner(otopic)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep serving from the backstop meanwhile
+                log.warning("notification subscription failed (%s); resubscribing", exc)
+            await asyncio.sleep(1.0)
+            with contextlib.suppress(Exception):
+                await sub.close()
+            sub = self._sub = self._store.subscribe()
+            self.kick_all()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep unless the hub stops first; True when it is stopping."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        return self._stopping.is_set()
+
+    async def _backstop(self) -> None:
+        while not await self._pause(self._settings.backstop_interval):
+            self.kick_all()
+
+    async def _watched(self) -> None:
+        while not await self._pause(self._settings.watched_interval):
+            ids = self.watched_sessions()
+            if not ids:
+                continue
+            try:
+                await self._store.touch_watched(ids)
+            except Exception as exc:
+                log.warning("could not bump watched_at for %d sessions: %s", len(ids), exc)

@@ -1,0 +1,225 @@
+"""Request and response bodies (pydantic), so `/openapi.json` describes the API exactly, and
+the converters from domain values to them.
+
+Request bodies forbid unknown fields: a typo (`titel`) is a 422, not silently ignored.
+Timestamps are RFC 3339 strings in UTC. SSE frames use the same JSON as these models
+(`event_json`), so a stored event looks the same on the stream and in a JSON page.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..domain.model import (
+    MAX_TEXT_CHARS,
+    MAX_TITLE_CHARS,
+    Event,
+    OwnerEvent,
+    PostResult,
+    Session,
+    Status,
+    TitleState,
+)
+
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "CancelOut",
+    "CreateSession",
+    "DeletedOut",
+    "ErrorInfoOut",
+    "EventOut",
+    "EventsPage",
+    "HealthOut",
+    "PatchSession",
+    "PostMessage",
+    "PostMessageOut",
+    "SessionDetail",
+    "SessionOut",
+    "SessionsPage",
+    "SnapshotOut",
+    "event_json",
+    "owner_event_json",
+    "post_out",
+    "session_out",
+]
+
+MAX_METADATA_BYTES = 16 * 1024
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(_Request):
+    prompt: str = Field(
+        min_length=1,
+        description=f"The first user message (1 to {MAX_TEXT_CHARS:,} characters; longer "
+        "is refused with 413 TOO_LARGE).",
+        json_schema_extra={"maxLength": MAX_TEXT_CHARS},
+    )
+    agent: str | None = Field(
+        default=None, min_length=1, max_length=100,
+        description='Agent name (default "demo"); unknown agents are 400 UNKNOWN_AGENT.',
+    )
+    model: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Model route `provider:model` (default: the agent's); unknown routes are "
+        "400 UNKNOWN_MODEL_ROUTE.",
+    )
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description=f"Free-form JSON object kept with the session (at most "
+        f"{MAX_METADATA_BYTES} bytes as JSON).",
+    )
+    abandon_after: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="Cancel the run (reason `abandoned`) when no stream has watched it for "
+        "this many seconds. Off by default.",
+    )
+
+
+class PatchSession(_Request):
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+
+
+class PostMessage(_Request):
+    text: str = Field(
+        min_length=1,
+        description=f"The message (1 to {MAX_TEXT_CHARS:,} characters; longer is 413).",
+        json_schema_extra={"maxLength": MAX_TEXT_CHARS},
+    )
+    mode: Literal["steer", "queue", "interrupt", "reject"] = Field(
+        default="steer",
+        description="How it joins a run in flight: `steer` at the next safe point, `queue` "
+        "after the current answer, `interrupt` aborting the current step, `reject` 409 "
+        "SESSION_BUSY. With no run in flight it starts one.",
+    )
+    client_request_id: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Idempotency key: the same id twice gives the same answer, one message.",
+    )
+
+
+class ErrorInfoOut(BaseModel):
+    code: str
+    message: str
+
+
+class SessionOut(BaseModel):
+    id: str
+    agent: str
+    model: str
+    title: str | None
+    title_state: TitleState
+    status: Status
+    stage: str | None
+    attempt: int
+    last_seq: int
+    error: ErrorInfoOut | None
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    cancel_requested: bool
+    abandon_after: float | None
+
+
+class SessionsPage(BaseModel):
+    sessions: list[SessionOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page.")
+
+
+class SnapshotOut(BaseModel):
+    seq: int = Field(description="The state is the fold of events 1..seq.")
+    state: dict[str, Any] = Field(description="The transcript reducer's state.")
+
+
+class SessionDetail(BaseModel):
+    session: SessionOut
+    snapshot: SnapshotOut
+
+
+class PostMessageOut(BaseModel):
+    seq: int
+    delivery: Literal["steer", "queue", "interrupt", "start"]
+    requeued: bool = Field(description="The message revived a finished session.")
+
+
+class CancelOut(BaseModel):
+    cancel_requested: Literal[True] = True
+    status: Status
+
+
+class DeletedOut(BaseModel):
+    deleted: Literal[True] = True
+
+
+class EventOut(BaseModel):
+    seq: int
+    ts: datetime
+    type: str
+    data: dict[str, Any]
+    attempt: int
+    fence: int
+
+
+class EventsPage(BaseModel):
+    events: list[EventOut]
+    last_seq: int = Field(description="The session's last event seq when the page was read.")
+
+
+class HealthOut(BaseModel):
+    ok: bool
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts.astimezone(UTC) if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def session_out(s: Session) -> SessionOut:
+    return SessionOut(
+        id=s.id,
+        agent=s.agent,
+        model=s.model,
+        title=s.title,
+        title_state=s.title_state,
+        status=s.status,
+        stage=s.stage,
+        attempt=s.attempt,
+        last_seq=s.last_seq,
+        error=ErrorInfoOut(code=s.error.code, message=s.error.message) if s.error else None,
+        created_at=_utc(s.created_at),
+        updated_at=_utc(s.updated_at),
+        metadata=s.metadata,
+        cancel_requested=s.cancel_requested,
+        abandon_after=s.abandon_after,
+    )
+
+
+def post_out(r: PostResult) -> PostMessageOut:
+    return PostMessageOut(seq=r.seq, delivery=r.delivery.value, requeued=r.requeued)  # type: ignore[arg-type]
+
+
+def event_json(e: Event) -> dict[str, Any]:
+    """The JSON form of a stored event (the SSE `data:` and an `events` page item)."""
+    return {
+        "seq": e.seq,
+        "ts": _utc(e.ts),
+        "type": e.type,
+        "data": e.data,
+        "attempt": e.attempt,
+        "fence": e.fence,
+    }
+
+
+def owner_event_json(e: OwnerEvent) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "session_id": e.session_id,
+        "ts": _utc(e.ts),
+        "type": e.type,
+        "data": e.data,
+    }

@@ -1,0 +1,165 @@
+"""Session routes (DESIGN §7): create, list, read, retitle, delete, follow-up, cancel.
+
+All of them are owner-scoped through the Store, which raises the same `NotFound` for missing
+and foreign sessions, so the two give byte-identical 404 bodies. The API checks what only it
+knows (agent names, model routes, metadata size) before the Store is asked to write anything,
+so a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ..domain.errors import TooLarge
+from ..domain.model import Status
+from ._auth import CurrentOwner
+from ._context import Ctx
+from ._errors import ApiError, error_responses
+from ._schemas import (
+    MAX_METADATA_BYTES,
+    CancelOut,
+    CreateSession,
+    DeletedOut,
+    PatchSession,
+    PostMessage,
+    PostMessageOut,
+    SessionDetail,
+    SessionOut,
+    SessionsPage,
+    SnapshotOut,
+    post_out,
+    session_out,
+)
+
+__all__ = ["DEFAULT_AGENT", "router"]
+
+DEFAULT_AGENT = "demo"
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+
+
+@router.post(
+    "/sessions",
+    status_code=202,
+    response_model=SessionOut,
+    responses=error_responses(400, 401, 413, 422),
+    summary="Start a session: it is queued and a worker runs it",
+)
+async def create_session(body: CreateSession, owner: CurrentOwner, ctx: Ctx) -> SessionOut:
+    agent_name = body.agent if body.agent is not None else DEFAULT_AGENT
+    if agent_name not in ctx.agents:
+        known = ctx.agents.names()
+        raise ApiError(
+            400, "UNKNOWN_AGENT",
+            f"unknown agent {agent_name!r}; known agents: {', '.join(known) or '(none)'}",
+            agent=agent_name, known=known,
+        )
+    agent = ctx.agents.get(agent_name)
+    route = ctx.providers.check(body.model if body.model is not None else agent.model)
+    if body.metadata is not None:
+        size = len(json.dumps(body.metadata, separators=(",", ":"), ensure_ascii=False)
+                   .encode())
+        if size > MAX_METADATA_BYTES:
+            raise TooLarge(
+                f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
+                limit=MAX_METADATA_BYTES,
+            )
+    session = await ctx.store.create_session(
+        owner.id,
+        agent=agent.name,
+        model=str(route),
+        prompt=body.prompt,
+        title=body.title,
+        metadata=body.metadata,
+        abandon_after=body.abandon_after,
+    )
+    return session_out(session)
+
+
+@router.get(
+    "/sessions",
+    response_model=SessionsPage,
+    responses=error_responses(400, 401, 422),
+    summary="The owner's sessions, newest first",
+)
+async def list_sessions(
+    owner: CurrentOwner,
+    ctx: Ctx,
+    status: Annotated[Status | None, Query(description="Only sessions in this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
+    ] = None,
+) -> SessionsPage:
+    page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor)
+    return SessionsPage(
+        sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
+    )
+
+
+@router.get(
+    "/sessions/{session_id}",
+    response_model=SessionDetail,
+    responses=error_responses(401, 404, 422),
+    summary="A session and its transcript snapshot at its last event",
+)
+async def get_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> SessionDetail:
+    session = await ctx.store.get_session(owner.id, session_id)
+    seq, state = await ctx.snapshots.at(session.id, session.last_seq)
+    return SessionDetail(session=session_out(session), snapshot=SnapshotOut(seq=seq, state=state))
+
+
+@router.patch(
+    "/sessions/{session_id}",
+    response_model=SessionOut,
+    responses=error_responses(400, 401, 404, 413, 422),
+    summary="Set the session's title (a manual title is never replaced automatically)",
+)
+async def patch_session(
+    session_id: str, body: PatchSession, owner: CurrentOwner, ctx: Ctx
+) -> SessionOut:
+    return session_out(await ctx.store.set_title(owner.id, session_id, body.title))
+
+
+@router.delete(
+    "/sessions/{session_id}",
+    status_code=202,
+    response_model=DeletedOut,
+    responses=error_responses(401, 404, 422),
+    summary="Delete a session (a running one is cancelled first)",
+)
+async def delete_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> DeletedOut:
+    await ctx.store.delete_session(owner.id, session_id)
+    return DeletedOut()
+
+
+@router.post(
+    "/sessions/{session_id}/messages",
+    status_code=202,
+    response_model=PostMessageOut,
+    responses=error_responses(400, 401, 404, 409, 413, 422),
+    summary="Send a follow-up message (steer, queue, interrupt or reject while running)",
+)
+async def post_message(
+    session_id: str, body: PostMessage, owner: CurrentOwner, ctx: Ctx
+) -> PostMessageOut:
+    result = await ctx.store.post_message(
+        owner.id, session_id, body.text, mode=body.mode,
+        client_request_id=body.client_request_id,
+    )
+    return post_out(result)
+
+
+@router.post(
+    "/sessions/{session_id}/cancel",
+    status_code=202,
+    response_model=CancelOut,
+    responses=error_responses(401, 404, 409, 422),
+    summary="Ask for the run to stop; a queued or parked session is cancelled at once",
+)
+async def cancel_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> CancelOut:
+    session = await ctx.store.request_cancel(owner.id, session_id)
+    return CancelOut(status=session.status)

@@ -1,0 +1,303 @@
+"""Server-Sent Events: the response that carries a stream, and the two streams' frames.
+
+Session stream (DESIGN §6), in order:
+
+1. `attached {last_seq, status}` (no `id:`);
+2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
+   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot;
+3. every stored event after the cursor: `id: seq`, `event: type`,
+   `data: {seq, ts, type, data, attempt, fence}`;
+4. `caught_up {replayed}` (no `id:`);
+5. live events as they commit, a `: ping` comment every `ping_interval` when idle.
+   With `?until=end` the stream ends after `session_end` (at once after `caught_up` when the
+   replayed log, or the snapshot, already ends the session).
+
+Owner stream: owner events with `id: <owner event id>`, `event: type`,
+`data: {id, session_id, ts, type, data}`; `caught_up {replayed}` after the backlog;
+`resync_required {reason, current_id}` (with `id: current_id`, so a browser's EventSource
+resumes from there) when the cursor is ahead of the log or more than 1,000 events behind it;
+then live events and pings.
+
+The response listens for the client's disconnect while it streams: an idle stream ends at
+once, a busy one at its next frame. A disconnect never touches the session or its run.
+
+Frame data is compact JSON in UTF-8; U+2028, U+2029 and U+0085 are written as JSON escapes so
+that line readers which split on them (Python's `str.splitlines`) still see one data line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from pydantic_core import to_json
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from ..domain.model import TERMINAL, Event, OwnerEvent, Session
+from ._context import ApiContext
+from ._hub import Mailbox, StreamClosed
+from ._schemas import event_json, owner_event_json
+
+__all__ = [
+    "OWNER_BACKLOG_LIMIT",
+    "PING",
+    "EventStream",
+    "frame",
+    "owner_frames",
+    "session_frames",
+]
+
+log = logging.getLogger("outlive.api.sse")
+
+PING = b": ping\n\n"
+OWNER_BACKLOG_LIMIT = 1000
+_PAGE = 1000
+
+
+_LINE_BREAKERS = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"),
+                  (b"\xc2\x85", b"\\u0085"))
+"""Characters JSON leaves raw but some line readers (Python's `str.splitlines`, which httpx's
+`aiter_lines` uses) treat as line ends; escaped, the data line survives any reader."""
+
+
+def _data(value: Any) -> bytes:
+    out = to_json(value)
+    for raw, escaped in _LINE_BREAKERS:
+        if raw in out:
+            out = out.replace(raw, escaped)
+    return out
+
+
+def frame(event: str, data: Any, id: int | None = None) -> bytes:
+    head = b"" if id is None else b"id: %d\n" % id
+    return head + b"event: " + event.encode() + b"\ndata: " + _data(data) + b"\n\n"
+
+
+def _event_frame(ev: Event) -> bytes:
+    return frame(ev.type, event_json(ev), ev.seq)
+
+
+def _owner_frame(ev: OwnerEvent) -> bytes:
+    return frame(ev.type, owner_event_json(ev), ev.id)
+
+
+class EventStream(StreamingResponse):
+    """A `text/event-stream` response that ends its stream as soon as the client leaves.
+
+    The producer is never cancelled while it might be inside a store call (a cancelled store
+    transaction can leave a connection unusable): on disconnect the stream's mailbox is closed
+    (`on_disconnect`), which wakes an idle stream at once, and the producer stops at its next
+    frame. Only if the server itself cancels the request is the producer cancelled.
+    """
+
+    def __init__(
+        self,
+        frames: AsyncIterator[bytes],
+        *,
+        on_close: Callable[[], None],
+        on_disconnect: Callable[[], None] | None = None,
+        on_open: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(
+            frames,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+        self._frames = frames
+        self._on_close = on_close
+        self._on_disconnect = on_disconnect
+        self._on_open = on_open
+        self._gone = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._on_open is not None:
+            self._on_open()
+        producer = asyncio.create_task(self._produce(send))
+        listener = asyncio.create_task(self._listen(receive))
+        try:
+            await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
+            if not producer.done():
+                self._gone = True
+                if self._on_disconnect is not None:
+                    self._on_disconnect()
+                await producer
+        finally:
+            for task in (producer, listener):
+                if not task.done():
+                    task.cancel()
+            for task in (producer, listener):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            aclose = getattr(self._frames, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            self._on_close()
+
+    async def _produce(self, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code,
+             "headers": self.raw_headers}
+        )
+        try:
+            async for chunk in self._frames:
+                if self._gone:
+                    return
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except OSError:
+            return  # the client went away mid-write
+        except Exception as exc:  # a store error mid-stream: end it; the client resumes
+            log.warning("stream ended by error: %s", exc)
+        if not self._gone:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    async def _listen(receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+async def _events_between(ctx: ApiContext, session_id: str, after: int, upto: int
+                          ) -> AsyncIterator[Event]:
+    while after < upto:
+        batch = await ctx.store.read_events(session_id, after=after, limit=min(_PAGE, upto - after))
+        if not batch:
+            return
+        for ev in batch:
+            yield ev
+        after = batch[-1].seq
+
+
+async def _owner_between(ctx: ApiContext, owner_id: str, after: int, upto: int
+                         ) -> AsyncIterator[OwnerEvent]:
+    while after < upto:
+        batch = await ctx.store.read_owner_events(
+            owner_id, after=after, limit=min(_PAGE, upto - after)
+        )
+        if not batch:
+            return
+        for ev in batch:
+            yield ev
+        after = batch[-1].id
+
+
+def _ends(terminal: bool, ev: Event) -> bool:
+    """Whether the session is over after `ev`, given whether it was before."""
+    if ev.type == "session_end":
+        return True
+    if ev.type == "user_message":
+        return False
+    return terminal
+
+
+async def session_frames(
+    ctx: ApiContext,
+    mb: Mailbox[Event],
+    session: Session,
+    cursor: int | None,
+    *,
+    until_end: bool,
+) -> AsyncIterator[bytes]:
+    sid = session.id
+    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
+    terminal = session.status in TERMINAL
+    if cursor is None or cursor > session.last_seq:
+        if cursor is not None:
+            yield frame("resync", {"reason": "cursor_ahead", "last_seq": session.last_seq})
+        seq, state = await ctx.snapshots.at(sid, session.last_seq)
+        yield frame("snapshot", {"seq": seq, "state": state}, seq)
+        sent = seq
+        terminal = state.get("status") in TERMINAL
+    else:
+        sent = cursor
+    mb.last = sent
+    replayed = 0
+    while True:
+        batch = await ctx.store.read_events(sid, after=sent, limit=_PAGE)
+        for ev in batch:
+            yield _event_frame(ev)
+            sent = mb.last = ev.seq
+            replayed += 1
+            terminal = _ends(terminal, ev)
+        if len(batch) < _PAGE:
+            break
+    yield frame("caught_up", {"replayed": replayed})
+    if until_end and terminal:
+        return
+    ping = ctx.settings.ping_interval
+    while True:
+        try:
+            items = await mb.next_batch(ping)
+        except StreamClosed:
+            return
+        if items is None:
+            yield PING
+            continue
+        for item in items:
+            if item.seq <= sent:
+                continue
+            evs = [item]
+            if item.seq > sent + 1:  # never skip: fetch what the live tail did not carry
+                evs = [e async for e in _events_between(ctx, sid, sent, item.seq - 1)] + evs
+            for ev in evs:
+                if ev.seq != sent + 1:
+                    continue
+                yield _event_frame(ev)
+                sent = mb.last = ev.seq
+                if until_end and ev.type == "session_end":
+                    return
+
+
+async def owner_frames(
+    ctx: ApiContext,
+    mb: Mailbox[OwnerEvent],
+    owner_id: str,
+    current_id: int,
+    cursor: int | None,
+) -> AsyncIterator[bytes]:
+    replayed = 0
+    if cursor is None:
+        sent = current_id
+    elif cursor > current_id or current_id - cursor > OWNER_BACKLOG_LIMIT:
+        reason = "cursor_ahead" if cursor > current_id else "too_far_behind"
+        yield frame("resync_required", {"reason": reason, "current_id": current_id}, current_id)
+        sent = current_id
+    else:
+        sent = cursor
+        while sent < current_id:
+            batch = await ctx.store.read_owner_events(owner_id, after=sent, limit=_PAGE)
+            for oe in batch:
+                yield _owner_frame(oe)
+                sent = oe.id
+                replayed += 1
+            if len(batch) < _PAGE:
+                break
+    mb.last = sent
+    yield frame("caught_up", {"replayed": replayed})
+    ping = ctx.settings.ping_interval
+    while True:
+        try:
+            items = await mb.next_batch(ping)
+        except StreamClosed:
+            return
+        if items is None:
+            yield PING
+            continue
+        for item in items:
+            if item.id <= sent:
+                continue
+            evs = [item]
+            if item.id > sent + 1:
+                evs = [e async for e in _owner_between(ctx, owner_id, sent, item.id - 1)] + evs
+            for oe in evs:
+                if oe.id != sent + 1:
+                    continue
+                yield _owner_frame(oe)
+                sent = mb.last = oe.id

@@ -1,0 +1,102 @@
+"""Python client for outlive: HTTP calls, resumable streams, live session lists.
+
+    from outlive.client import AsyncClient
+
+    async with AsyncClient() as client:          # OUTLIVE_URL and OUTLIVE_API_KEY
+        session = await client.create_session("hello")
+        async for item in client.stream(session.id, until_end=True):
+            ...
+
+* `AsyncClient` / `Client`: every endpoint, typed results, `ApiError` subclasses on errors.
+* `AsyncClient.stream`: a session's frames and events across reconnects, nothing lost or
+  repeated.
+* `SessionWatcher`: the owner's sessions, live, newest first (DESIGN §6).
+* `SessionView`: one session's transcript, live, folded by the domain reducer.
+"""
+
+from ._async_client import AsyncClient
+from ._backoff import Backoff
+from ._clock import AsyncioClock, Clock, Timer
+from ._errors import (
+    ApiError,
+    BadRequestError,
+    ClientError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ProtocolError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnauthorizedError,
+    ValidationFailedError,
+)
+from ._models import (
+    AttachedFrame,
+    CancelResult,
+    CaughtUpFrame,
+    ErrorInfo,
+    EventPage,
+    EventRecord,
+    MalformedFrame,
+    OwnerEventRecord,
+    OwnerStreamItem,
+    PostResult,
+    ResyncFrame,
+    ResyncRequiredFrame,
+    SessionDetail,
+    SessionInfo,
+    SessionPage,
+    Snapshot,
+    SnapshotFrame,
+    StreamItem,
+)
+from ._sse import SSEMessage, SSEParser
+from ._sync_client import Client
+from ._view import SessionView
+from ._watcher import SessionWatcher
+
+__all__ = [
+    "ApiError",
+    "AsyncClient",
+    "AsyncioClock",
+    "AttachedFrame",
+    "Backoff",
+    "BadRequestError",
+    "CancelResult",
+    "CaughtUpFrame",
+    "Client",
+    "ClientError",
+    "Clock",
+    "ConflictError",
+    "ErrorInfo",
+    "EventPage",
+    "EventRecord",
+    "ForbiddenError",
+    "MalformedFrame",
+    "NotFoundError",
+    "OwnerEventRecord",
+    "OwnerStreamItem",
+    "PayloadTooLargeError",
+    "PostResult",
+    "ProtocolError",
+    "RateLimitedError",
+    "ResyncFrame",
+    "ResyncRequiredFrame",
+    "SSEMessage",
+    "SSEParser",
+    "ServerError",
+    "SessionDetail",
+    "SessionInfo",
+    "SessionPage",
+    "SessionView",
+    "SessionWatcher",
+    "Snapshot",
+    "SnapshotFrame",
+    "StreamItem",
+    "Timer",
+    "TransportError",
+    "UnauthorizedError",
+    "ValidationFailedError",
+]

@@ -1,0 +1,277 @@
+"""`AsyncClient`: every endpoint of DESIGN §7 with typed results, plus the resumable
+session stream and one-connection owner streams.
+
+    async with AsyncClient() as client:          # OUTLIVE_URL, OUTLIVE_API_KEY
+        s = await client.create_session("hello")
+        async for item in client.stream(s.id, until_end=True):
+            ...
+
+`stream()` reconnects on its own: with `Last-Event-ID` set to the last seq it handed out,
+after a delay that starts at 100 ms and doubles to 5 s (with jitter; back to 100 ms after a
+connection that worked). It drops events it already delivered, reconnects when one is
+missing, and raises only what will not heal: 401, 404, 400…, or a frame that still does not
+parse after 5 connections (a server bug); 5xx answers, network errors, dropped connections
+and server restarts are waited out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from . import _calls
+from ._backoff import Backoff
+from ._calls import Call
+from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
+from ._frames import SessionCursor, decode_owner, decode_session
+from ._models import (
+    CancelResult,
+    EventPage,
+    EventRecord,
+    OwnerStreamItem,
+    PostResult,
+    SessionDetail,
+    SessionInfo,
+    SessionPage,
+    StreamItem,
+)
+from ._sse import SSEParser
+
+__all__ = ["AsyncClient"]
+
+log = logging.getLogger("outlive.client")
+
+T = TypeVar("T")
+
+PAGE_SIZE = 200
+"""Sessions per page when reading the whole list (the API's maximum)."""
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 10.0,
+        stream_read_timeout: float | None = 45.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """`base_url` defaults to `OUTLIVE_URL` (else http://127.0.0.1:8765), `api_key` to
+        `OUTLIVE_API_KEY`. `stream_read_timeout`: a stream silent this long (no event, no
+        ping; the server pings every 15 s) is taken as dead and reconnected."""
+        self.base_url = _calls.resolve_base_url(base_url)
+        self._timeout = _calls.timeouts(timeout)
+        self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
+        self._rng = rng or random.Random()
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=_calls.client_headers(_calls.resolve_api_key(api_key)),
+            timeout=self._timeout,
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, call: Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.json, params=call.params,
+                headers=call.headers,
+            )
+        except httpx.TransportError as exc:
+            raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+        return _calls.finish(call, response)
+
+    # ---- sessions -----------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        abandon_after: float | None = None,
+    ) -> SessionInfo:
+        return await self._call(_calls.create_session(
+            prompt, agent=agent, model=model, title=title, metadata=metadata,
+            abandon_after=abandon_after,
+        ))
+
+    async def list_sessions(
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> SessionPage:
+        """One page, newest first; pass `next_cursor` back as `cursor` for the next."""
+        return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+
+    async def list_all_sessions(
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+    ) -> list[SessionInfo]:
+        """Every page, newest first."""
+        out: list[SessionInfo] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = await self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            out.extend(page.sessions)
+            if page.next_cursor is None:
+                return out
+            if page.next_cursor in seen:
+                raise ProtocolError(f"the session list repeats cursor {page.next_cursor!r}")
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    async def get_session(self, session_id: str) -> SessionDetail:
+        return await self._call(_calls.get_session(session_id))
+
+    async def set_title(self, session_id: str, title: str) -> SessionInfo:
+        return await self._call(_calls.set_title(session_id, title))
+
+    async def delete_session(self, session_id: str) -> None:
+        await self._call(_calls.delete_session(session_id))
+
+    async def send_message(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        mode: str | None = None,
+        client_request_id: str | None = None,
+    ) -> PostResult:
+        return await self._call(_calls.send_message(
+            session_id, text, mode=mode, client_request_id=client_request_id
+        ))
+
+    async def cancel(self, session_id: str) -> CancelResult:
+        """Ask the run to stop. A session that has already ended (409
+        SESSION_ALREADY_TERMINAL) is a success too: `status` is its terminal status and
+        `already_terminal` is True. Any other error raises."""
+        return await self._call(_calls.cancel(session_id))
+
+    async def healthz(self) -> bool:
+        return await self._call(_calls.healthz())
+
+    # ---- events ---------------------------------------------------------------------------
+
+    async def events(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> EventPage:
+        """One JSON page of the stored event log (events with seq > after)."""
+        return await self._call(_calls.events(session_id, after=after, limit=limit))
+
+    async def all_events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
+        """The stored log after `after`, every page."""
+        out: list[EventRecord] = []
+        while True:
+            page = await self.events(session_id, after=after)
+            out.extend(page.events)
+            if not page.events or page.events[-1].seq >= page.last_seq:
+                return out
+            after = page.events[-1].seq
+
+    async def stream(
+        self, session_id: str, after: int | None = None, until_end: bool = False
+    ) -> AsyncIterator[StreamItem]:
+        """The session's frames, across reconnects: `attached`, then (with no `after`) a
+        `snapshot`, every event after the cursor, `caught_up`, then live events. Each
+        reconnect yields `attached` (and `caught_up`) again but never an event twice. With
+        `until_end` it ends after `session_end` (at once if the session already ended)."""
+        state = SessionCursor(after, until_end)
+        backoff = Backoff(self._rng)
+        path = _calls.session_path(session_id, "/events")
+        while True:
+            try:
+                async with self._open_sse(path, state.headers(), state.params()) as response:
+                    parser = SSEParser()
+                    async for chunk in response.aiter_bytes():
+                        for msg in parser.feed(chunk):
+                            item = decode_session(msg)
+                            if item is None:
+                                continue
+                            backoff.reset()
+                            if state.accept(item):
+                                yield item
+                            if state.done:
+                                return
+            except (ClientError, httpx.TransportError) as exc:
+                if not is_transient(exc) or state.give_up(exc):
+                    raise
+                log.debug("session stream %s: %r; reconnecting", session_id, exc)
+            delay = backoff.next()
+            log.debug("session stream %s: reconnecting in %.2fs", session_id, delay)
+            await asyncio.sleep(delay)
+
+    async def owner_stream(self, after: int | None = None) -> AsyncIterator[OwnerStreamItem]:
+        """ONE connection to the owner stream (`GET /v1/events`): owner events after `after`
+        (with no cursor: from now on), `caught_up`, `resync_required`, and frames that did not
+        validate as `MalformedFrame`. It ends when the connection does and raises its errors;
+        `SessionWatcher` adds reconnects, list fetches and health on top."""
+        headers = {"Accept": "text/event-stream"}
+        if after is not None:
+            headers["Last-Event-ID"] = str(after)
+        async with self._open_sse("/v1/events", headers, {}) as response:
+            parser = SSEParser()
+            async for chunk in response.aiter_bytes():
+                for msg in parser.feed(chunk):
+                    item = decode_owner(msg)
+                    if item is not None:
+                        yield item
+
+    def _open_sse(
+        self, path: str, headers: Mapping[str, str], params: Mapping[str, str]
+    ) -> _SSEResponse:
+        request = self._http.build_request(
+            "GET", path, headers=headers, params=params, timeout=self._stream_timeout
+        )
+        return _SSEResponse(self._http, request)
+
+
+class _SSEResponse:
+    """`async with`: an open `text/event-stream` response, or the error it was instead."""
+
+    def __init__(self, http: httpx.AsyncClient, request: httpx.Request) -> None:
+        self._http = http
+        self._request = request
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        try:
+            response = await self._http.send(self._request, stream=True)
+        except httpx.TransportError as exc:
+            raise TransportError(f"GET {self._request.url.path}: {exc!r}") from exc
+        self._response = response
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                raise api_error(response)
+            ctype = response.headers.get("content-type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise ProtocolError(f"expected an event stream, got {ctype!r}")
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._response is not None:
+            await self._response.aclose()

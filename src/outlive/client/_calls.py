@@ -1,0 +1,198 @@
+"""The endpoints as data: each call is a method, a path, a body and a parser, so the async
+and the sync client send the same requests and read the same answers (DESIGN §7)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import ValidationError
+
+from ._constants import DEFAULT_URL
+from ._errors import ApiError, ProtocolError, error_from_response
+from ._models import (
+    TERMINAL_STATUSES,
+    CancelResult,
+    EventPage,
+    PostResult,
+    SessionDetail,
+    SessionInfo,
+    SessionPage,
+)
+
+__all__ = [
+    "Call",
+    "cancel",
+    "client_headers",
+    "create_session",
+    "delete_session",
+    "events",
+    "finish",
+    "get_session",
+    "healthz",
+    "list_sessions",
+    "resolve_api_key",
+    "resolve_base_url",
+    "send_message",
+    "session_path",
+    "set_title",
+    "stream_timeouts",
+    "timeouts",
+]
+
+T = TypeVar("T")
+
+_USER_AGENT = "outlive-client/0.1"
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    url = base_url or os.environ.get("OUTLIVE_URL") or DEFAULT_URL
+    return url.rstrip("/")
+
+
+def resolve_api_key(api_key: str | None) -> str | None:
+    return api_key or os.environ.get("OUTLIVE_API_KEY") or None
+
+
+def client_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"User-Agent": _USER_AGENT, "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def timeouts(timeout: float | httpx.Timeout) -> httpx.Timeout:
+    return timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+
+
+def stream_timeouts(base: httpx.Timeout, read: float | None) -> httpx.Timeout:
+    """`base` with the read timeout of a stream (longer than the server's ping interval)."""
+    return httpx.Timeout(connect=base.connect, read=read, write=base.write, pool=base.pool)
+
+
+def session_path(session_id: str, tail: str = "") -> str:
+    if not session_id:
+        raise ValueError("session_id must not be empty")
+    return f"/v1/sessions/{quote(session_id, safe='')}{tail}"
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: Mapping[str, str | int] | None = None
+    headers: Mapping[str, str] | None = None
+    recover: Callable[[ApiError], T | None] | None = None
+    """Turns some errors into a result (cancel's SESSION_ALREADY_TERMINAL); None re-raises."""
+
+
+def finish(call: Call[T], response: httpx.Response) -> T:
+    """The call's result from its (fully read) response, or the ApiError it means."""
+    if not response.is_success:
+        err = error_from_response(
+            response.status_code, response.content, response.reason_phrase
+        )
+        if call.recover is not None:
+            result = call.recover(err)
+            if result is not None:
+                return result
+        raise err
+    try:
+        body = json.loads(response.content) if response.content else None
+        return call.parse(body)
+    except (ValueError, ValidationError) as exc:
+        raise ProtocolError(
+            f"{call.method} {call.path}: unexpected answer ({response.status_code}): {exc}"
+        ) from exc
+
+
+def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def create_session(
+    prompt: str,
+    *,
+    agent: str | None = None,
+    model: str | None = None,
+    title: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    abandon_after: float | None = None,
+) -> Call[SessionInfo]:
+    body = _drop_none(
+        {"prompt": prompt, "agent": agent, "model": model, "title": title,
+         "metadata": dict(metadata) if metadata is not None else None,
+         "abandon_after": abandon_after}
+    )
+    return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
+
+
+def list_sessions(
+    *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[SessionPage]:
+    params = _drop_none({"status": status, "limit": limit, "cursor": cursor})
+    return Call("GET", "/v1/sessions", SessionPage.model_validate, params=params)
+
+
+def get_session(session_id: str) -> Call[SessionDetail]:
+    return Call("GET", session_path(session_id), SessionDetail.model_validate)
+
+
+def set_title(session_id: str, title: str) -> Call[SessionInfo]:
+    return Call("PATCH", session_path(session_id), SessionInfo.model_validate,
+                json={"title": title})
+
+
+def delete_session(session_id: str) -> Call[None]:
+    return Call("DELETE", session_path(session_id), lambda _body: None)
+
+
+def send_message(
+    session_id: str,
+    text: str,
+    *,
+    mode: str | None = None,
+    client_request_id: str | None = None,
+) -> Call[PostResult]:
+    body = _drop_none({"text": text, "mode": mode, "client_request_id": client_request_id})
+    return Call("POST", session_path(session_id, "/messages"), PostResult.model_validate,
+                json=body)
+
+
+def _already_terminal(err: ApiError) -> CancelResult | None:
+    status = err.details.get("status")
+    if (
+        err.status == 409
+        and err.code == "SESSION_ALREADY_TERMINAL"
+        and isinstance(status, str)
+        and status in TERMINAL_STATUSES
+    ):
+        return CancelResult(cancel_requested=False, status=status, already_terminal=True)
+    return None
+
+
+def cancel(session_id: str) -> Call[CancelResult]:
+    """409 SESSION_ALREADY_TERMINAL is a success: the session has ended, with that status."""
+    return Call("POST", session_path(session_id, "/cancel"), CancelResult.model_validate,
+                recover=_already_terminal)
+
+
+def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Call[EventPage]:
+    params = _drop_none({"after": after, "limit": limit})
+    return Call("GET", session_path(session_id, "/events"), EventPage.model_validate,
+                params=params, headers={"Accept": "application/json"})
+
+
+def _ok(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("ok") is True
+
+
+def healthz() -> Call[bool]:
+    return Call("GET", "/healthz", _ok, recover=lambda err: False if err.status == 503 else None)

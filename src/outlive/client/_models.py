@@ -1,0 +1,188 @@
+"""Typed results of every endpoint and every stream frame (pydantic, frozen).
+
+Unknown fields are ignored, so a newer server that adds fields does not break an older
+client. Transcript states stay plain dicts: they are the reducer's JSON (`outlive.domain`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "TERMINAL_STATUSES",
+    "AttachedFrame",
+    "CancelResult",
+    "CaughtUpFrame",
+    "ErrorInfo",
+    "EventPage",
+    "EventRecord",
+    "MalformedFrame",
+    "OwnerEventRecord",
+    "OwnerStreamItem",
+    "PostResult",
+    "ResyncFrame",
+    "ResyncRequiredFrame",
+    "SessionDetail",
+    "SessionInfo",
+    "SessionPage",
+    "Snapshot",
+    "SnapshotFrame",
+    "StreamItem",
+]
+
+TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ErrorInfo(_Model):
+    code: str
+    message: str
+
+
+class SessionInfo(_Model):
+    """One session as the API describes it (`GET /v1/sessions/{id}`'s `session`)."""
+
+    id: str
+    agent: str
+    model: str
+    title: str | None = None
+    title_state: str = "pending"
+    status: str
+    stage: str | None = None
+    attempt: int = 0
+    last_seq: int = 0
+    error: ErrorInfo | None = None
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    cancel_requested: bool = False
+    abandon_after: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class SessionPage(_Model):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+class Snapshot(_Model):
+    seq: int
+    state: dict[str, Any]
+
+
+class SessionDetail(_Model):
+    session: SessionInfo
+    snapshot: Snapshot
+
+
+class PostResult(_Model):
+    """Answer to a follow-up message: its event seq, how it was delivered, and whether it
+    revived a finished session."""
+
+    seq: int
+    delivery: str
+    requeued: bool
+
+
+class CancelResult(_Model):
+    """`cancel_requested` is False only when the session had already ended (409
+    SESSION_ALREADY_TERMINAL, which `cancel` treats as success); `status` is then its
+    terminal status."""
+
+    cancel_requested: bool
+    status: str
+    already_terminal: bool = False
+
+
+class EventRecord(_Model):
+    """One stored session event (a stream frame with `id:`, or an item of a JSON page)."""
+
+    kind: Literal["event"] = Field(default="event", exclude=True)
+    seq: int
+    ts: datetime
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 0
+    fence: int = 0
+
+
+class EventPage(_Model):
+    events: list[EventRecord]
+    last_seq: int
+
+
+class OwnerEventRecord(_Model):
+    """One owner lifecycle event: session_created, session_status, session_deleted, …"""
+
+    kind: Literal["owner_event"] = Field(default="owner_event", exclude=True)
+    id: int
+    session_id: str
+    ts: datetime
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class AttachedFrame(_Model):
+    """First frame of every session stream connection: where the log is now."""
+
+    kind: Literal["attached"] = Field(default="attached", exclude=True)
+    last_seq: int
+    status: str
+
+
+class SnapshotFrame(_Model):
+    """The transcript state at `seq` (sent when there is no cursor, or after a resync)."""
+
+    kind: Literal["snapshot"] = Field(default="snapshot", exclude=True)
+    seq: int
+    state: dict[str, Any]
+
+
+class ResyncFrame(_Model):
+    """The cursor was ahead of the log; a snapshot follows and replaces what you had."""
+
+    kind: Literal["resync"] = Field(default="resync", exclude=True)
+    reason: str
+    last_seq: int | None = None
+
+
+class CaughtUpFrame(_Model):
+    """The replay is over; what follows is live."""
+
+    kind: Literal["caught_up"] = Field(default="caught_up", exclude=True)
+    replayed: int = 0
+
+
+class ResyncRequiredFrame(_Model):
+    """Owner stream: the cursor cannot be served (`cursor_ahead` or `too_far_behind`);
+    events were skipped, so re-read the session list. The stream goes on from `current_id`."""
+
+    kind: Literal["resync_required"] = Field(default="resync_required", exclude=True)
+    reason: str
+    current_id: int
+
+
+class MalformedFrame(_Model):
+    """A frame that did not parse or validate (kept, not raised, so callers can count)."""
+
+    kind: Literal["malformed"] = Field(default="malformed", exclude=True)
+    event: str
+    data: str
+    id: str | None = None
+    error: str
+
+
+StreamItem = AttachedFrame | SnapshotFrame | ResyncFrame | CaughtUpFrame | EventRecord
+"""What `stream()` yields."""
+
+OwnerStreamItem = OwnerEventRecord | CaughtUpFrame | ResyncRequiredFrame | MalformedFrame
+"""What one owner-stream connection yields."""

@@ -1,0 +1,207 @@
+"""`Client`: the synchronous twin of `AsyncClient` (same methods, same results, same errors),
+for scripts and notebooks. Its `stream()` is a plain iterator with the same reconnects."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from . import _calls
+from ._async_client import PAGE_SIZE
+from ._backoff import Backoff
+from ._calls import Call
+from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
+from ._frames import SessionCursor, decode_session
+from ._models import (
+    CancelResult,
+    EventPage,
+    EventRecord,
+    PostResult,
+    SessionDetail,
+    SessionInfo,
+    SessionPage,
+    StreamItem,
+)
+from ._sse import SSEParser
+
+__all__ = ["Client"]
+
+log = logging.getLogger("outlive.client")
+
+T = TypeVar("T")
+
+
+class Client:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 10.0,
+        stream_read_timeout: float | None = 45.0,
+        transport: httpx.BaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.base_url = _calls.resolve_base_url(base_url)
+        self._timeout = _calls.timeouts(timeout)
+        self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
+        self._rng = rng or random.Random()
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=_calls.client_headers(_calls.resolve_api_key(api_key)),
+            timeout=self._timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, call: Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method, call.path, json=call.json, params=call.params,
+                headers=call.headers,
+            )
+        except httpx.TransportError as exc:
+            raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+        return _calls.finish(call, response)
+
+    def create_session(
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        abandon_after: float | None = None,
+    ) -> SessionInfo:
+        return self._call(_calls.create_session(
+            prompt, agent=agent, model=model, title=title, metadata=metadata,
+            abandon_after=abandon_after,
+        ))
+
+    def list_sessions(
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> SessionPage:
+        return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+
+    def list_all_sessions(
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+    ) -> list[SessionInfo]:
+        out: list[SessionInfo] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            out.extend(page.sessions)
+            if page.next_cursor is None:
+                return out
+            if page.next_cursor in seen:
+                raise ProtocolError(f"the session list repeats cursor {page.next_cursor!r}")
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    def get_session(self, session_id: str) -> SessionDetail:
+        return self._call(_calls.get_session(session_id))
+
+    def set_title(self, session_id: str, title: str) -> SessionInfo:
+        return self._call(_calls.set_title(session_id, title))
+
+    def delete_session(self, session_id: str) -> None:
+        self._call(_calls.delete_session(session_id))
+
+    def send_message(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        mode: str | None = None,
+        client_request_id: str | None = None,
+    ) -> PostResult:
+        return self._call(_calls.send_message(
+            session_id, text, mode=mode, client_request_id=client_request_id
+        ))
+
+    def cancel(self, session_id: str) -> CancelResult:
+        """As `AsyncClient.cancel`: 409 SESSION_ALREADY_TERMINAL returns the final status."""
+        return self._call(_calls.cancel(session_id))
+
+    def healthz(self) -> bool:
+        return self._call(_calls.healthz())
+
+    def events(self, session_id: str, *, after: int = 0, limit: int | None = None) -> EventPage:
+        return self._call(_calls.events(session_id, after=after, limit=limit))
+
+    def all_events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
+        out: list[EventRecord] = []
+        while True:
+            page = self.events(session_id, after=after)
+            out.extend(page.events)
+            if not page.events or page.events[-1].seq >= page.last_seq:
+                return out
+            after = page.events[-1].seq
+
+    def stream(
+        self, session_id: str, after: int | None = None, until_end: bool = False
+    ) -> Iterator[StreamItem]:
+        """As `AsyncClient.stream`, blocking."""
+        state = SessionCursor(after, until_end)
+        backoff = Backoff(self._rng)
+        path = _calls.session_path(session_id, "/events")
+        while True:
+            try:
+                with self._open_sse(path, state.headers(), state.params()) as response:
+                    parser = SSEParser()
+                    for chunk in response.iter_bytes():
+                        for msg in parser.feed(chunk):
+                            item = decode_session(msg)
+                            if item is None:
+                                continue
+                            backoff.reset()
+                            if state.accept(item):
+                                yield item
+                            if state.done:
+                                return
+            except (ClientError, httpx.TransportError) as exc:
+                if not is_transient(exc) or state.give_up(exc):
+                    raise
+                log.debug("session stream %s: %r; reconnecting", session_id, exc)
+            time.sleep(backoff.next())
+
+    @contextmanager
+    def _open_sse(
+        self, path: str, headers: Mapping[str, str], params: Mapping[str, str]
+    ) -> Iterator[httpx.Response]:
+        request = self._http.build_request(
+            "GET", path, headers=headers, params=params, timeout=self._stream_timeout
+        )
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise TransportError(f"GET {path}: {exc!r}") from exc
+        try:
+            if response.status_code != 200:
+                response.read()
+                raise api_error(response)
+            ctype = response.headers.get("content-type", "")
+            if not ctype.startswith("text/event-stream"):
+                raise ProtocolError(f"expected an event stream, got {ctype!r}")
+            yield response
+        finally:
+            response.close()

@@ -1,0 +1,67 @@
+"""The OpenAPI document loads and describes every endpoint with its bodies and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Api
+
+ENDPOINTS = {
+    ("/v1/sessions", "post"): {"202", "400", "401", "413", "422"},
+    ("/v1/sessions", "get"): {"200", "400", "401", "422"},
+    ("/v1/sessions/{session_id}", "get"): {"200", "401", "404"},
+    ("/v1/sessions/{session_id}", "patch"): {"200", "400", "401", "404", "422"},
+    ("/v1/sessions/{session_id}", "delete"): {"202", "401", "404"},
+    ("/v1/sessions/{session_id}/messages", "post"): {"202", "400", "401", "404", "409", "413"},
+    ("/v1/sessions/{session_id}/cancel", "post"): {"202", "401", "404", "409"},
+    ("/v1/sessions/{session_id}/events", "get"): {"200", "400", "401", "404"},
+    ("/v1/events", "get"): {"200", "400", "401"},
+    ("/v1/login", "post"): {"200", "401", "422"},
+    ("/v1/logout", "post"): {"200"},
+    ("/healthz", "get"): {"200", "503"},
+    ("/metrics", "get"): {"200"},
+}
+
+
+@pytest.fixture(params=["sqlite"])
+def db_url(request, tmp_path) -> str:  # one database is enough for the document
+    return f"sqlite:///{tmp_path / 'outlive.db'}"
+
+
+async def test_openapi_lists_every_endpoint(idle_api: Api):
+    r = await idle_api.client.get("/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["openapi"].startswith("3.")
+    paths = doc["paths"]
+    listed = {(p, m) for p, ops in paths.items() for m in ops}
+    assert listed == set(ENDPOINTS)
+    schemas = doc["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas  # 422s use our error body
+    for (path, method), statuses in ENDPOINTS.items():
+        op = paths[path][method]
+        assert statuses <= set(op["responses"]), (path, method, set(op["responses"]))
+        for status, resp in op["responses"].items():
+            if status.startswith(("4", "5")):
+                ref = resp["content"]["application/json"]["schema"]["$ref"]
+                assert ref == "#/components/schemas/ErrorResponse", (path, method, status)
+    assert paths["/v1/sessions"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"]["$ref"].endswith("/CreateSession")
+    create = schemas["CreateSession"]
+    assert create["required"] == ["prompt"]
+    assert create["properties"]["prompt"]["maxLength"] == 100_000
+    assert create["additionalProperties"] is False
+    assert set(schemas["SessionOut"]["required"]) == {
+        "id", "agent", "model", "title", "title_state", "status", "stage", "attempt",
+        "last_seq", "error", "created_at", "updated_at", "metadata", "cancel_requested",
+        "abandon_after",
+    }
+    events = paths["/v1/sessions/{session_id}/events"]["get"]["responses"]["200"]["content"]
+    assert set(events) == {"application/json", "text/event-stream"}
+    assert events["application/json"]["schema"]["$ref"].endswith("/EventsPage")
+    params = {p["name"] for p in paths["/v1/sessions/{session_id}/events"]["get"]["parameters"]}
+    assert {"after", "limit", "until", "Last-Event-ID"} <= params
+    assert {"bearer", "cookie"} <= {
+        k.lower().replace("httpbearer", "bearer").replace("apikeycookie", "cookie")
+        for k in doc["components"]["securitySchemes"]
+    }

@@ -1,0 +1,62 @@
+"""The README's client example runs against a real server and prints what it promises.
+
+It reads the ```python block of README.md that contains `from outlive.client import`, or,
+until that block is pasted in, tests/client/readme_example.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import Live, eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "from outlive.client import"
+
+
+def example_source() -> str:
+    readme = ROOT / "README.md"
+    if readme.exists():
+        for block in re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S):
+            if MARKER in block:
+                return str(block)
+    return (Path(__file__).parent / "readme_example.py").read_text()
+
+
+def test_the_example_is_short_and_uses_the_public_surface():
+    source = example_source()
+    assert MARKER in source
+    assert len(source.strip().splitlines()) <= 25
+    compile(source, "README example", "exec")
+
+
+async def test_the_example_runs(live: Live, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setenv("OUTLIVE_URL", live.server.url)
+    monkeypatch.setenv("OUTLIVE_API_KEY", live.key)
+    source = example_source()
+    code = compile(source, "README example", "exec")
+    # The example calls asyncio.run(), so it gets its own thread (and loop); the server
+    # runs in this test's loop.
+    await asyncio.wait_for(asyncio.to_thread(exec, code, {"__name__": "__main__"}), 60)
+    out = capsys.readouterr().out
+
+    sessions = await live.client.list_all_sessions()
+    assert len(sessions) == 2
+    streamed, other = sessions  # newest first
+    events = await live.client.all_events(streamed.id)
+    text = "".join(e.data["text"] for e in events if e.type == "text_delta")
+    assert text and events[-1].type == "session_end"
+    assert out.startswith(text + "\n")
+    last = out[len(text) + 1:]
+    assert last in ("cancel requested\n", "already succeeded\n", "already cancelled\n")
+
+    async def other_ended() -> bool:
+        return (await live.client.get_session(other.id)).session.terminal
+
+    await eventually(other_ended, what="the other session ended")
+    if last == "cancel requested\n":
+        assert (await live.client.get_session(other.id)).session.status == "cancelled"
