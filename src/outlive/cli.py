@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_sessions import sessions_app
 from .config import build_agents, build_providers, configure_logging, database_url
 from .runtime import RuntimeSettings, Worker
 from .store import Store, open_store
@@ -23,6 +24,7 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(sessions_app, name="sessions")
 
 console = Console(stderr=True)
 out = Console()
@@ -236,7 +238,7 @@ def keys_create(
 
     key_id = asyncio.run(go())
     console.print(f"created key {key_id} for owner {owner!r}; it is shown only now:")
-    out.print(key, highlight=False)
+    typer.echo(key)
 
 
 @keys_app.command("list")
@@ -248,7 +250,7 @@ def keys_list(db: DbOption = None) -> None:
         try:
             for k in await store.list_api_keys():
                 state = "revoked" if k.revoked else "active"
-                out.print(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}", highlight=False)
+                typer.echo(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}")
         finally:
             await store.close()
 
@@ -270,6 +272,16 @@ def keys_revoke(key_id: str, db: DbOption = None) -> None:
         console.print(f"no active key {key_id}; see `outlive keys list`")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
+
+
+@app.command()
+def demo(
+    demo_speed: Annotated[float, typer.Option(help="Pacing of the demo model.")] = 8.0,
+) -> None:
+    """A tour: stream, drop and reattach, follow up, cancel. Offline; exits 0 if all held."""
+    from ._tour import run_tour
+
+    raise typer.Exit(run_tour(demo_speed))
 
 
 def main() -> None:

@@ -1,0 +1,153 @@
+"""`outlive sessions …`: the API from the terminal, through the Python client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .client import AsyncClient, ClientError, EventRecord
+
+__all__ = ["sessions_app"]
+
+sessions_app = typer.Typer(help="Create, watch, steer and cancel sessions over the API.",
+                           no_args_is_help=True)
+out = Console(markup=False, highlight=False)
+err = Console(stderr=True, markup=False, highlight=False)
+
+UrlOption = Annotated[str | None, typer.Option(
+    "--url", help="Server URL [env OUTLIVE_URL; default http://127.0.0.1:8765]")]
+KeyOption = Annotated[str | None, typer.Option(
+    "--key", help="API key [env OUTLIVE_API_KEY; default: ./outlive.db.key written by "
+                  "`outlive serve`]")]
+
+
+def _client(url: str | None, key: str | None) -> AsyncClient:
+    key = key or os.environ.get("OUTLIVE_API_KEY")
+    if not key and Path("outlive.db.key").exists():
+        key = Path("outlive.db.key").read_text().strip()
+    if not key:
+        err.print("no API key: pass --key, set OUTLIVE_API_KEY, or run `outlive serve` here "
+                  "first (it writes ./outlive.db.key)")
+        raise typer.Exit(2)
+    return AsyncClient(url, key)
+
+
+def _run(coro: object) -> None:
+    try:
+        asyncio.run(coro)  # type: ignore[arg-type]
+    except ClientError as exc:
+        err.print(f"error: {exc}")
+        raise typer.Exit(1) from None
+
+
+@sessions_app.command("create")
+def create(prompt: str, agent: str | None = None, model: str | None = None,
+           title: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Start a session with PROMPT; prints its id."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            s = await c.create_session(prompt, agent=agent, model=model, title=title)
+            out.print(s.id, highlight=False)
+
+    _run(go())
+
+
+@sessions_app.command("list")
+def list_(status: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
+    """List your sessions, newest first."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            rows = [(s.id, s.status, str(s.attempt), s.title or "", str(s.updated_at))
+                    for s in await c.list_all_sessions(status=status)]
+            if not out.is_terminal:  # scripts get one tab-separated line per session
+                for row in rows:
+                    typer.echo("\t".join(row))
+                return
+            table = Table("id", "status", "attempt", "title", "updated")
+            table.columns[0].no_wrap = True
+            for row in rows:
+                table.add_row(*row)
+            out.print(table)
+
+    _run(go())
+
+
+@sessions_app.command("show")
+def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Show a session and its transcript."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            d = await c.get_session(session_id)
+            s = d.session
+            out.print(f"{s.id}  {s.status}  attempt {s.attempt}  {s.title or ''}",
+                      highlight=False)
+            for item in d.snapshot.state.get("items", []):
+                if item["kind"] == "user":
+                    out.print(f"> {item['text']}", style="bold", highlight=False)
+                elif item["kind"] == "assistant":
+                    out.print(item["text"], highlight=False)
+                elif item["kind"] == "tool":
+                    out.print(f"  [{item['tool']}: {item['status']}]", style="yellow",
+                              highlight=False)
+
+    _run(go())
+
+
+@sessions_app.command("tail")
+def tail(session_id: str,
+         after: Annotated[int, typer.Option(help="Start after this seq (0: the whole log).")] = 0,
+         url: UrlOption = None, key: KeyOption = None) -> None:
+    """Print a session's events from AFTER on and follow it until it ends (reconnects on its
+    own)."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            async for item in c.stream(session_id, after=after, until_end=True):
+                if not isinstance(item, EventRecord):
+                    continue
+                if item.type in ("text_delta", "thinking_delta"):
+                    out.print(item.data["text"], end="", highlight=False, soft_wrap=True,
+                              style="dim" if item.type == "thinking_delta" else None)
+                elif item.type != "message_end":
+                    out.print(f"\n[{item.seq} {item.type}] {item.data}", style="dim",
+                              highlight=False, soft_wrap=True)
+            out.print()
+
+    _run(go())
+
+
+@sessions_app.command("send")
+def send(session_id: str, text: str,
+         mode: Annotated[str, typer.Option(help="steer, queue, interrupt or reject")] = "steer",
+         url: UrlOption = None, key: KeyOption = None) -> None:
+    """Send a follow-up message."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            r = await c.send_message(session_id, text, mode=mode)
+            out.print(f"seq {r.seq}, delivery {r.delivery}, requeued {r.requeued}",
+                      highlight=False)
+
+    _run(go())
+
+
+@sessions_app.command("cancel")
+def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Cancel a session (a finished one reports its status)."""
+
+    async def go() -> None:
+        async with _client(url, key) as c:
+            r = await c.cancel(session_id)
+            msg = "cancel requested" if r.cancel_requested else f"already {r.status}"
+            out.print(msg, highlight=False)
+
+    _run(go())

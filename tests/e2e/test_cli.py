@@ -1,0 +1,148 @@
+"""The command line as a user runs it: real processes, a real server, no model key."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OUTLIVE_", "OPENAI_", "ANTHROPIC_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "outlive", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_demo_tour_exits_zero(tmp_path: Path) -> None:
+    done = outlive("demo", "--demo-speed", "20", cwd=tmp_path, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no lost or repeated character" in done.stdout
+    assert "cancelled in" in done.stdout
+    assert "✗" not in done.stdout
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "outlive", "serve", "--port", str(port), "--demo-speed", "0"],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    key = None
+    assert proc.stdout is not None
+    while time.monotonic() < deadline and key is None:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if re.fullmatch(r"olk_\S+\n", line):
+            key = line.strip()
+    if key is None:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        pytest.fail("serve printed no key:\n" + "".join(lines))
+    # Keep reading its logs so a full pipe never blocks the server.
+    drain = threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True)
+    drain.start()
+    yield f"http://127.0.0.1:{port}", key, "".join(lines), tmp_path
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("serve did not stop on SIGTERM")
+    finally:
+        drain.join(5)
+        proc.stdout.close()
+
+
+def test_serve_prints_url_and_key_and_listens_on_loopback(served) -> None:
+    url, key, printed, folder = served
+    assert f"serving on http://localhost:{url.rsplit(':', 1)[1]}" in printed
+    assert (folder / "outlive.db").exists()
+    assert (folder / "outlive.db.key").read_text().strip() == key
+    assert oct((folder / "outlive.db.key").stat().st_mode & 0o777) == "0o600"
+    r = httpx.get(f"{url}/v1/sessions", headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200
+    assert httpx.get(f"{url}/v1/sessions").status_code == 401
+    assert httpx.get(f"{url}/healthz").json()["ok"] is True
+    assert "<html" in httpx.get(f"{url}/").text
+
+
+def test_sessions_commands_against_a_server(served) -> None:
+    url, key, _, folder = served
+    common = ("--url", url, "--key", key)
+    created = outlive("sessions", "create", "hello there", *common, cwd=folder)
+    assert created.returncode == 0, created.stderr
+    sid = created.stdout.strip()
+    assert sid.startswith("ses_")
+    tail = outlive("sessions", "tail", sid, *common, cwd=folder)
+    assert tail.returncode == 0 and "session_end" in tail.stdout
+    listed = outlive("sessions", "list", *common, cwd=folder)
+    assert sid in listed.stdout and "succeeded" in listed.stdout
+    sent = outlive("sessions", "send", sid, "and more", *common, cwd=folder)
+    assert "requeued True" in sent.stdout
+    outlive("sessions", "tail", sid, *common, cwd=folder)
+    shown = outlive("sessions", "show", sid, *common, cwd=folder)
+    assert "> hello there" in shown.stdout and "> and more" in shown.stdout
+    cancelled = outlive("sessions", "cancel", sid, *common, cwd=folder)
+    assert cancelled.returncode == 0 and "already succeeded" in cancelled.stdout
+    # The key file written by serve is found on its own in that folder.
+    again = outlive("sessions", "list", "--url", url, cwd=folder)
+    assert again.returncode == 0 and sid in again.stdout
+    missing = outlive("sessions", "show", "ses_01M8KF3ENP5N8X8V8N64N2BMRM", *common, cwd=folder)
+    assert missing.returncode == 1 and "not found" in missing.stderr.lower()
+
+
+def test_keys_create_list_revoke(served) -> None:
+    url, _, _, folder = served
+    db = f"sqlite:///{folder / 'outlive.db'}"
+    made = outlive("keys", "create", "--owner", "bob", "--label", "laptop", "--db", db,
+                   cwd=folder)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[-1]
+    assert key.startswith("olk_")
+    headers = {"Authorization": f"Bearer {key}"}
+    assert httpx.get(f"{url}/v1/sessions", headers=headers).status_code == 200
+    listed = outlive("keys", "list", "--db", db, cwd=folder)
+    assert "bob" in listed.stdout and key not in listed.stdout
+    key_id = next(line.split("\t")[0] for line in listed.stdout.splitlines() if "bob" in line)
+    assert outlive("keys", "revoke", key_id, "--db", db, cwd=folder).returncode == 0
+    deadline = time.monotonic() + 10  # the API caches key lookups for 5 s
+    while httpx.get(f"{url}/v1/sessions", headers=headers).status_code != 401:
+        assert time.monotonic() < deadline, "revoked key still accepted"
+        time.sleep(0.5)
+    assert outlive("keys", "revoke", key_id, "--db", db, cwd=folder).returncode == 1
+
+
+def test_migrate_is_idempotent(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    first = outlive("migrate", "--db", db, cwd=tmp_path)
+    assert first.returncode == 0 and "applied 1 migration" in first.stderr
+    second = outlive("migrate", "--db", db, cwd=tmp_path)
+    assert "applied 0 migration" in second.stderr
