@@ -1,0 +1,493 @@
+// The transcript reducer of DESIGN §6, in JS: the same rules as outlive/domain/reducer.py.
+//
+// A pure fold `state × event → state`. The page starts from the server's snapshot frame and
+// folds the stream's events on top of it, so the fold must give the same result wherever it
+// was split, and an event at or below `state.seq` changes nothing. States are plain JSON.
+//
+// States are values: `apply` and `fold` never change the state they are given. They share the
+// parts an event did not touch with it (copy on write), which the renderer relies on: an item
+// object that is still `===` the one it drew last time has not changed.
+//
+// Rules beyond the event list (the same as the Python reducer's docstring):
+// * `session_end` closes open items: streaming messages become "interrupted" ("cancelled" when
+//   the session was cancelled) and running tools "interrupted"; `session_interrupted` and
+//   `session_resumed` close them the same way.
+// * A `session_end` status that is not terminal is recorded as "failed", never as a success.
+// * `tool_end` with `interrupted` is "interrupted" even if it also claims `ok`.
+// * `turn_start` or `tool_start` for an id already in the transcript restarts that item in
+//   place instead of adding a duplicate.
+// * Deltas for a message that is no longer streaming are ignored.
+// * A `user_message` that revives a terminal session also resets attempt to 0 and clears
+//   error and incomplete.
+//
+// Where Python turns a non-string into text with str(), `pyStr` imitates it (True, None, lists
+// and dicts in Python's repr). The one case JSON cannot carry is a float with an integral
+// value (Python "2.0", JS "2"); the server never sends numbers where text belongs.
+
+export const REDUCER_VERSION = 1;
+
+export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+
+export const EVENT_TYPES = [
+  "session_start",
+  "session_resumed",
+  "session_interrupted",
+  "session_end",
+  "user_message",
+  "user_question",
+  "turn_start",
+  "text_delta",
+  "thinking_delta",
+  "message_end",
+  "tool_start",
+  "tool_progress",
+  "tool_end",
+  "stage",
+  "title",
+  "incomplete",
+  "error",
+];
+
+const ID_FIELD = { assistant: "message_id", tool: "call_id" };
+
+/** The state before event 1. */
+export function emptyState() {
+  return {
+    version: REDUCER_VERSION,
+    seq: 0,
+    status: "queued",
+    title: null,
+    stage: null,
+    attempt: 0,
+    error: null,
+    items: [],
+    pending_inputs: [],
+    question: null,
+    incomplete: null,
+    resumed: [],
+  };
+}
+
+export class ReducerVersionError extends Error {}
+
+function checkVersion(state) {
+  if (!state || state.version !== REDUCER_VERSION) {
+    const got = state ? state.version : undefined;
+    throw new ReducerVersionError(
+      `transcript state has version ${got}, reducer is ${REDUCER_VERSION}: refold from emptyState()`,
+    );
+  }
+}
+
+/** Fold one event; copies only the parts of `state` it changes. */
+export function apply(state, type, seq, data) {
+  checkVersion(state);
+  if (seq <= state.seq) return { ...state };
+  const txn = new Txn(state);
+  step(txn, type, seq, data);
+  return txn.state;
+}
+
+/**
+ * Fold many events in one copy-on-write pass. An event is `{type, seq, data}` (a stored event
+ * as the stream and the JSON pages carry it) or a `[type, seq, data]` triple.
+ */
+export function fold(events, state = null) {
+  const base = state === null || state === undefined ? emptyState() : state;
+  checkVersion(base);
+  const txn = new Txn(base);
+  for (const ev of events) {
+    const [type, seq, data] = Array.isArray(ev) ? ev : [ev.type, ev.seq, ev.data];
+    if (seq > txn.state.seq) step(txn, type, seq, data);
+  }
+  return txn.state;
+}
+
+function step(txn, type, seq, data) {
+  const handler = Object.prototype.hasOwnProperty.call(HANDLERS, type) ? HANDLERS[type] : null;
+  if (handler !== null) handler(txn, seq, isMapping(data) ? data : {});
+  txn.state.seq = seq;
+}
+
+/** Copy-on-write view of a state: each part is copied once, the first time it is written. */
+class Txn {
+  constructor(state) {
+    this.state = { ...state };
+    this.itemsOwned = false;
+    this.owned = new Set();
+    this.progressOwned = new Set();
+    this.listsOwned = new Set();
+  }
+
+  get items() {
+    return this.state.items;
+  }
+
+  find(kind, ident) {
+    const field = ID_FIELD[kind];
+    const items = this.items;
+    for (let i = items.length - 1; i >= 0; i--) {
+      const item = items[i];
+      if (item.kind === kind && item[field] === ident) return i;
+    }
+    return null;
+  }
+
+  add(item) {
+    const items = this.ownItems();
+    items.push(item);
+    const i = items.length - 1;
+    this.owned.add(i);
+    return i;
+  }
+
+  /** The item at i, copied first if this transaction has not written it yet. */
+  item(i) {
+    const items = this.ownItems();
+    if (!this.owned.has(i)) {
+      items[i] = { ...items[i] };
+      this.owned.add(i);
+    }
+    return items[i];
+  }
+
+  progress(i) {
+    const item = this.item(i);
+    if (!this.progressOwned.has(i)) {
+      item.progress = item.progress ? [...item.progress] : [];
+      this.progressOwned.add(i);
+    }
+    return item.progress;
+  }
+
+  topList(name) {
+    if (!this.listsOwned.has(name)) {
+      this.state[name] = [...this.state[name]];
+      this.listsOwned.add(name);
+    }
+    return this.state[name];
+  }
+
+  ownItems() {
+    if (!this.itemsOwned) {
+      this.state.items = [...this.state.items];
+      this.itemsOwned = true;
+    }
+    return this.state.items;
+  }
+}
+
+// ---- Python's value rules ---------------------------------------------------------------
+
+function isMapping(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** `data.get(key)`: a missing key is None (null), like a JSON null. */
+function get(data, key) {
+  const value = Object.prototype.hasOwnProperty.call(data, key) ? data[key] : undefined;
+  return value === undefined ? null : value;
+}
+
+function has(data, key) {
+  return Object.prototype.hasOwnProperty.call(data, key);
+}
+
+/** Python truthiness of a JSON value. */
+function truthy(value) {
+  if (value === null || value === undefined || value === false) return false;
+  if (value === 0 || value === "") return false;
+  if (Array.isArray(value)) return value.length > 0;
+  if (isMapping(value)) return Object.keys(value).length > 0;
+  return true;
+}
+
+/** Own deep copy of an event payload (the Python reducer's `_json`). */
+function json(value) {
+  if (Array.isArray(value)) return value.map(json);
+  if (isMapping(value)) {
+    const out = {};
+    for (const [k, v] of Object.entries(value)) out[k] = json(v);
+    return out;
+  }
+  return value === undefined ? null : value;
+}
+
+function pyQuote(s) {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const code = ch.codePointAt(0);
+    if (ch === "\\") out += "\\\\";
+    else if (ch === quote) out += "\\" + quote;
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch === "\t") out += "\\t";
+    else if (code < 0x20 || code === 0x7f) out += "\\x" + code.toString(16).padStart(2, "0");
+    else out += ch;
+  }
+  return out + quote;
+}
+
+function pyRepr(value) {
+  if (value === null || value === undefined) return "None";
+  if (value === true) return "True";
+  if (value === false) return "False";
+  if (typeof value === "number") return String(value);
+  if (typeof value === "string") return pyQuote(value);
+  if (Array.isArray(value)) return "[" + value.map(pyRepr).join(", ") + "]";
+  return (
+    "{" +
+    Object.entries(value)
+      .map(([k, v]) => pyQuote(k) + ": " + pyRepr(v))
+      .join(", ") +
+    "}"
+  );
+}
+
+/** Python's str() of a JSON value. */
+export function pyStr(value) {
+  return typeof value === "string" ? value : pyRepr(value);
+}
+
+/** `_text`: str stays, None is "", anything else is str(value). */
+function text(value) {
+  if (typeof value === "string") return value;
+  return value === null || value === undefined ? "" : pyStr(value);
+}
+
+/** `_ident`: ids stay str/int/None (bool is an int in Python); anything else becomes str. */
+function ident(value) {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "string" || typeof value === "boolean") return value;
+  if (typeof value === "number" && Number.isInteger(value)) return value;
+  return pyStr(value);
+}
+
+/** `_int`: an int that is not a bool, else null. */
+function int(value) {
+  return typeof value === "number" && Number.isInteger(value) ? value : null;
+}
+
+// ---- handlers ---------------------------------------------------------------------------
+
+function marker(txn, seq, type, data) {
+  txn.add({ kind: "marker", seq, type, data: json(data) });
+}
+
+function closeOpenItems(txn, messageStatus, toolStatus) {
+  for (let i = 0; i < txn.items.length; i++) {
+    const item = txn.items[i];
+    if (item.kind === "assistant" && item.status === "streaming") {
+      txn.item(i).status = messageStatus;
+    } else if (item.kind === "tool" && item.status === "running") {
+      txn.item(i).status = toolStatus;
+    }
+  }
+}
+
+function onSessionStart(txn, seq, data) {
+  txn.state.status = "running";
+  const attempt = int(get(data, "attempt"));
+  if (attempt !== null) txn.state.attempt = attempt;
+}
+
+function onSessionResumed(txn, seq, data) {
+  closeOpenItems(txn, "interrupted", "interrupted");
+  txn.state.status = "running";
+  const attempt = int(get(data, "attempt"));
+  if (attempt !== null) txn.state.attempt = attempt;
+  txn.topList("resumed").push({
+    seq,
+    reason: get(data, "reason"),
+    repaired_tool_calls: has(data, "repaired_tool_calls") ? json(data.repaired_tool_calls) : [],
+  });
+  marker(txn, seq, "resumed", data);
+}
+
+function onSessionInterrupted(txn, seq, data) {
+  closeOpenItems(txn, "interrupted", "interrupted");
+  const attempt = int(get(data, "attempt"));
+  if (attempt !== null) txn.state.attempt = attempt;
+  marker(txn, seq, "interrupted", data);
+}
+
+function onSessionEnd(txn, seq, data) {
+  let status = get(data, "status");
+  if (typeof status !== "string" || !TERMINAL.has(status)) status = "failed";
+  closeOpenItems(txn, status === "cancelled" ? "cancelled" : "interrupted", "interrupted");
+  txn.state.status = status;
+  const error = get(data, "error");
+  if (isMapping(error)) {
+    txn.state.error = { code: json(get(error, "code")), message: json(get(error, "message")) };
+  } else if (error !== null) {
+    txn.state.error = { code: null, message: text(error) };
+  } else {
+    txn.state.error = null;
+  }
+}
+
+function onUserMessage(txn, seq, data) {
+  const body = text(get(data, "text"));
+  const delivery = truthy(get(data, "delivery")) ? json(data.delivery) : "steer";
+  const item = { kind: "user", seq, text: body, delivery };
+  if (get(data, "client_request_id") !== null) item.client_request_id = json(data.client_request_id);
+  txn.add(item);
+  txn.topList("pending_inputs").push({ seq, text: body, delivery: json(delivery) });
+  txn.state.question = null;
+  if (TERMINAL.has(txn.state.status)) {
+    Object.assign(txn.state, { status: "queued", attempt: 0, error: null, incomplete: null });
+  }
+}
+
+function onUserQuestion(txn, seq, data) {
+  const question = text(get(data, "question"));
+  const options = json(truthy(get(data, "options")) ? data.options : []);
+  txn.add({ kind: "question", seq, question, options });
+  txn.state.question = { question, options: json(options) };
+}
+
+function newMessage(messageId) {
+  return { kind: "assistant", message_id: messageId, text: "", thinking: "", status: "streaming" };
+}
+
+function onTurnStart(txn, seq, data) {
+  // The run drained its input before calling the model, so every earlier user message is
+  // now in the model's view.
+  if (txn.state.pending_inputs.length) {
+    const pending = txn.topList("pending_inputs");
+    const kept = pending.filter((p) => p.seq >= seq);
+    pending.length = 0;
+    pending.push(...kept);
+  }
+  const messageId = ident(get(data, "message_id"));
+  const i = txn.find("assistant", messageId);
+  if (i === null) {
+    txn.add(newMessage(messageId));
+    return;
+  }
+  const item = txn.item(i);
+  item.text = "";
+  item.thinking = "";
+  item.status = "streaming";
+  delete item.stop_reason;
+  delete item.usage;
+}
+
+function delta(field) {
+  return (txn, seq, data) => {
+    const messageId = ident(get(data, "message_id"));
+    const piece = text(get(data, "text"));
+    let i = txn.find("assistant", messageId);
+    if (i === null) i = txn.add(newMessage(messageId));
+    else if (txn.items[i].status !== "streaming") return;
+    if (piece) {
+      const item = txn.item(i);
+      item[field] = item[field] + piece;
+    }
+  };
+}
+
+const MESSAGE_END_STATUS = { cancelled: "cancelled", interrupted: "interrupted" };
+
+function onMessageEnd(txn, seq, data) {
+  const messageId = ident(get(data, "message_id"));
+  let i = txn.find("assistant", messageId);
+  if (i === null) i = txn.add(newMessage(messageId));
+  const item = txn.item(i);
+  if (has(data, "text")) item.text = text(data.text);
+  const stopReason = get(data, "stop_reason");
+  const key = text(stopReason);
+  item.status = Object.prototype.hasOwnProperty.call(MESSAGE_END_STATUS, key)
+    ? MESSAGE_END_STATUS[key]
+    : "complete";
+  item.stop_reason = json(stopReason);
+  if (get(data, "usage") !== null) item.usage = json(data.usage);
+}
+
+function newTool(callId, data) {
+  return {
+    kind: "tool",
+    call_id: callId,
+    tool: json(get(data, "tool")),
+    arguments: json(truthy(get(data, "arguments")) ? data.arguments : {}),
+    status: "running",
+    progress: [],
+  };
+}
+
+function onToolStart(txn, seq, data) {
+  const callId = ident(get(data, "call_id"));
+  const i = txn.find("tool", callId);
+  if (i === null) {
+    txn.add(newTool(callId, data));
+    return;
+  }
+  const item = txn.item(i);
+  if (get(data, "tool") !== null) item.tool = json(data.tool);
+  if (get(data, "arguments") !== null) item.arguments = json(data.arguments);
+  item.status = "running";
+  delete item.result;
+  delete item.error;
+  delete item.duration_ms;
+}
+
+function onToolProgress(txn, seq, data) {
+  const callId = ident(get(data, "call_id"));
+  let i = txn.find("tool", callId);
+  if (i === null) i = txn.add(newTool(callId, data));
+  txn.progress(i).push(json(get(data, "message")));
+}
+
+function onToolEnd(txn, seq, data) {
+  const callId = ident(get(data, "call_id"));
+  let i = txn.find("tool", callId);
+  if (i === null) i = txn.add(newTool(callId, data));
+  const item = txn.item(i);
+  delete item.result;
+  delete item.error;
+  delete item.duration_ms;
+  const ok = get(data, "ok") === true;
+  if (truthy(get(data, "interrupted"))) item.status = "interrupted";
+  else item.status = ok ? "done" : "error";
+  if (ok) item.result = json(get(data, "result"));
+  else item.error = json(get(data, "error"));
+  if (get(data, "duration_ms") !== null) item.duration_ms = json(data.duration_ms);
+}
+
+function onStage(txn, seq, data) {
+  txn.state.stage = json(get(data, "stage"));
+}
+
+function onTitle(txn, seq, data) {
+  txn.state.title = json(get(data, "title"));
+}
+
+function onIncomplete(txn, seq, data) {
+  txn.state.incomplete = { reason: json(get(data, "reason")) };
+  marker(txn, seq, "incomplete", data);
+}
+
+function onError(txn, seq, data) {
+  marker(txn, seq, "error", data);
+}
+
+const HANDLERS = {
+  session_start: onSessionStart,
+  session_resumed: onSessionResumed,
+  session_interrupted: onSessionInterrupted,
+  session_end: onSessionEnd,
+  user_message: onUserMessage,
+  user_question: onUserQuestion,
+  turn_start: onTurnStart,
+  text_delta: delta("text"),
+  thinking_delta: delta("thinking"),
+  message_end: onMessageEnd,
+  tool_start: onToolStart,
+  tool_progress: onToolProgress,
+  tool_end: onToolEnd,
+  stage: onStage,
+  title: onTitle,
+  incomplete: onIncomplete,
+  error: onError,
+};

@@ -1,0 +1,364 @@
+// Drawing the reducer state and the rail. Text only: see dom.js.
+//
+// The transcript is redrawn item by item: the reducer copies an item only when an event
+// changes it, so an item that is still `===` the one drawn last time is skipped, and a
+// changed one is updated in place (a growing message only gets its text node reset, an open
+// <details> stays open).
+
+import { h, pretty, setText } from "./dom.js";
+import { toneOf } from "./watcher.js";
+
+const DELIVERY_HELP = {
+  start: "the prompt that started the session",
+  steer: "delivered at the next safe point of the run",
+  queue: "delivered after the current answer",
+  interrupt: "aborted the step in flight and continued with this message",
+};
+
+export function formatDuration(ms) {
+  if (typeof ms !== "number" || !Number.isFinite(ms)) return "";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const m = Math.floor(ms / 60_000);
+  return `${m} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+function sameItem(a, b) {
+  if (a.kind !== b.kind) return false;
+  if (a.kind === "assistant") return a.message_id === b.message_id;
+  if (a.kind === "tool") return a.call_id === b.call_id;
+  return a.seq === b.seq;
+}
+
+// ---- items ------------------------------------------------------------------------------
+
+function createUser() {
+  const node = h(
+    "div",
+    { class: "msg msg-user", "data-testid": "msg-user" },
+    h(
+      "div",
+      { class: "msg-meta" },
+      h("span", { class: "who" }, "You"),
+      h("span", { class: "badge delivery", "data-testid": "delivery" }),
+      h("span", { class: "badge pending", "data-testid": "pending", hidden: true }, "waiting"),
+    ),
+    h("div", { class: "msg-text", "data-testid": "msg-text" }),
+  );
+  return node;
+}
+
+function updateUser(node, item) {
+  node.dataset.seq = String(item.seq);
+  node.dataset.delivery = String(item.delivery);
+  const badge = node.querySelector(".delivery");
+  setText(badge, item.delivery === "start" ? "prompt" : item.delivery);
+  badge.title = DELIVERY_HELP[item.delivery] || "";
+  setText(node.querySelector(".msg-text"), item.text);
+}
+
+function createAssistant() {
+  return h(
+    "div",
+    { class: "msg msg-assistant", "data-testid": "msg-assistant" },
+    h(
+      "div",
+      { class: "msg-meta" },
+      h("span", { class: "who" }, "Agent"),
+      h("span", { class: "badge msg-status", "data-testid": "msg-status" }),
+    ),
+    h(
+      "details",
+      { class: "thinking", "data-testid": "thinking", hidden: true },
+      h("summary", null, "Thinking"),
+      h("div", { class: "thinking-text" }),
+    ),
+    h("div", { class: "msg-text", "data-testid": "msg-text" }),
+  );
+}
+
+const MESSAGE_BADGE = {
+  streaming: "writing…",
+  complete: "",
+  cancelled: "cancelled",
+  interrupted: "interrupted",
+};
+
+function updateAssistant(node, item) {
+  node.dataset.status = item.status;
+  node.dataset.messageId = String(item.message_id);
+  let badge = MESSAGE_BADGE[item.status] ?? String(item.status);
+  if (item.status === "complete" && item.stop_reason === "length") badge = "cut off";
+  const badgeEl = node.querySelector(".msg-status");
+  setText(badgeEl, badge);
+  badgeEl.hidden = badge === "";
+  const thinking = node.querySelector(".thinking");
+  thinking.hidden = !item.thinking;
+  setText(node.querySelector(".thinking-text"), item.thinking);
+  setText(node.querySelector(".msg-text"), item.text);
+}
+
+function createTool() {
+  return h(
+    "div",
+    { class: "tool-card", "data-testid": "tool-card" },
+    h(
+      "div",
+      { class: "tool-head" },
+      h("span", { class: "tool-icon", "aria-hidden": "true" }),
+      h("span", { class: "tool-name", "data-testid": "tool-name" }),
+      h("span", { class: "badge tool-status", "data-testid": "tool-status" }),
+      h("span", { class: "tool-duration", "data-testid": "tool-duration" }),
+    ),
+    h("div", { class: "tool-progress", "data-testid": "tool-progress", hidden: true }),
+    h(
+      "details",
+      { class: "tool-args" },
+      h("summary", null, "Arguments"),
+      h("pre", { class: "tool-args-text", "data-testid": "tool-args" }),
+    ),
+    h(
+      "details",
+      { class: "tool-outcome", hidden: true },
+      h("summary", { class: "tool-outcome-label" }),
+      h("pre", { class: "tool-outcome-text", "data-testid": "tool-outcome" }),
+    ),
+  );
+}
+
+const TOOL_LABEL = { running: "running", done: "done", error: "failed", interrupted: "interrupted" };
+
+function updateTool(node, item) {
+  node.dataset.status = item.status;
+  node.dataset.callId = String(item.call_id);
+  node.dataset.tool = String(item.tool ?? "");
+  setText(node.querySelector(".tool-name"), item.tool ?? "tool");
+  setText(node.querySelector(".tool-status"), TOOL_LABEL[item.status] ?? String(item.status));
+  setText(node.querySelector(".tool-duration"), formatDuration(item.duration_ms));
+  const progress = node.querySelector(".tool-progress");
+  const steps = Array.isArray(item.progress) ? item.progress : [];
+  progress.hidden = steps.length === 0;
+  if (steps.length) {
+    const last = steps[steps.length - 1];
+    const count = steps.length > 1 ? ` (${steps.length} updates)` : "";
+    setText(progress, pretty(last) + count);
+  }
+  setText(node.querySelector(".tool-args-text"), pretty(item.arguments));
+  const outcome = node.querySelector(".tool-outcome");
+  const label = node.querySelector(".tool-outcome-label");
+  const text = node.querySelector(".tool-outcome-text");
+  if (item.status === "done") {
+    outcome.hidden = false;
+    setText(label, "Result");
+    setText(text, pretty(item.result));
+  } else if (item.status === "error" || item.status === "interrupted") {
+    outcome.hidden = false;
+    setText(label, item.status === "interrupted" ? "Interrupted" : "Error");
+    setText(text, pretty(item.error ?? "interrupted"));
+    outcome.open = true;
+  } else {
+    outcome.hidden = true;
+  }
+}
+
+function createQuestion() {
+  return h(
+    "div",
+    { class: "msg msg-question", "data-testid": "msg-question" },
+    h("div", { class: "msg-meta" }, h("span", { class: "who" }, "Agent asks")),
+    h("div", { class: "msg-text", "data-testid": "msg-text" }),
+    h("ul", { class: "question-options" }),
+  );
+}
+
+function updateQuestion(node, item) {
+  setText(node.querySelector(".msg-text"), item.question);
+  const list = node.querySelector(".question-options");
+  const options = Array.isArray(item.options) ? item.options : [];
+  list.replaceChildren(...options.map((o) => h("li", null, pretty(o))));
+  list.hidden = options.length === 0;
+}
+
+function markerText(item) {
+  const d = item.data && typeof item.data === "object" ? item.data : {};
+  switch (item.type) {
+    case "resumed": {
+      const repaired = Array.isArray(d.repaired_tool_calls) ? d.repaired_tool_calls.length : 0;
+      const fixes = repaired ? `; ${repaired} interrupted tool call${repaired > 1 ? "s" : ""} repaired` : "";
+      const attempt = Number.isInteger(d.attempt) ? ` (attempt ${d.attempt})` : "";
+      if (d.reason === "crash") return `Resumed after crash${attempt}${fixes}`;
+      if (d.reason === "handoff") return `Resumed by another worker${attempt}${fixes}`;
+      return `Resumed${d.reason ? ` (${pretty(d.reason)})` : ""}${attempt}${fixes}`;
+    }
+    case "interrupted":
+      return `Run paused${d.reason ? ` (${pretty(d.reason)})` : ""}: another worker picks it up`;
+    case "incomplete":
+      return `Incomplete${d.reason ? `: ${pretty(d.reason)}` : ""}`;
+    case "error": {
+      const code = d.code ? `${pretty(d.code)}: ` : "";
+      return `Error — ${code}${pretty(d.message ?? "")}`;
+    }
+    default:
+      return String(item.type);
+  }
+}
+
+function createMarker() {
+  return h("div", { class: "marker", "data-testid": "marker", role: "note" });
+}
+
+function updateMarker(node, item) {
+  node.dataset.type = String(item.type);
+  const reason = item.data && typeof item.data === "object" ? item.data.reason : null;
+  if (typeof reason === "string") node.dataset.reason = reason;
+  setText(node, markerText(item));
+}
+
+const KINDS = {
+  user: [createUser, updateUser],
+  assistant: [createAssistant, updateAssistant],
+  tool: [createTool, updateTool],
+  question: [createQuestion, updateQuestion],
+  marker: [createMarker, updateMarker],
+};
+
+function createItem(item) {
+  const kind = KINDS[item.kind];
+  if (!kind) return h("div", { class: "marker", "data-kind": String(item.kind) });
+  const node = kind[0]();
+  node.classList.add("item");
+  return node;
+}
+
+function updateItem(node, item) {
+  const kind = KINDS[item.kind];
+  if (kind) kind[1](node, item);
+}
+
+export class TranscriptView {
+  constructor(container) {
+    this.el = container;
+    this.items = [];
+    this.nodes = [];
+  }
+
+  clear() {
+    this.items = [];
+    this.nodes = [];
+    this.el.replaceChildren();
+  }
+
+  render(state) {
+    const items = state.items;
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      const prev = this.items[i];
+      if (prev === item) continue;
+      let node = this.nodes[i];
+      if (!node || !prev || !sameItem(prev, item)) {
+        const fresh = createItem(item);
+        if (node) node.replaceWith(fresh);
+        else this.el.appendChild(fresh);
+        node = fresh;
+      }
+      updateItem(node, item);
+      this.nodes[i] = node;
+      this.items[i] = item;
+    }
+    for (let i = items.length; i < this.nodes.length; i++) this.nodes[i].remove();
+    this.nodes.length = items.length;
+    this.items.length = items.length;
+    const pending = new Set((state.pending_inputs || []).map((p) => p.seq));
+    for (let i = 0; i < items.length; i++) {
+      if (items[i].kind !== "user") continue;
+      const waiting = pending.has(items[i].seq) && items[i].delivery !== "start";
+      const badge = this.nodes[i].querySelector(".pending");
+      if (badge.hidden === waiting) badge.hidden = !waiting;
+      this.nodes[i].dataset.pending = waiting ? "true" : "false";
+    }
+  }
+}
+
+// ---- rail -------------------------------------------------------------------------------
+
+function shortTime(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const now = new Date();
+  if (d.toDateString() === now.toDateString()) {
+    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  }
+  return d.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
+export function displayTitle(title, id) {
+  if (typeof title === "string" && title.trim()) return title;
+  return `Untitled · ${String(id).slice(-6)}`;
+}
+
+export class RailView {
+  constructor(list, empty) {
+    this.list = list;
+    this.empty = empty;
+    this.nodes = new Map();
+    this.selected = null;
+  }
+
+  clear() {
+    this.nodes.clear();
+    this.list.replaceChildren();
+  }
+
+  render(sessions, selected) {
+    this.selected = selected;
+    const seen = new Set();
+    let prev = null;
+    for (const s of sessions) {
+      seen.add(s.id);
+      let node = this.nodes.get(s.id);
+      if (!node) {
+        node = h(
+          "li",
+          { class: "rail-item", "data-testid": "rail-item", "data-session-id": s.id },
+          h(
+            "a",
+            { href: `#/s/${encodeURIComponent(s.id)}`, class: "rail-link" },
+            h("span", { class: "rail-title" }),
+            h(
+              "span",
+              { class: "rail-meta" },
+              h("span", { class: "dot", "aria-hidden": "true" }),
+              h("span", { class: "rail-status", "data-testid": "rail-status" }),
+              h("span", { class: "rail-stage" }),
+              h("span", { class: "rail-time" }),
+            ),
+          ),
+        );
+        this.nodes.set(s.id, node);
+      }
+      const tone = toneOf(s.status);
+      node.dataset.status = s.status;
+      node.dataset.tone = tone;
+      node.className = `rail-item tone-${tone}` + (s.id === selected ? " selected" : "");
+      const link = node.querySelector(".rail-link");
+      if (s.id === selected) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+      setText(node.querySelector(".rail-title"), displayTitle(s.title, s.id));
+      const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
+      setText(node.querySelector(".rail-status"), status);
+      setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
+      setText(node.querySelector(".rail-time"), shortTime(s.created_at));
+      const expected = prev ? prev.nextSibling : this.list.firstChild;
+      if (expected !== node) this.list.insertBefore(node, expected);
+      prev = node;
+    }
+    for (const [id, node] of this.nodes) {
+      if (!seen.has(id)) {
+        node.remove();
+        this.nodes.delete(id);
+      }
+    }
+    this.empty.hidden = sessions.length > 0;
+  }
+}

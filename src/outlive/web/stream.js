@@ -1,0 +1,205 @@
+// One Server-Sent Events stream that keeps itself connected.
+//
+// The browser's EventSource reconnects by itself after a network error (with Last-Event-ID),
+// but only at a fixed interval (3 s in Chromium), and it gives up for good on any non-200
+// answer (a 502 from a proxy while the server restarts, a 401, a 404). So this wrapper takes
+// reconnection over: on any error it closes the EventSource, waits BACKOFF_MIN doubling to
+// BACKOFF_MAX (with jitter), optionally asks `probe()` whether reconnecting makes sense (a 404
+// or 401 stops it for good), and opens a new EventSource at `url(cursor)` with the cursor the
+// owner of the stream tracks (the same position Last-Event-ID would carry). The backoff
+// starts over once a connection delivers a frame (`markHealthy`).
+//
+// `status()` is what the health monitor samples: "open" when EventSource.readyState is OPEN,
+// "connecting" while it is CONNECTING or while a reconnect is pending, "stopped" otherwise.
+
+import { backoffDelay } from "./config.js";
+
+export class Stream {
+  /**
+   * @param {object} opts
+   * @param {(cursor: number|null) => string} opts.url
+   * @param {() => number|null} opts.cursor   position to resume after (null: from the start)
+   * @param {Record<string, (ev: MessageEvent) => void>} opts.handlers  by SSE event name
+   * @param {() => Promise<"ok"|"retry"|"stop">} [opts.probe]  asked before each reconnect
+   * @param {() => void} [opts.onFailure]  told about every failed or dropped connection
+   * @param {object} opts.config
+   * @param {typeof EventSource} [opts.EventSourceImpl]
+   */
+  constructor({ url, cursor, handlers, probe, onFailure, config, EventSourceImpl }) {
+    this.url = url;
+    this.cursor = cursor;
+    this.handlers = handlers;
+    this.probe = probe || null;
+    this.onFailure = onFailure || null;
+    this.config = config;
+    this.ES = EventSourceImpl || globalThis.EventSource;
+    this.es = null;
+    this.timer = null;
+    this.failures = 0;
+    this.stopped = true;
+    this.connections = 0;
+    this.lastUrl = null;
+  }
+
+  start() {
+    this.stopped = false;
+    this.failures = 0;
+    this.connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.closeSource();
+  }
+
+  /** Drop the connection and open a new one now (e.g. to take a fresh snapshot). */
+  restart() {
+    if (this.stopped) return;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    this.closeSource();
+    this.connect();
+  }
+
+  /** The connection delivered a frame: it works, so the next failure starts the backoff over. */
+  markHealthy() {
+    this.failures = 0;
+  }
+
+  status() {
+    if (this.stopped) return "stopped";
+    if (this.es !== null && this.es.readyState === this.ES.OPEN) return "open";
+    return "connecting";
+  }
+
+  connect() {
+    if (this.stopped) return;
+    const url = this.url(this.cursor());
+    this.lastUrl = url;
+    const es = new this.ES(url, { withCredentials: true });
+    this.es = es;
+    this.connections++;
+    for (const [name, handler] of Object.entries(this.handlers)) {
+      if (name === "error") continue;
+      es.addEventListener(name, (ev) => {
+        if (this.es === es) handler(ev);
+      });
+    }
+    // A stored event of type "error" (DESIGN §6) arrives as a MessageEvent named "error",
+    // the same name EventSource uses for a failed connection; only the former carries data.
+    const onStoredError = this.handlers.error || null;
+    es.addEventListener("error", (ev) => {
+      if (this.es !== es) return;
+      if (typeof ev.data === "string") {
+        if (onStoredError !== null) onStoredError(ev);
+      } else {
+        this.onError();
+      }
+    });
+  }
+
+  closeSource() {
+    if (this.es !== null) {
+      this.es.close();
+      this.es = null;
+    }
+  }
+
+  onError() {
+    this.closeSource();
+    this.scheduleReconnect();
+    if (this.onFailure !== null) this.onFailure();
+  }
+
+  scheduleReconnect() {
+    if (this.stopped || this.timer !== null) return;
+    const delay = backoffDelay(this.config, this.failures);
+    this.failures++;
+    this.timer = setTimeout(() => this.reconnect(), delay);
+  }
+
+  async reconnect() {
+    this.timer = null;
+    if (this.stopped) return;
+    if (this.probe !== null) {
+      let verdict;
+      try {
+        verdict = await this.probe();
+      } catch {
+        verdict = "retry";
+      }
+      if (this.stopped) return;
+      if (verdict === "stop") {
+        this.stop();
+        return;
+      }
+      if (verdict === "retry") {
+        this.scheduleReconnect();
+        return;
+      }
+    }
+    this.connect();
+  }
+}
+
+/**
+ * Samples the streams' states every HEALTH_SAMPLE ms: DEGRADED_AFTER consecutive samples in
+ * which a stream is "connecting" report degraded; the next sample with every stream open (or
+ * stopped) reports healthy (DESIGN §6).
+ */
+export class HealthMonitor {
+  constructor(config, onChange) {
+    this.config = config;
+    this.onChange = onChange;
+    this.sources = new Set();
+    this.counts = new Map();
+    this.degraded = false;
+    this.timer = null;
+  }
+
+  add(stream) {
+    this.sources.add(stream);
+  }
+
+  remove(stream) {
+    this.sources.delete(stream);
+    this.counts.delete(stream);
+  }
+
+  start() {
+    if (this.timer === null) this.timer = setInterval(() => this.sample(), this.config.HEALTH_SAMPLE);
+  }
+
+  stop() {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.counts.clear();
+    this.set(false);
+  }
+
+  sample() {
+    let anyDegraded = false;
+    let allOpen = true;
+    for (const stream of this.sources) {
+      const status = stream.status();
+      if (status === "connecting") {
+        const n = (this.counts.get(stream) || 0) + 1;
+        this.counts.set(stream, n);
+        if (n >= this.config.DEGRADED_AFTER) anyDegraded = true;
+        allOpen = false;
+      } else {
+        this.counts.set(stream, 0);
+      }
+    }
+    if (anyDegraded) this.set(true);
+    else if (allOpen) this.set(false);
+  }
+
+  set(degraded) {
+    if (degraded === this.degraded) return;
+    this.degraded = degraded;
+    this.onChange(degraded);
+  }
+}
