@@ -236,9 +236,15 @@ class Run:
         self._entries.extend(written)
 
     async def _settle(
-        self, status: Status, error: ErrorInfo | None = None, events: Sequence[NewEvent] = ()
+        self,
+        status: Status,
+        error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (),
+        *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> None:
-        await self._w(self.store.settle(self.lease, status, error=error, events=events))
+        await self._w(self.store.settle(self.lease, status, error=error, events=events,
+                                        entries=entries))
         raise _Stopped
 
     async def _run(self) -> None:
@@ -261,7 +267,8 @@ class Run:
             tc = ToolCall(call.call_id, call.name, dict(call.arguments))
             if self.agent.tools.is_idempotent(call.name):
                 metrics.REPAIRS.labels("rerun").inc()
-                await self._run_tool(tc, rerun=True)
+                entry, event, _ = await self._run_tool(tc, rerun=True)
+                await self._commit([entry], [event])
             else:
                 metrics.REPAIRS.labels("interrupted").inc()
                 result = ToolResult.failure("interrupted", 0, interrupted=True)
@@ -332,13 +339,13 @@ class Run:
         buf = await self._call_model(message_id)
         if buf.aborted is not None:
             status = "cancelled" if buf.aborted is Abort.CANCEL else "interrupted"
-            await self._commit(
-                [assistant_entry(buf.message_id, buf.text, [], status, status)],
-                [NewEvent("message_end", {"message_id": buf.message_id, "text": buf.text,
-                                          "stop_reason": status})],
-            )
+            entries = [assistant_entry(buf.message_id, buf.text, [], status, status)]
+            events = [*buf.drain(),
+                      NewEvent("message_end", {"message_id": buf.message_id, "text": buf.text,
+                                               "stop_reason": status})]
             if buf.aborted is Abort.CANCEL:
-                await self._settle(Status.CANCELLED)
+                await self._settle(Status.CANCELLED, events=events, entries=entries)
+            await self._commit(entries, events)
             return False
         stop = buf.stop_reason or "stop"
         end: dict[str, Any] = {"message_id": buf.message_id, "text": buf.text,
@@ -346,16 +353,16 @@ class Run:
         if buf.usage is not None:
             end["usage"] = {"input_tokens": buf.usage.input_tokens,
                             "output_tokens": buf.usage.output_tokens}
-        await self._commit(
-            [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop)],
-            [NewEvent("message_end", end)],
-        )
+        answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop)]
+        ended = [*buf.drain(), NewEvent("message_end", end)]
         if stop == "length":
             await self._settle(
                 Status.FAILED,
                 ErrorInfo("incomplete", "the model stopped at its output length limit"),
-                [NewEvent("incomplete", {"reason": "length"})],
+                [*ended, NewEvent("incomplete", {"reason": "length"})],
+                entries=answer,
             )
+        await self._commit(answer, ended)
         if not buf.tool_calls:
             return True
         asked = False
@@ -363,13 +370,18 @@ class Run:
             if call.name == ASK_TOOL:
                 asked = await self._ask(call) or asked
                 continue
-            result = await self._run_tool(call)
-            if result.interrupted:
-                rest = buf.tool_calls[i + 1 :]
-                await self._interrupt_rest(rest)
-                if self._cancel:
-                    await self._settle(Status.CANCELLED)
-                return False
+            entry, event, interrupted = await self._run_tool(call)
+            if not interrupted:
+                await self._commit([entry], [event])
+                continue
+            # Calls that never started still need a result, or the history is broken.
+            never = ToolResult.failure("interrupted before it started", 0, interrupted=True)
+            rest = [tool_result_entry(c.call_id, c.name, never)
+                    for c in buf.tool_calls[i + 1 :]]
+            if self._cancel:
+                await self._settle(Status.CANCELLED, events=[event], entries=[entry, *rest])
+            await self._commit([entry, *rest], [event])
+            return False
         return asked
 
     async def _ask(self, call: ToolCall) -> bool:
@@ -382,13 +394,6 @@ class Run:
                                         "call_id": call.call_id})],
         )
         return True
-
-    async def _interrupt_rest(self, calls: Sequence[ToolCall]) -> None:
-        """Calls that never started still need a result, or the model's history is broken."""
-        if not calls:
-            return
-        result = ToolResult.failure("interrupted before it started", 0, interrupted=True)
-        await self._commit([tool_result_entry(c.call_id, c.name, result) for c in calls])
 
     # -- activities ------------------------------------------------------------------------
 
@@ -457,7 +462,8 @@ class Run:
 
             act = asyncio.create_task(consume(), name=f"model:{self.session_id}")
             await self._supervise(act, lambda buf=buf: self._flush(buf))  # type: ignore[misc]
-            await self._flush(buf)
+            # Deltas still buffered are written with whatever ends this call (message_end,
+            # the settle of a cancel), in the same transaction.
             if act.cancelled():
                 buf.aborted = self._abort or Abort.CANCEL
                 if buf.aborted is Abort.CANCEL:
@@ -469,15 +475,14 @@ class Run:
             if not isinstance(exc, ProviderError):
                 raise exc
             if not exc.transient or attempt >= self.settings.provider_retries:
-                await self._close_partial(buf)
                 await self._settle(
                     Status.FAILED, ErrorInfo("provider_error", exc.message),
-                    [NewEvent("error", {"code": "provider_error", "message": exc.message})],
+                    [*self._close_partial(buf),
+                     NewEvent("error", {"code": "provider_error", "message": exc.message})],
                 )
             attempt += 1
-            await self._close_partial(buf)
             delay = min(self.settings.retry_base * 2 ** (attempt - 1), self.settings.retry_max)
-            await self._emit(NewEvent("error", {
+            await self._emit(*self._close_partial(buf), NewEvent("error", {
                 "code": "provider_error", "message": exc.message, "retrying": True,
                 "attempt": attempt, "retry_in_ms": int(delay * 1000)}))
             await self._pause(delay * (0.5 + random.random() / 2))
@@ -485,11 +490,14 @@ class Run:
             await self._emit(NewEvent("turn_start", {"turn": 0, "message_id": message_id,
                                                      "retry": attempt}))
 
-    async def _close_partial(self, buf: TurnBuffer) -> None:
+    def _close_partial(self, buf: TurnBuffer) -> list[NewEvent]:
+        """Events that close an abandoned attempt's partial answer (left out of history)."""
+        events = buf.drain()
         if buf.flushed_any:
-            await self._emit(NewEvent("message_end", {"message_id": buf.message_id,
-                                                      "text": buf.text,
-                                                      "stop_reason": "interrupted"}))
+            events.append(NewEvent("message_end", {"message_id": buf.message_id,
+                                                    "text": buf.text,
+                                                    "stop_reason": "interrupted"}))
+        return events
 
     async def _pause(self, seconds: float) -> None:
         """A backoff sleep that a cancel cuts short."""
@@ -507,7 +515,11 @@ class Run:
         if events:
             await self._emit(*events)
 
-    async def _run_tool(self, call: ToolCall, *, rerun: bool = False) -> ToolResult:
+    async def _run_tool(
+        self, call: ToolCall, *, rerun: bool = False
+    ) -> tuple[tuple[str, dict[str, Any]], NewEvent, bool]:
+        """Run one call; return its history entry, its `tool_end` and whether it was
+        interrupted. The caller commits them (with a settle, when it was a cancel)."""
         start: dict[str, Any] = {"call_id": call.call_id, "tool": call.name,
                                  "arguments": call.arguments}
         if rerun:
@@ -551,11 +563,11 @@ class Run:
             if self._cancel:
                 self._mark_aborted()
                 result = ToolResult.failure("cancelled", result.duration_ms, interrupted=True)
-        await self._commit(
-            [tool_result_entry(call.call_id, call.name, result)],
-            [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
+        return (
+            tool_result_entry(call.call_id, call.name, result),
+            NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()}),
+            result.interrupted,
         )
-        return result
 
 
 async def _done() -> None:

@@ -22,7 +22,7 @@ __all__ = [
 async def open_store(url: str, *, migrate: bool = True) -> PostgresStore | SqliteStore:
     """`sqlite:///path.db` (the embedded default) or `postgresql://…`; migrates on open."""
     store: PostgresStore | SqliteStore
-    if url.startswith(("postgresql://", "postgres://")):
+    if url.startswith(("postgresql://", "postgres://")) or _is_keyword_dsn(url):
         store = await PostgresStore(url).open()
     elif url.startswith("sqlite:") or "://" not in url:
         store = await SqliteStore.from_url(url).open()
@@ -34,3 +34,11 @@ async def open_store(url: str, *, migrate: bool = True) -> PostgresStore | Sqlit
     if migrate:
         await store.migrate()
     return store
+
+
+def _is_keyword_dsn(url: str) -> bool:
+    """libpq's `host=… dbname=…` form is PostgreSQL too, never a file name."""
+    return "://" not in url and "=" in url and any(
+        part.split("=", 1)[0] in ("host", "dbname", "user", "port", "password")
+        for part in url.split()
+    )

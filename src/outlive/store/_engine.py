@@ -141,9 +141,11 @@ class SqlStore(KeyOps, abc.ABC):
         return row
 
     async def _append(
-        self, tx: Tx, session_id: str, events: Sequence[NewEvent], *, fenced: Lease | None
+        self, tx: Tx, session_id: str, events: Sequence[NewEvent], *, fenced: Lease | None,
+        st: TxState | None = None,
     ) -> list[Event]:
-        """Allocate gapless seqs through `sessions.last_seq` and insert the events."""
+        """Allocate gapless seqs through `sessions.last_seq` and insert the events; with `st`,
+        queue the session's `events` notice too."""
         if not events:
             return []
         for ev in events:
@@ -153,7 +155,8 @@ class SqlStore(KeyOps, abc.ABC):
         if fenced is None:
             rows = await tx.fetch(
                 f"UPDATE sessions SET last_seq = last_seq + :n, updated_at = {self.d.now} "
-                f"WHERE id = :id RETURNING last_seq, attempt, fence, {self.d.now} AS now",
+                "WHERE id = :id RETURNING last_seq, attempt, fence, owner_id, "
+                f"{self.d.now} AS now",
                 {"n": n, "id": session_id},
             )
             if not rows:
@@ -162,7 +165,8 @@ class SqlStore(KeyOps, abc.ABC):
             rows = await tx.fetch(
                 f"UPDATE sessions SET last_seq = last_seq + :n, updated_at = {self.d.now} "
                 "WHERE id = :id AND lease_worker = :worker AND fence = :fence "
-                f"AND status = 'running' RETURNING last_seq, attempt, fence, {self.d.now} AS now",
+                "AND status = 'running' RETURNING last_seq, attempt, fence, owner_id, "
+                f"{self.d.now} AS now",
                 {"n": n, "id": session_id, "worker": fenced.worker, "fence": fenced.fence},
             )
             if not rows:
@@ -183,6 +187,8 @@ class SqlStore(KeyOps, abc.ABC):
         )
         ts = self.d.ts(now)
         assert ts is not None
+        if st is not None:
+            st.notify(session_id, head["owner_id"], events=True)
         return [
             Event(session_id, first + i, ts, int(attempt), int(fence), ev.type, dict(ev.data))
             for i, ev in enumerate(events)
@@ -527,11 +533,7 @@ class SqlStore(KeyOps, abc.ABC):
         self, session_id: str, events: Sequence[NewEvent], *, lease: Lease | None = None
     ) -> list[Event]:
         async def op(tx: Tx, st: TxState) -> list[Event]:
-            out = await self._append(tx, session_id, events, fenced=lease)
-            rows = await tx.fetch("SELECT owner_id FROM sessions WHERE id = :id",
-                                  {"id": session_id})
-            st.notify(session_id, rows[0]["owner_id"], events=True)
-            return out
+            return await self._append(tx, session_id, events, fenced=lease, st=st)
 
         return await self._write(op)
 
@@ -583,26 +585,7 @@ class SqlStore(KeyOps, abc.ABC):
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
             row = await self._fenced(tx, lease)
-            out: list[Entry] = []
-            if entries:
-                first = int(row["last_entry_seq"]) + 1
-                await tx.execute(
-                    "UPDATE sessions SET last_entry_seq = :last WHERE id = :id",
-                    {"last": first + len(entries) - 1, "id": lease.session_id},
-                )
-                await tx.execute_many(
-                    "INSERT INTO session_entries (session_id, seq, kind, data, fence) "
-                    "VALUES (:sid, :seq, :kind, :data, :fence)",
-                    [
-                        {"sid": lease.session_id, "seq": first + i, "kind": kind,
-                         "data": self.d.json(data), "fence": lease.fence}
-                        for i, (kind, data) in enumerate(entries)
-                    ],
-                )
-                out = [
-                    Entry(lease.session_id, first + i, kind, dict(data), lease.fence)
-                    for i, (kind, data) in enumerate(entries)
-                ]
+            out = await self._insert_entries(tx, row, lease, entries)
             if delivered_through is not None:
                 if delivered_through > int(row["last_input_seq"]):
                     raise InvalidInput(f"no user message at seq {delivered_through}")
@@ -617,6 +600,30 @@ class SqlStore(KeyOps, abc.ABC):
             return out, written
 
         return await self._write(op)
+
+    async def _insert_entries(
+        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        if not entries:
+            return []
+        first = int(row["last_entry_seq"]) + 1
+        await tx.execute(
+            "UPDATE sessions SET last_entry_seq = :last WHERE id = :id",
+            {"last": first + len(entries) - 1, "id": lease.session_id},
+        )
+        await tx.execute_many(
+            "INSERT INTO session_entries (session_id, seq, kind, data, fence) "
+            "VALUES (:sid, :seq, :kind, :data, :fence)",
+            [
+                {"sid": lease.session_id, "seq": first + i, "kind": kind,
+                 "data": self.d.json(data), "fence": lease.fence}
+                for i, (kind, data) in enumerate(entries)
+            ],
+        )
+        return [
+            Entry(lease.session_id, first + i, kind, dict(data), lease.fence)
+            for i, (kind, data) in enumerate(entries)
+        ]
 
     async def read_entries(self, session_id: str) -> list[Entry]:
         async def op(tx: Tx) -> list[Entry]:
@@ -788,7 +795,10 @@ class SqlStore(KeyOps, abc.ABC):
         *,
         error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (),
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> Session:
+        """End the run; `entries` and `events` (before `session_end`) commit with it, so a
+        cancel costs one transaction from abort to settled."""
         status = Status(status)
         if status not in TERMINAL:
             raise InvalidInput(f"cannot settle with status {status.value!r}")
@@ -799,6 +809,7 @@ class SqlStore(KeyOps, abc.ABC):
             if status is Status.SUCCEEDED and pending:
                 raise PendingInput("a user message arrived; deliver it before settling")
             out = transition(lifecycle(row), _SETTLE_ACTION[status])
+            await self._insert_entries(tx, row, lease, entries)
             reason = row["cancel_reason"] if status is Status.CANCELLED else None
             await self._apply(
                 tx, row, out.state,

@@ -96,7 +96,12 @@ class Tool(Generic[ArgsT]):
             raise ValueError(f"tool {self.name!r} needs a positive timeout")
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+        """Built once: a JSON schema costs about a millisecond, and every model call needs it."""
+        cached: ToolSpec | None = self.__dict__.get("_spec")
+        if cached is None:
+            cached = ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+            object.__setattr__(self, "_spec", cached)
+        return cached
 
     async def __call__(self, args: ArgsT, ctx: ToolContext) -> Any:
         """Call the function directly: no validation, timeout or error capture."""

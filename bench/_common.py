@@ -1,0 +1,178 @@
+"""Shared helpers for the benchmarks: a throwaway PostgreSQL database, worker processes,
+percentiles and result tables. Not a test module; imported by the bench scripts only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from urllib.parse import urlencode
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN_DSN = os.environ.get(
+    "OUTLIVE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def url_for(database: str) -> str:
+    """A `postgresql://` URL for `database` on the admin server (the CLI needs a URL)."""
+    info = {k: str(v) for k, v in conninfo_to_dict(ADMIN_DSN).items()}
+    info["dbname"] = database
+    return "postgresql://?" + urlencode(info)
+
+
+def _admin(sql: str) -> None:
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(sql.encode())
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(prefix: str) -> AsyncIterator[str]:
+    """Create an empty database, yield its URL, drop it (with its connections) at the end."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    await asyncio.to_thread(_admin, f'CREATE DATABASE "{name}"')
+    try:
+        yield url_for(name)
+    finally:
+        await asyncio.to_thread(_admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def machine() -> str:
+    with psycopg.connect(ADMIN_DSN) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+        fsync = conn.execute("SHOW synchronous_commit").fetchone()
+    version = row[0] if row else "?"
+    sync = fsync[0] if fsync else "?"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"{platform.node()}: {os.cpu_count()} cpus (load average {load}), Python "
+            f"{platform.python_version()}, PostgreSQL {version} (synchronous_commit={sync}), "
+            f"psycopg {psycopg.__version__}")
+
+
+def pct(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (nearest rank), 0 <= p <= 100."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+def mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                         enumerate(zip(r, widths, strict=True)))
+
+    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells[1:]]
+    return "\n".join(out)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "-"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+# -- worker processes --------------------------------------------------------------------------
+
+
+class Worker:
+    """One `python -m outlive worker` process, its output in a temporary log file."""
+
+    def __init__(self, db_url: str, *args: str, speed: float = 0.0, name: str = "bench") -> None:
+        self.id = f"{name}-{uuid.uuid4().hex[:6]}"
+        self.log_path = Path(tempfile.gettempdir()) / f"outlive-bench-{self.id}.log"
+        argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
+                self.id, "--demo-speed", f"{speed:g}", "--log-level", "WARNING", *args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+        env.pop("OUTLIVE_DB", None)
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def ready(self, timeout: float = 30.0) -> None:
+        pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+postgres")
+        deadline = time.monotonic() + timeout
+        while not pattern.search(self.log()):
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {self.id} did not start:\n{self.log()}")
+            await asyncio.sleep(0.02)
+
+    def kill9(self) -> float:
+        t = time.time()
+        os.kill(self.popen.pid, signal.SIGKILL)
+        return t
+
+    def stop(self) -> None:
+        """Kill (the benches do not need a graceful stop), wait, remove the log."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+
+
+async def start_workers(db_url: str, n: int, *args: str, speed: float = 0.0) -> list[Worker]:
+    workers = [Worker(db_url, *args, speed=speed) for _ in range(n)]
+    try:
+        await asyncio.gather(*(w.ready() for w in workers))
+        await wait_listening(db_url, n)
+    except BaseException:
+        for w in workers:
+            w.stop()
+        raise
+    return workers
+
+
+async def wait_listening(db_url: str, count: int, timeout: float = 15.0) -> None:
+    """Wait until `count` LISTEN connections exist on the database (one per worker)."""
+    deadline = time.monotonic() + timeout
+    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND left(query, 7) = 'LISTEN '"
+            )
+            row = await cur.fetchone()
+            if row and int(row[0]) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {count} workers listening")
+            await asyncio.sleep(0.02)

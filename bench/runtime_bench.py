@@ -1,0 +1,316 @@
+"""The runtime end to end on PostgreSQL, with real worker processes (DESIGN §10).
+
+Run:  .venv/bin/python bench/runtime_bench.py [--sessions 100] [--quick]
+      (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES, default
+      postgresql://postgres@127.0.0.1:5432/postgres; a scratch database is created and dropped)
+
+Workers are `python -m outlive worker --db URL --demo-speed S ...` processes. Measures:
+
+1. throughput: demo sessions settled per second with 1 and with 4 worker processes (speed 0;
+   prompt "hi" = 2 model turns + 1 `lookup` tool call per session), sessions/s and turns/s,
+   from the first session's `created_at` to the last `session_end` (database clock); each
+   run is capped at 12 s (creation stops; only the sessions settled by then count);
+2. enqueue-to-first-event latency p50/p99 at low load (4 idle workers, sessions created one at
+   a time 50 ms apart): `session_start` event ts minus the session's `created_at` (database
+   clock, includes the create transaction's commit), and minus the wall time at which
+   `create_session` returned (time.time(); the same machine clock as the database's);
+3. cancel-to-abort latency p50/p99 (target p99 < 50 ms): sessions streaming "run long" at
+   speed 1 on 2 workers; `request_cancel`; from the session's `cancel_requested_at` (set in the
+   cancel transaction, database clock) to the `message_end{stop_reason: cancelled}` event and
+   to the `session_end{status: cancelled}` event (database clock);
+4. resume after `kill -9`: a worker streaming "run long" is killed; time from the kill
+   (time.time() just before os.kill) to the `session_resumed` event ts of the other worker,
+   for lease TTLs 2 s, 5 s and 10 s (heartbeat TTL/4, backstop scan 1 s, the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    Worker,
+    machine,
+    mean,
+    pct,
+    ratio,
+    scratch_database,
+    start_workers,
+    table,
+    wait_listening,
+)
+
+from outlive.store import PostgresStore
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+class Db:
+    """The bench's own reads (timestamps, counts) on one plain connection."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    async def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cur = await self.conn.execute(sql.encode(), params)
+        return list(await cur.fetchall())
+
+    async def open_count(self, ids: list[str]) -> int:
+        (row,) = await self.rows(
+            "SELECT count(*) FROM sessions WHERE id = ANY(%s) AND status <> ALL(%s)",
+            (ids, list(TERMINAL)))
+        return int(row[0])
+
+    async def wait_terminal(self, ids: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while await self.open_count(ids):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{await self.open_count(ids)} sessions still open")
+            await asyncio.sleep(0.05)
+
+    async def first_ts(self, session_id: str, type_: str) -> datetime | None:
+        rows = await self.rows(
+            "SELECT ts FROM session_events WHERE session_id = %s AND type = %s "
+            "ORDER BY seq LIMIT 1", (session_id, type_))
+        return rows[0][0] if rows else None
+
+    async def wait_event(self, session_id: str, type_: str, timeout: float) -> datetime:
+        deadline = time.monotonic() + timeout
+        while (ts := await self.first_ts(session_id, type_)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {type_} in {session_id} after {timeout}s")
+            await asyncio.sleep(0.01)
+        return ts
+
+    async def streaming(self, ids: list[str]) -> int:
+        (row,) = await self.rows(
+            "SELECT count(DISTINCT session_id) FROM session_events WHERE session_id = ANY(%s) "
+            "AND type = 'text_delta'", (ids,))
+        return int(row[0])
+
+
+def stop_all(workers: list[Worker]) -> None:
+    for w in workers:
+        w.stop()
+
+
+# -- 1. throughput --------------------------------------------------------------------------
+
+
+async def throughput(url: str, store: PostgresStore, db: Db, owner: str, n_workers: int,
+                     n_sessions: int, cap: float) -> dict[str, float]:
+    """Start the workers, create the sessions (4 concurrent creators), wait until all settle;
+    after `cap` seconds creation stops and only the sessions settled by then count."""
+    workers = await start_workers(url, n_workers, speed=0)
+    try:
+        ids: list[str] = []
+        queue = list(range(n_sessions))
+        deadline = time.monotonic() + cap
+
+        async def creator() -> None:
+            while queue and time.monotonic() < deadline:
+                queue.pop()
+                s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                               prompt="hi")
+                ids.append(s.id)
+
+        await asyncio.gather(*(creator() for _ in range(4)))
+        with contextlib.suppress(RuntimeError):
+            await db.wait_terminal(ids, timeout=max(0.1, deadline - time.monotonic()))
+        (row,) = await db.rows(
+            "SELECT min(s.created_at), (SELECT max(ts) FROM session_events WHERE session_id = "
+            "ANY(%s) AND type = 'session_end'), count(*) FILTER (WHERE s.status = 'succeeded') "
+            "FROM sessions s WHERE s.id = ANY(%s)", (ids, ids))
+        (counts,) = await db.rows(
+            "SELECT count(*) FILTER (WHERE type = 'turn_start'), "
+            "count(*) FILTER (WHERE type = 'tool_end'), "
+            "count(*) FILTER (WHERE type = 'session_end'), count(*) "
+            "FROM session_events WHERE session_id = ANY(%s)", (ids,))
+    finally:
+        stop_all(workers)
+    for sid in ids:  # past the cap: leave nothing for the next phase's workers
+        if (await store.load_session(sid)).status.value not in TERMINAL:
+            await store.request_cancel(owner, sid)
+    first, last, ok = row
+    turns, tools, ended, events = (int(c) for c in counts)
+    elapsed = (last - first).total_seconds()
+    return {"workers": n_workers, "sessions": len(ids), "settled": ended,
+            "succeeded": int(ok), "seconds": elapsed, "sessions/s": ended / elapsed,
+            "turns/s": turns / elapsed, "tools/s": tools / elapsed,
+            "events/s": events / elapsed}
+
+
+# -- 2. enqueue-to-first-event ----------------------------------------------------------------
+
+
+async def enqueue_latency(url: str, store: PostgresStore, db: Db, owner: str,
+                          samples: int) -> tuple[list[float], list[float]]:
+    workers = await start_workers(url, 4, speed=0)
+    from_created: list[float] = []
+    from_ack: list[float] = []
+    try:
+        for _ in range(samples):
+            s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                           prompt="hi")
+            acked = time.time()
+            started = await db.wait_event(s.id, "session_start", timeout=10)
+            from_created.append((started - s.created_at).total_seconds() * 1000)
+            from_ack.append((started.timestamp() - acked) * 1000)
+            await asyncio.sleep(0.05)
+    finally:
+        stop_all(workers)
+    return from_created, from_ack
+
+
+# -- 3. cancel-to-abort -----------------------------------------------------------------------
+
+
+async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rounds: int,
+                         per_round: int) -> dict[str, list[float]]:
+    workers = await start_workers(url, 2, "--concurrency", "16", speed=1)
+    out: dict[str, list[float]] = {"message_end": [], "session_end": [], "in_tool": []}
+    try:
+        for _ in range(rounds):
+            ids = [(await store.create_session(owner, agent="demo", model="demo:scripted",
+                                               prompt="run long")).id
+                   for _ in range(per_round)]
+            deadline = time.monotonic() + 15
+            while await db.streaming(ids) < len(ids):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("sessions did not start streaming")
+                await asyncio.sleep(0.02)
+            asked: dict[str, datetime] = {}
+            for sid in ids:
+                s = await store.request_cancel(owner, sid)
+                assert s.cancel_requested_at is not None
+                asked[sid] = s.cancel_requested_at
+                await asyncio.sleep(0.03)
+            await db.wait_terminal(ids, timeout=30)
+            for sid in ids:
+                rows = await db.rows(
+                    "SELECT type, ts, data FROM session_events WHERE session_id = %s AND "
+                    "((type = 'message_end' AND data->>'stop_reason' = 'cancelled') OR "
+                    "(type = 'session_end' AND data->>'status' = 'cancelled') OR "
+                    "(type = 'tool_end' AND data->>'error' = 'cancelled')) ORDER BY seq", (sid,))
+                for type_, ts, _ in rows:
+                    ms = (ts - asked[sid]).total_seconds() * 1000
+                    out["in_tool" if type_ == "tool_end" else type_].append(ms)
+    finally:
+        stop_all(workers)
+    return out
+
+
+# -- 4. resume after kill -9 ------------------------------------------------------------------
+
+
+async def resume_after_kill(url: str, store: PostgresStore, db: Db, owner: str, ttl: float,
+                            trials: int) -> list[float]:
+    beat = 2.0 if ttl >= 10 else ttl / 4
+    args = ("--lease-ttl", f"{ttl:g}", "--heartbeat", f"{beat:g}")
+    workers = await start_workers(url, 2, *args, speed=1)
+    times: list[float] = []
+    try:
+        for _ in range(trials):
+            s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                           prompt="run long")
+            await db.wait_event(s.id, "text_delta", timeout=15)
+            holder = (await store.load_session(s.id)).lease_worker
+            victim = next(w for w in workers if w.id == holder)
+            killed = victim.kill9()
+            resumed = await db.wait_event(s.id, "session_resumed", timeout=ttl + 10)
+            times.append(resumed.timestamp() - killed)
+            await store.request_cancel(owner, s.id)
+            victim.stop()
+            workers.remove(victim)
+            fresh = Worker(url, *args, speed=1)  # the next trial has two workers again
+            workers.append(fresh)
+            await fresh.ready()
+            await wait_listening(url, 2)
+            await db.wait_terminal([s.id], timeout=15)
+    finally:
+        stop_all(workers)
+    return times
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100,
+                        help="sessions per throughput run (x2 with 4 workers)")
+    parser.add_argument("--quick", action="store_true", help="fewer samples, TTL 2 s only")
+    args = parser.parse_args()
+    quick = args.quick
+    print(f"runtime_bench: {machine()}")
+    print("clocks: throughput, latencies and resume times use PostgreSQL event timestamps "
+          "(clock_timestamp()); kill and commit-ack times use time.time(); both read this "
+          "machine's realtime clock\n")
+    started = time.perf_counter()
+    async with scratch_database("outlive_bench_runtime") as url:
+        store = PostgresStore(url, max_size=6)
+        await store.open()
+        await store.migrate()
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        db = Db(conn)
+        owner = (await store.ensure_owner("bench")).id
+        try:
+            one = await throughput(url, store, db, owner, 1, args.sessions, cap=12)
+            four = await throughput(url, store, db, owner, 4, args.sessions * 2, cap=12)
+            print("1. throughput (demo:scripted at speed 0, prompt 'hi': 2 turns + 1 tool)")
+            keys = ["workers", "sessions", "settled", "succeeded", "seconds", "sessions/s",
+                    "turns/s", "tools/s", "events/s"]
+            rows: list[list[object]] = [[r[k] for k in keys] for r in (one, four)]
+            print(table([*keys, "x vs 1 worker"],
+                        [rows[0] + [1.0], rows[1] + [ratio(four["sessions/s"],
+                                                           one["sessions/s"])]]))
+
+            created, acked = await enqueue_latency(url, store, db, owner, 30 if quick else 50)
+            print(f"\n2. enqueue -> session_start, {len(created)} sessions one at a time, "
+                  "4 idle workers")
+            print(table(["from", "p50 ms", "p99 ms", "mean ms", "max ms"], [
+                ["created_at (DB clock, incl. commit)", pct(created, 50), pct(created, 99),
+                 mean(created), max(created)],
+                ["create_session returned (time.time)", pct(acked, 50), pct(acked, 99),
+                 mean(acked), max(acked)],
+            ]))
+
+            c = await cancel_latency(url, store, db, owner, 2 if quick else 3, 10)
+            print("\n3. cancel -> abort (sessions streaming 'run long' at speed 1, 2 workers, "
+                  "from cancel_requested_at; DB clock)")
+            crow = []
+            for k, label in (("message_end", "message_end{cancelled}"),
+                             ("session_end", "session_end{cancelled}"),
+                             ("in_tool", "tool_end{cancelled} (was in a tool)")):
+                v = c[k]
+                if v:
+                    crow.append([label, len(v), pct(v, 50), pct(v, 99), max(v),
+                                 ratio(pct(v, 99), 50.0)])
+            print(table(["until", "n", "p50 ms", "p99 ms", "max ms", "p99 / 50 ms target"],
+                        crow))
+
+            plan = [(2.0, 2)] if quick else [(2.0, 2), (5.0, 1), (10.0, 1)]
+            rrows = []
+            for ttl, trials in plan:
+                t = await resume_after_kill(url, store, db, owner, ttl, trials)
+                rrows.append([f"{ttl:g}", len(t), min(t), mean(t), max(t), ratio(max(t), ttl),
+                              max(t) - ttl])
+            print("\n4. kill -9 -> session_resumed by the other worker (heartbeat TTL/4 or 2 s, "
+                  "backstop 1 s; kill: time.time(), resumed: DB clock)")
+            print(table(["lease_ttl s", "trials", "min s", "mean s", "max s",
+                         "max / ttl", "max - ttl s"], rrows))
+        finally:
+            await conn.close()
+            await store.close()
+    print(f"\ntotal {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
