@@ -67,15 +67,28 @@ _TABLES = (
 )
 
 
+def empty_postgres(dsn: str) -> None:
+    """Delete every row, children before parents. DELETE on the few rows a test leaves takes
+    milliseconds; TRUNCATE makes and syncs new files for every table (0.2–0.3 s a test)."""
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        for table in _TABLES.split(", "):
+            conn.execute(f"DELETE FROM {table}")  # type: ignore[arg-type]
+
+
+def fast_dsn(dsn: str) -> str:
+    """Tests do not crash the database server, so commits need not wait for the WAL flush;
+    locking, visibility and ordering are unchanged."""
+    return psycopg.conninfo.make_conninfo(dsn, options="-c synchronous_commit=off")
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database URL for this test, empty: a new SQLite file, or the module's PostgreSQL
-    database truncated."""
+    database emptied."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'outlive.db'}"
-    dsn = request.getfixturevalue("pg_dsn")
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {_TABLES}")  # type: ignore[arg-type]
+    dsn = fast_dsn(request.getfixturevalue("pg_dsn"))
+    empty_postgres(dsn)
     return dsn
 
 
@@ -86,7 +99,7 @@ async def store_factory(db_url: str) -> AsyncIterator[StoreFactory]:
 
     async def make() -> PostgresStore | SqliteStore:
         s: PostgresStore | SqliteStore
-        if db_url.startswith("sqlite"):
+        if db_url.startswith("sqlite:"):
             s = await SqliteStore.from_url(db_url).open()
         else:
             s = await PostgresStore(db_url, max_size=4).open()

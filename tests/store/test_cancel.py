@@ -11,6 +11,8 @@ from outlive.domain import AlreadyTerminal, Status
 
 from ._support import (
     assert_gapless,
+    claim_one,
+    expire,
     held,
     new_owner,
     new_session,
@@ -107,10 +109,10 @@ async def test_abandoned_running_session_gets_a_cancel_request(store):
     a = await new_session(store, owner.id, abandon_after=0.1)
     b = await new_session(store, owner.id, abandon_after=0.1)
     never = await new_session(store, owner.id)  # abandon_after off
+    later = await new_session(store, owner.id, abandon_after=60)
     queued = await new_session(store, owner.id, abandon_after=0.1)
-    claims = await store.claim("w1", limit=3, lease_ttl=30)
-    assert [c.session.id for c in claims] == [a.id, b.id, never.id]
-    assert await store.cancel_abandoned() == []  # nobody is late yet
+    claims = await store.claim("w1", limit=4, lease_ttl=30)
+    assert [c.session.id for c in claims] == [a.id, b.id, never.id, later.id]
     await asyncio.sleep(0.15)
     await store.touch_watched([b.id])  # a stream is watching b
     n_owner = await store.last_owner_event_id(owner.id)
@@ -119,6 +121,7 @@ async def test_abandoned_running_session_gets_a_cancel_request(store):
     assert got.cancel_requested and got.status is Status.RUNNING
     assert not (await store.load_session(b.id)).cancel_requested
     assert not (await store.load_session(never.id)).cancel_requested
+    assert not (await store.load_session(later.id)).cancel_requested
     assert (await store.load_session(queued.id)).status is Status.QUEUED
     oes = await store.read_owner_events(owner.id, after=n_owner)
     assert [(e.type, e.session_id, e.data) for e in oes] == [
@@ -126,7 +129,7 @@ async def test_abandoned_running_session_gets_a_cancel_request(store):
     ]
     held_now = await store.heartbeat("w1", [c.lease for c in claims], lease_ttl=30)
     assert {h.session_id: h.cancel_requested for h in held_now} == {
-        a.id: True, b.id: False, never.id: False
+        a.id: True, b.id: False, never.id: False, later.id: False
     }
     # requested once: a second sweep finds nothing new
     assert await store.cancel_abandoned() == []
@@ -148,3 +151,24 @@ async def test_touch_watched_records_the_time(store):
     assert (await store.load_session(s.id)).watched_at > first
     await store.touch_watched([])
 
+
+async def test_message_sent_after_cancel_survives_a_cancel_settled_at_claim(store):
+    """A message sent after the cancel request opens the next run when the worker settles the
+    cancelled run (test_settle); it must do so too when the worker died and the next claim
+    settles the run `cancelled` instead."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.request_cancel(owner.id, s.id)
+    await asyncio.sleep(0.01)
+    post = await store.post_message(owner.id, s.id, "then do this instead")
+    await expire(store, lease)
+    c = await claim_one(store, "w2")
+    assert c.lease is None
+    end = [e for e in await store.read_events(s.id) if e.type == "session_end"]
+    assert [e.data["status"] for e in end] == ["cancelled"]
+    got = await store.load_session(s.id)
+    assert (got.status, got.cancel_requested, got.attempt) == (Status.QUEUED, False, 0)
+    assert [e.seq for e in await store.undelivered_inputs(s.id)] == [post.seq]
+    again = await claim_one(store, "w3")
+    assert again.lease is not None and again.session.status is Status.RUNNING
+    await assert_gapless(store, owner.id, s.id)

@@ -87,6 +87,7 @@ async def test_two_hundred_sessions_eight_workers_each_claimed_exactly_once(stor
                 assert c.lease is not None and c.lease.worker == f"w{i}"
                 assert c.lease.fence == 1 and c.reason is ClaimReason.NEW
             got += [c.session.id for c in claims]
+            await asyncio.sleep(0.002)  # start the runs: give the other workers a turn
 
     results = await asyncio.gather(*(work(i) for i in range(8)))
     claimed = [sid for r in results for sid in r]

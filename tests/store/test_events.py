@@ -93,11 +93,29 @@ async def test_append_refuses_unknown_types_and_sessions_writing_nothing(store):
     assert await world(store, owner.id, s.id) == before
 
 
+async def test_event_data_round_trips_or_is_refused_typed(store):
+    """Worker events carry untrusted model output. Whatever goes in comes back out unchanged,
+    except NUL, which PostgreSQL's JSON cannot hold: both databases store it as U+FFFD, so a
+    model that emits one never crashes the run with a driver error."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    data = {"message_id": "m", "text": "snow ☃ \U0001F600 \u2028 quote\" back\\ tab\t",
+            "nested": {"list": [1, -2.5, True, None, "", {"deep": []}]}, "big": 2**62}
+    [ev] = await store.append_events(s.id, [NewEvent("text_delta", data)], lease=lease)
+    assert (await store.read_events(s.id))[-1].data == data == ev.data
+    before = await world(store, owner.id, s.id)
+    nul = {"message_id": "m", "text": "before\x00after", "list": ["\x00"]}
+    [ev] = await store.append_events(s.id, [NewEvent("text_delta", nul)], lease=lease)
+    scrubbed = {"message_id": "m", "text": "before\ufffdafter", "list": ["\ufffd"]}
+    assert (await store.read_events(s.id))[-1].data == scrubbed == ev.data
+    assert (await world(store, owner.id, s.id)) != before
+
+
 async def test_sixteen_concurrent_appenders_get_gapless_unique_seqs(store, store_factory):
     owner = await new_owner(store)
     s = await new_session(store, owner.id, prompt=None)
     stores = [await store_factory() for _ in range(16)]
-    batches = 6
+    batches = 8
 
     async def appender(i: int) -> list[int]:
         seqs: list[int] = []
@@ -156,6 +174,50 @@ async def test_entries_need_the_current_lease(store):
     assert await store.read_entries(s.id) == []
 
 
+async def test_commit_writes_entries_events_and_the_cursor_together(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    post = await store.post_message(owner.id, s.id, "and also")
+    entries, events = await store.commit(
+        lease,
+        entries=[("user", {"text": "and also"}), ("assistant", {"text": "sure"})],
+        events=[NewEvent("message_end", {"message_id": "m1", "text": "sure"})],
+        delivered_through=post.seq,
+    )
+    assert [(e.seq, e.kind, e.fence) for e in entries] == [(1, "user", 1), (2, "assistant", 1)]
+    assert [(e.seq, e.type, e.fence, e.attempt) for e in events] == [
+        (post.seq + 1, "message_end", 1, 1)
+    ]
+    assert await store.read_entries(s.id) == entries
+    assert (await store.read_events(s.id))[-1:] == events
+    got = await store.load_session(s.id)
+    assert (got.delivered_input_seq, got.last_seq) == (post.seq, post.seq + 1)
+    assert await store.undelivered_inputs(s.id) == []
+    # each part is optional; the cursor never moves back
+    more, none = await store.commit(lease, entries=[("tool_result", {"ok": True})],
+                                    delivered_through=1)
+    assert [e.seq for e in more] == [3] and none == []
+    assert (await store.load_session(s.id)).delivered_input_seq == post.seq
+    assert await store.commit(lease) == ([], [])
+    assert (await store.load_session(s.id)).last_seq == post.seq + 1
+
+
+async def test_commit_is_all_or_nothing(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(InvalidInput):  # no user message that far
+        await store.commit(lease, entries=[("assistant", {"text": "x"})],
+                           events=[NewEvent("stage", {"stage": "x"})], delivered_through=99)
+    with pytest.raises(InvalidInput):  # unknown event type
+        await store.commit(lease, entries=[("assistant", {"text": "x"})],
+                           events=[NewEvent("bogus", {})])
+    with pytest.raises(LeaseLost):
+        await store.commit(Lease(s.id, "w1", lease.fence + 1),
+                           entries=[("assistant", {"text": "x"})])
+    assert await world(store, owner.id, s.id) == before
+
+
 async def _next_notice(it, session_id: str) -> Notice:
     async with asyncio.timeout(5):
         while True:
@@ -169,8 +231,7 @@ async def test_committed_writes_wake_subscribers_of_other_stores(store, store_fa
     sub = other.subscribe()
     it = sub.__aiter__()
     try:
-        if hasattr(other, "wait_listening"):
-            await other.wait_listening()
+        await other.wait_listening()
         owner = await new_owner(store)
         s = await new_session(store, owner.id)
         n = await _next_notice(it, s.id)

@@ -3,6 +3,8 @@ client_request_id, and the delivery cursor (undelivered_inputs + mark_delivered)
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from outlive.domain import InvalidInput, LeaseLost, SessionBusy, Status
@@ -121,6 +123,19 @@ async def test_same_client_request_id_returns_the_first_answer(store):
     other = await new_session(store, owner.id)
     assert (await store.post_message(owner.id, other.id, "hi", client_request_id="abc")).seq == 2
     assert c.lease is not None
+
+
+async def test_concurrent_retries_of_one_request_write_one_message(store, store_factory):
+    owner = await new_owner(store)
+    s, _ = await held(store, owner.id)
+    clients = [await store_factory() for _ in range(6)]
+    results = await asyncio.gather(*(
+        c.post_message(owner.id, s.id, "once", client_request_id="retry-me") for c in clients
+    ))
+    assert len(set(results)) == 1
+    assert results[0] == PostResult(2, Delivery.STEER, False)
+    texts = [e.data["text"] for e in await store.read_events(s.id) if e.type == "user_message"]
+    assert texts == ["hello", "once"]
 
 
 async def test_undelivered_inputs_and_mark_delivered(store):

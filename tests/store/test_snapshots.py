@@ -1,6 +1,9 @@
-"""Transcript snapshots and reading the owner event log."""
+"""The read side: transcript snapshots, the owner event log, and the server-wide reads
+count_by_status and ping."""
 
 from __future__ import annotations
+
+from outlive.domain import Status
 
 from ._support import held, new_owner, new_session
 
@@ -33,6 +36,19 @@ async def test_snapshots_are_per_session_and_first_write_wins(store):
     await store.save_snapshot(b.id, 1, {"v": "b"})
     assert await store.load_snapshot(a.id) == (3, {"v": "first"})
     assert await store.load_snapshot(b.id, at_most=2) == (1, {"v": "b"})
+
+
+async def test_snapshot_state_round_trips_exactly(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    state = {
+        "messages": [{"id": "m1", "text": "héllo ☃ \U0001F600\n\"quoted\"", "status": "complete",
+                      "tools": [{"call_id": "c1", "ok": False, "error": None}]}],
+        "pending": [], "question": None, "n": 12345678901234, "ratio": 0.25, "flag": True,
+    }
+    await store.save_snapshot(s.id, 1, state)
+    assert await store.load_snapshot(s.id) == (1, state)
+    assert await store.load_snapshot("ses_01J9ZZZZZZZZZZZZZZZZZZZZZZ") is None
 
 
 async def test_read_owner_events_after_an_id_in_pages(store):
@@ -72,3 +88,22 @@ async def test_last_owner_event_id_follows_every_lifecycle_write(store):
     ids.append(await store.last_owner_event_id(owner.id))
     assert ids == [2, 3, 4]
     assert [e.id for e in await store.read_owner_events(owner.id)] == [1, 2, 3, 4]
+
+
+async def test_count_by_status_counts_every_owner_but_not_deleted(store):
+    assert await store.count_by_status() == {s.value: 0 for s in Status}
+    a, b = await new_owner(store), await new_owner(store)
+    await held(store, a.id)
+    _, lease = await held(store, b.id)
+    await store.settle(lease, Status.SUCCEEDED)
+    await new_session(store, a.id)
+    await new_session(store, b.id)
+    gone = await new_session(store, b.id)
+    await store.delete_session(b.id, gone.id)
+    assert await store.count_by_status() == {
+        "queued": 2, "running": 1, "succeeded": 1, "failed": 0, "cancelled": 0
+    }
+
+
+async def test_ping(store):
+    assert await store.ping() is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ..domain.errors import (
@@ -41,7 +42,7 @@ from ..domain.model import (
     Status,
     new_id,
 )
-from ..domain.status import Action, Lifecycle, transition
+from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import (
     Dialect,
     Row,
@@ -67,9 +68,30 @@ _SETTLE_ACTION = {
 }
 
 
+def _held(row: Row) -> Lifecycle:
+    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
+    return replace(lifecycle(row), lease=LeaseState.HELD)
+
+
+def _scrub(value: Any) -> Any:
+    """NUL characters become U+FFFD, the same on both databases (PostgreSQL's JSON cannot hold
+    them, and model output is untrusted). Returns `value` itself when there is none."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        out = {k: _scrub(v) for k, v in value.items()}
+        return value if all(out[k] is value[k] for k in value) else out
+    if isinstance(value, list):
+        items = [_scrub(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
 def _check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("text must be a non-empty string")
+    if "\x00" in text:
+        raise InvalidInput("text must not contain NUL characters")
     if len(text) > MAX_TEXT_CHARS:
         raise TooLarge(f"text is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
@@ -77,6 +99,8 @@ def _check_text(text: str) -> None:
 def _check_title(title: str) -> str:
     if not isinstance(title, str) or not title.strip():
         raise InvalidInput("title must be a non-empty string")
+    if "\x00" in title:
+        raise InvalidInput("title must not contain NUL characters")
     if len(title) > MAX_TITLE_CHARS:
         raise InvalidInput(f"title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}")
     return title.strip()
@@ -128,6 +152,8 @@ class SqlStore(KeyOps, abc.ABC):
         return rows[0]
 
     async def _fenced(self, tx: Tx, lease: Lease) -> Row:
+        """The session's row, locked, if `lease` still holds it. A lease that lapsed with
+        nobody claiming the session since still holds it: the fence is what decides."""
         row = await self._locked(tx, lease.session_id, None)
         if (
             row["lease_worker"] != lease.worker
@@ -181,7 +207,7 @@ class SqlStore(KeyOps, abc.ABC):
             "VALUES (:sid, :seq, :ts, :attempt, :fence, :type, :data)",
             [
                 {"sid": session_id, "seq": first + i, "ts": now, "attempt": attempt,
-                 "fence": fence, "type": ev.type, "data": self.d.json(ev.data)}
+                 "fence": fence, "type": ev.type, "data": self.d.json(_scrub(ev.data))}
                 for i, ev in enumerate(events)
             ],
         )
@@ -190,7 +216,8 @@ class SqlStore(KeyOps, abc.ABC):
         if st is not None:
             st.notify(session_id, head["owner_id"], events=True)
         return [
-            Event(session_id, first + i, ts, int(attempt), int(fence), ev.type, dict(ev.data))
+            Event(session_id, first + i, ts, int(attempt), int(fence), ev.type,
+                  dict(_scrub(ev.data)))
             for i, ev in enumerate(events)
         ]
 
@@ -616,12 +643,12 @@ class SqlStore(KeyOps, abc.ABC):
             "VALUES (:sid, :seq, :kind, :data, :fence)",
             [
                 {"sid": lease.session_id, "seq": first + i, "kind": kind,
-                 "data": self.d.json(data), "fence": lease.fence}
+                 "data": self.d.json(_scrub(data)), "fence": lease.fence}
                 for i, (kind, data) in enumerate(entries)
             ],
         )
         return [
-            Entry(lease.session_id, first + i, kind, dict(data), lease.fence)
+            Entry(lease.session_id, first + i, kind, dict(_scrub(data)), lease.fence)
             for i, (kind, data) in enumerate(entries)
         ]
 
@@ -640,7 +667,7 @@ class SqlStore(KeyOps, abc.ABC):
             await tx.execute(
                 "INSERT INTO session_snapshots (session_id, seq, state) VALUES (:sid, :seq, "
                 ":state) ON CONFLICT (session_id, seq) DO NOTHING",
-                {"sid": session_id, "seq": seq, "state": self.d.json(state)},
+                {"sid": session_id, "seq": seq, "state": self.d.json(_scrub(state))},
             )
 
         await self._write(op)
@@ -739,6 +766,12 @@ class SqlStore(KeyOps, abc.ABC):
                     owner_events.append((owner, sid, "session_status",
                                          {"status": status.value,
                                           "attempt": int(row["attempt"])}))
+                    if (status is Status.CANCELLED
+                            and int(row["last_input_seq"]) > int(row["delivered_input_seq"])):
+                        revived = await self._revive_or_drop(tx, row, status, owner_event=False)
+                        if revived:
+                            owner_events.append((owner, sid, "session_status",
+                                                 {"status": "queued", "attempt": 0}))
                     lease = None
                     st.notify(sid, owner, events=True, owner=True)
                 claims.append((row, Claim(None, out.claim_reason, lease)))  # type: ignore[arg-type]
@@ -776,7 +809,7 @@ class SqlStore(KeyOps, abc.ABC):
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._fenced(tx, lease)
-            out = transition(lifecycle(row), Action.PARK)
+            out = transition(_held(row), Action.PARK)
             await self._apply(tx, row, out.state)
             await self._append(
                 tx, lease.session_id,
@@ -808,7 +841,7 @@ class SqlStore(KeyOps, abc.ABC):
             pending = int(row["last_input_seq"]) > int(row["delivered_input_seq"])
             if status is Status.SUCCEEDED and pending:
                 raise PendingInput("a user message arrived; deliver it before settling")
-            out = transition(lifecycle(row), _SETTLE_ACTION[status])
+            out = transition(_held(row), _SETTLE_ACTION[status])
             await self._insert_entries(tx, row, lease, entries)
             reason = row["cancel_reason"] if status is Status.CANCELLED else None
             await self._apply(
@@ -824,7 +857,9 @@ class SqlStore(KeyOps, abc.ABC):
 
         return await self._write(op)
 
-    async def _revive_or_drop(self, tx: Tx, row: Row, status: Status) -> None:
+    async def _revive_or_drop(
+        self, tx: Tx, row: Row, status: Status, *, owner_event: bool = True
+    ) -> bool:
         """Undelivered messages at a failed or cancelled end are never silently lost.
 
         After a failure they stay undelivered: the next message revives the session and the
@@ -833,7 +868,7 @@ class SqlStore(KeyOps, abc.ABC):
         run and count as consumed.
         """
         if status is not Status.CANCELLED:
-            return
+            return False
         after_cancel: list[Row] = []
         if row["cancel_requested_at"] is not None:
             after_cancel = await tx.fetch(
@@ -846,17 +881,19 @@ class SqlStore(KeyOps, abc.ABC):
             current = await self._locked(tx, row["id"], None)
             out = transition(lifecycle(current), Action.POST_MESSAGE)
             await self._apply(tx, current, out.state, error_code=None, error_message=None)
-            await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
-                                    {"status": "queued", "attempt": 0})
+            if owner_event:
+                await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
+                                        {"status": "queued", "attempt": 0})
             await tx.execute(
                 "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
                 {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]},
             )
-        else:
-            await tx.execute(
-                "UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id",
-                {"id": row["id"]},
-            )
+            return True
+        await tx.execute(
+            "UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id",
+            {"id": row["id"]},
+        )
+        return False
 
     async def undelivered_inputs(self, session_id: str) -> list[Event]:
         async def op(tx: Tx) -> list[Event]:

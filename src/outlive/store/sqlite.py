@@ -218,9 +218,9 @@ class SqliteStore(SqlStore):
     ) -> list[Row]:
         return await tx.fetch(
             f"UPDATE sessions SET lease_expires_at = {_NOW} + :ttl "
-            "WHERE lease_worker = :worker AND status = 'running' AND fence = ("
-            "SELECT json_extract(j.value, '$[1]') FROM json_each(:pairs) j "
-            "WHERE json_extract(j.value, '$[0]') = sessions.id) "
+            "WHERE lease_worker = :worker AND status = 'running' AND EXISTS ("
+            "SELECT 1 FROM json_each(:pairs) j WHERE json_extract(j.value, '$[0]') = "
+            "sessions.id AND json_extract(j.value, '$[1]') = sessions.fence) "
             "RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
             {
                 "ttl": ttl,
