@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint typecheck unit bench postgres clean
+.PHONY: run test lint bench postgres browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,15 @@ run: $(VENV)/.installed
 postgres:
 	@$(BIN)/python scripts/ensure_postgres.py "$(PG_DSN)"
 
+# Browser tests drive Debian's Chromium through Playwright (which cannot download its own).
+browser:
+	@sh scripts/install_browser.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres lint
+test: $(VENV)/.installed-test postgres browser lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

@@ -20,6 +20,7 @@ ENDPOINTS = {
     ("/v1/logout", "post"): {"200"},
     ("/healthz", "get"): {"200", "503"},
     ("/metrics", "get"): {"200"},
+    ("/v1/meta", "get"): {"200", "401"},
 }
 
 

@@ -287,14 +287,14 @@ async def test_healthz_and_metrics(idle_api: Api, harness):
     # a broken store: 503 with the error body
     store = idle_api.server.ctx.store
 
-    async def broken(owner_id: str) -> int:
+    async def broken() -> None:
         raise OSError("db down")
 
-    original = store.last_owner_event_id
-    store.last_owner_event_id = broken
+    original = store.ping
+    store.ping = broken
     try:
         r = await c.get("/healthz")
     finally:
-        store.last_owner_event_id = original
+        store.ping = original
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "STORE_UNAVAILABLE" and r.json()["ok"] is False

@@ -123,12 +123,12 @@ class Txn {
     return this.state.items;
   }
 
-  find(kind, ident) {
+  find(kind, id) {
     const field = ID_FIELD[kind];
     const items = this.items;
     for (let i = items.length - 1; i >= 0; i--) {
       const item = items[i];
-      if (item.kind === kind && item[field] === ident) return i;
+      if (item.kind === kind && item[field] === id) return i;
     }
     return null;
   }

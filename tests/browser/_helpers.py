@@ -1,0 +1,112 @@
+"""What the browser tests do to and read from the page."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from playwright.async_api import Page, expect
+
+from .conftest import Stack
+
+TIMEOUT_MS = 40_000
+
+# A page URL whose watcher notices a dead stream within a second (see web/config.js).
+FAST_HEALTH = "?health_sample_ms=200&degraded_after=3&backoff_max_ms=1000"
+
+
+async def login(page: Page, stack: Stack, key: str, query: str = "", hash_: str = "") -> None:
+    await page.goto(stack.base_url + "/" + query + hash_)
+    await expect(page.get_by_test_id("login-key")).to_be_visible()
+    await page.get_by_test_id("login-key").fill(key)
+    await page.get_by_test_id("login").click()
+    await expect(page.locator("#app-view")).to_be_visible()
+    await expect(page.get_by_test_id("login-key")).to_be_hidden()
+
+
+async def create_via_form(page: Page, prompt: str, *, title: str | None = None) -> str:
+    """Start a session with the page's form; returns its id (from the URL hash)."""
+    await page.get_by_test_id("new-session").click()
+    await page.get_by_test_id("new-prompt").fill(prompt)
+    await page.get_by_test_id("new-agent").select_option("demo")
+    await page.get_by_test_id("new-model").fill("demo:scripted")
+    if title is not None:
+        await page.get_by_test_id("new-title").fill(title)
+    await page.get_by_test_id("create").click()
+    await page.wait_for_url("**/#/s/*")
+    return session_id_of(page)
+
+
+def session_id_of(page: Page) -> str:
+    return page.url.split("#/s/", 1)[1]
+
+
+async def create_via_api(stack: Stack, key: str, prompt: str, **extra: Any) -> str:
+    async with stack.client(key) as c:
+        r = await c.post("/v1/sessions", json={"prompt": prompt, **extra})
+        assert r.status_code == 202, r.text
+        sid: str = r.json()["id"]
+        return sid
+
+
+async def page_state(page: Page) -> dict[str, Any] | None:
+    state: dict[str, Any] | None = await page.evaluate(
+        "() => (window.outlive.app.feed && window.outlive.app.feed.state) || null"
+    )
+    return state
+
+
+async def transcript_texts(page: Page) -> dict[str, list[str]]:
+    """The texts the transcript shows, per kind, read from the DOM (textContent: exact)."""
+    texts: dict[str, list[str]] = await page.evaluate(
+        """() => {
+          const read = (sel) => [...document.querySelectorAll(
+            `[data-testid=transcript] [data-testid=${sel}] [data-testid=msg-text]`)]
+            .map((el) => el.textContent);
+          return {assistant: read('msg-assistant'), user: read('msg-user')};
+        }"""
+    )
+    return texts
+
+
+async def wait_streaming(page: Page, min_chars: int = 40) -> None:
+    """Wait until the page shows some assistant text of a message still being written."""
+    await page.wait_for_function(
+        """(n) => [...document.querySelectorAll('[data-testid=msg-assistant]')]
+             .some((el) => el.dataset.status === 'streaming'
+                    && el.querySelector('[data-testid=msg-text]').textContent.length >= n)""",
+        arg=min_chars,
+        timeout=TIMEOUT_MS,
+    )
+
+
+async def expect_status(page: Page, status: str, timeout: int = TIMEOUT_MS) -> None:
+    await expect(page.get_by_test_id("session-status")).to_have_text(status, timeout=timeout)
+
+
+async def assert_matches_server(page: Page, stack: Stack, key: str, session_id: str) -> None:
+    """The page's transcript equals the server's snapshot: the reducer state as a whole, and
+    the concatenated assistant and user texts as the DOM shows them, character for character.
+    """
+    body = await stack.wait_settled(key, session_id)
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        state = await page_state(page)
+        body = await stack.snapshot(key, session_id)
+        server = body["snapshot"]["state"]
+        if state is not None and state["seq"] == server["seq"]:
+            break
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(
+                f"the page did not catch up: page seq {state and state['seq']}, "
+                f"server seq {server['seq']}"
+            )
+        await asyncio.sleep(0.1)
+    assert state == server
+    await page.wait_for_timeout(100)  # one animation frame for the last render
+    dom = await transcript_texts(page)
+    want_assistant = [i["text"] for i in server["items"] if i["kind"] == "assistant"]
+    want_user = [i["text"] for i in server["items"] if i["kind"] == "user"]
+    assert "".join(dom["assistant"]) == "".join(want_assistant)
+    assert dom["assistant"] == want_assistant
+    assert dom["user"] == want_user
