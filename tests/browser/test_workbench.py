@@ -214,7 +214,10 @@ async def test_a_second_owner_sees_none_of_the_first_owners_sessions(
 
     page, _ = await browser.new_page()
     await login(page, stack, key_b)
-    await page.wait_for_function("window.outlive.app.watcher && window.outlive.app.watcher.loaded")
+    # A function, not a bare expression: Playwright polls bare expressions with eval(), which
+    # the page's CSP forbids.
+    await page.wait_for_function(
+        "() => window.outlive.app.watcher && window.outlive.app.watcher.loaded")
     items = page.get_by_test_id("rail-item")
     await expect(items).to_have_count(1)
     await expect(items.first).to_have_attribute("data-session-id", b_session)
@@ -257,7 +260,7 @@ async def test_screenshots(stacks: StackFactory, browser: Browser) -> None:
     await login(page, stack, key, hash_=f"#/s/{live}")
     await wait_streaming(page, min_chars=200)
     await page.wait_for_function(
-        "document.querySelectorAll('[data-testid=rail-item][data-tone=idle]').length >= 3"
+        "() => document.querySelectorAll('[data-testid=rail-item][data-tone=idle]').length >= 3"
         " && document.querySelector('[data-testid=rail-item][data-tone=error]')"
     )
     await page.locator("[data-testid=thinking] summary").first.click()
