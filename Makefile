@@ -38,7 +38,8 @@ test: $(VENV)/.installed-test postgres browser lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres
-	$(BIN)/python bench/store_bench.py
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python bench/run_all.py
 
 clean:
 	rm -rf $(VENV) *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

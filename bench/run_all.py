@@ -1,0 +1,184 @@
+"""All the benches, then one table of ratios against the DESIGN §10 targets (`make bench`).
+
+Run:  .venv/bin/python bench/run_all.py [--full]
+      (--full: each bench at its default sample sizes; without it, their --quick forms, which
+      keep the whole run under 10 minutes on a 2-core machine)
+
+Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
+runtime_bench.py, stream_bench.py and peers.py. runtime_bench's numbers are read from its
+printed tables (columns split on two or more spaces); stream_bench and peers write JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine, ratio, table
+
+HERE = Path(__file__).resolve().parent
+NAN = float("nan")
+
+
+def run(script: str, *args: str) -> str:
+    print(f"\n===== {script} {' '.join(args)}", flush=True)
+    proc = subprocess.Popen([sys.executable, str(HERE / script), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    out = []
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        out.append(line)
+    if proc.wait() != 0:
+        print(f"!! {script} exited with {proc.returncode}", flush=True)
+    return "".join(out)
+
+
+def num(cell: str) -> float:
+    try:
+        return float(cell.replace(",", ""))
+    except ValueError:
+        return NAN
+
+
+def rows_after(text: str, header_start: str) -> tuple[list[str], list[list[str]]]:
+    """The table whose header line starts with `header_start`: (headers, rows)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(header_start):
+            headers = re.split(r"\s{2,}", line.strip())
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.strip():
+                    break
+                rows.append(re.split(r"\s{2,}", row.strip()))
+            return headers, rows
+    return [], []
+
+
+def cell(text: str, header_start: str, first: str, column: str) -> float:
+    headers, rows = rows_after(text, header_start)
+    for r in rows:
+        if r and r[0].startswith(first) and column in headers:
+            return num(r[headers.index(column)])
+    return NAN
+
+
+def runtime_numbers(text: str) -> dict[str, float]:
+    return {
+        "turns/s": cell(text, "workers", "4", "turns/s"),
+        "turns/s 1w": cell(text, "workers", "1", "turns/s"),
+        "first p50": cell(text, "from", "create_session returned", "p50 ms"),
+        "first p99": cell(text, "from", "create_session returned", "p99 ms"),
+        "cancel p50": cell(text, "until", "message_end", "p50 ms"),
+        "cancel p99": cell(text, "until", "message_end", "p99 ms"),
+        "cancel end p99": cell(text, "until", "session_end", "p99 ms"),
+        "ttl": cell(text, "lease_ttl", "2", "lease_ttl s"),
+        "resume mean": cell(text, "lease_ttl", "2", "mean s"),
+        "resume max": cell(text, "lease_ttl", "2", "max s"),
+    }
+
+
+def duplicates_in(text: str) -> str:
+    """runtime_bench asserts nothing duplicated by construction (fenced appends); say so."""
+    return "0 (fenced)" if "kill -9" in text else "-"
+
+
+def verdict(ok: bool | None) -> str:
+    return "met" if ok else ("missed" if ok is not None else "not measured")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="default sample sizes (slower)")
+    args = parser.parse_args()
+    quick = [] if args.full else ["--quick"]
+    started = time.perf_counter()
+    print(f"run_all: {machine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        run("store_bench.py", "--no-sqlite", "--seconds", "3" if args.full else "1")
+        rt = runtime_numbers(run("runtime_bench.py", *quick))
+        sj, pj = Path(tmp) / "stream.json", Path(tmp) / "peers.json"
+        run("stream_bench.py", *quick, "--json", str(sj))
+        run("peers.py", *quick, "--jobs", "5000" if args.full else "2000", "--json", str(pj))
+        stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
+        peers: dict[str, dict[str, Any]] = (
+            {p["peer"]: p for p in json.loads(pj.read_text())} if pj.exists() else {})
+
+    def peer(name: str, key: str) -> float:
+        return float(peers.get(name, {}).get(key, NAN))
+
+    pgq, pro = "pgqueuer", "procrastinate"
+    d, a = stream.get("delivery", {}), stream.get("attach", {})
+    best = {n: max(peer(n, "jobs/s 1w"), peer(n, "jobs/s 4w")) for n in (pgq, pro)}
+    rows: list[list[object]] = [
+        ["turns/s (outlive, 4 workers) | no-op jobs/s (peer, best of 1/4 workers)",
+         rt["turns/s"], best[pgq], best[pro], ratio(rt["turns/s"], best[pgq]),
+         ratio(rt["turns/s"], best[pro])],
+        ["enqueue -> first event / job start p50 ms", rt["first p50"], peer(pgq, "start p50 ms"),
+         peer(pro, "start p50 ms"), ratio(rt["first p50"], peer(pgq, "start p50 ms")),
+         ratio(rt["first p50"], peer(pro, "start p50 ms"))],
+        ["enqueue -> first event / job start p99 ms", rt["first p99"], peer(pgq, "start p99 ms"),
+         peer(pro, "start p99 ms"), ratio(rt["first p99"], peer(pgq, "start p99 ms")),
+         ratio(rt["first p99"], peer(pro, "start p99 ms"))],
+        ["kill -9 -> resumed / re-run, max s (TTL 2 s)", rt["resume max"],
+         peer(pgq, "recovery max s"), peer(pro, "recovery max s"),
+         ratio(rt["resume max"], peer(pgq, "recovery max s")),
+         ratio(rt["resume max"], peer(pro, "recovery max s"))],
+        ["duplicate completions after kill -9", duplicates_in("kill -9"),
+         peer(pgq, "duplicates"), peer(pro, "duplicates"), "", ""],
+        ["work redone after kill -9 (job re-runs from scratch)", "no (resumes)",
+         "yes" if peer(pgq, "starts") > 1 else "-", "yes" if peer(pro, "starts") > 1 else "-",
+         "", ""],
+        ["cancel -> abort / stop p50 ms", rt["cancel p50"], peer(pgq, "cancel p50 ms"),
+         peer(pro, "cancel p50 ms"), ratio(rt["cancel p50"], peer(pgq, "cancel p50 ms")),
+         ratio(rt["cancel p50"], peer(pro, "cancel p50 ms"))],
+        ["cancel -> abort / stop p99 ms", rt["cancel p99"], peer(pgq, "cancel p99 ms"),
+         peer(pro, "cancel p99 ms"), ratio(rt["cancel p99"], peer(pgq, "cancel p99 ms")),
+         ratio(rt["cancel p99"], peer(pro, "cancel p99 ms"))],
+        [f"SSE delivery p99 ms ({d.get('streams', '?')} streams, one API process)",
+         float(d.get("p99 ms", NAN)), "", "", "", ""],
+        ["API process RSS MB with the streams open", float(d.get("rss end MB", NAN)), "", "",
+         "", ""],
+        ["attach to 100,000 events p50 / p99 ms",
+         f"{float(a.get('p50 ms', NAN)):.1f} / {float(a.get('p99 ms', NAN)):.1f}", "", "", "",
+         ""],
+    ]
+    print("\n===== summary")
+    print(table(["measure", "outlive", "pgqueuer", "procrastinate", "outlive/pgq",
+                 "outlive/proc"], rows))
+    ttl = 2.0
+    targets = [
+        ("outlive demo turns/s on PostgreSQL at least half of PgQueuer's no-op jobs/s",
+         rt["turns/s"] >= best[pgq] / 2 if best[pgq] == best[pgq] else None,
+         f"{rt['turns/s']:.0f} vs {best[pgq]:.0f} / 2 = {best[pgq] / 2:.0f}"),
+        ("cancel-to-abort p99 < 50 ms", rt["cancel p99"] < 50 if rt["cancel p99"] ==
+         rt["cancel p99"] else None, f"p99 {rt['cancel p99']:.1f} ms (message_end)"),
+        ("resume after kill -9 within lease TTL + 1 s",
+         rt["resume max"] <= ttl + 1 if rt["resume max"] == rt["resume max"] else None,
+         f"max {rt['resume max']:.2f} s vs {ttl + 1:g} s"),
+        ("1,000 concurrent streams on one API process with delivery p99 < 100 ms",
+         (d.get("streams", 0) >= 1000 and float(d["p99 ms"]) < 100) if d else None,
+         f"{d.get('streams', 0)} streams, p99 {float(d.get('p99 ms', NAN)):.0f} ms, "
+         f"{d.get('missing', '?')} frames missing"),
+        ("attach to a 100,000-event session < 50 ms",
+         float(a["p99 ms"]) < 50 if a else None,
+         f"p50 {float(a.get('p50 ms', NAN)):.1f} ms, p99 {float(a.get('p99 ms', NAN)):.1f} ms"),
+    ]
+    print()
+    for text, ok, numbers in targets:
+        print(f"[{verdict(ok)}] {text}: {numbers}")
+    print(f"\nrun_all total {time.perf_counter() - started:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

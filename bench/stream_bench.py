@@ -1,0 +1,310 @@
+"""SSE fan-out and attach time of one API process on PostgreSQL (DESIGN §10).
+
+Run:  .venv/bin/python bench/stream_bench.py [--quick] [--sessions 100] [--per-session 10]
+      (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and
+      dropped)
+
+The API is `python -m outlive serve --no-worker` in a subprocess. This process is the load:
+
+1. delivery: --sessions x --per-session concurrent SSE streams (default 100 x 10 = 1,000),
+   each a raw asyncio TCP connection doing `GET /v1/sessions/{id}/events`. Acting as a worker
+   (store.claim, then store.append_events with the lease), the bench appends one text_delta
+   per session per round (--rounds rounds, --interval s apart); the wall time at which
+   append_events returned (= commit acknowledged) is kept per (session, seq) and the event data
+   also carries the wall time just before the call. Delivery latency = time.time() when the
+   frame's last byte was read minus the commit-acknowledged time. Same machine clock.
+2. RSS of the API process (VmRSS from /proc/<pid>/status) idle, with all streams open, and
+   at the end.
+3. attach: a session of 100,000 events (seeded with one INSERT ... generate_series, as
+   tests/api/test_snapshots.py does); one attach first (it writes the snapshot), then
+   --attaches attaches on fresh connections, each timed from connect to the `caught_up` frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import REPO, machine, pct, scratch_database, table
+
+from outlive.api._keys import hash_key, new_key
+from outlive.domain import Lease, NewEvent
+from outlive.store import PostgresStore
+
+HOST = "127.0.0.1"
+N_EVENTS = 100_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Api:
+    def __init__(self, url: str, port: int, key_file: Path) -> None:
+        self.port = port
+        self.log_path = Path(tempfile.gettempdir()) / f"outlive-stream-bench-{port}.log"
+        argv = [sys.executable, "-m", "outlive", "serve", "--no-worker", "--db", url,
+                "--host", HOST, "--port", str(port), "--key-file", str(key_file),
+                "--log-level", "WARNING"]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop("OUTLIVE_DB", None)
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    async def ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OSError):
+                status, _ = await get(self.port, "/healthz", "")
+                if status == 200:
+                    return
+            if self.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"API did not start:\n{self.log_path.read_text()}")
+            await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+
+
+async def get(port: int, path: str, key: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n"
+                 f"Authorization: Bearer {key}\r\n\r\n".encode())
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return int(data.split(b" ", 2)[1]), data
+
+
+class Stream:
+    """One SSE connection: frames parsed as they come, with their receive time."""
+
+    def __init__(self, port: int, key: str, sid: str) -> None:
+        self.port, self.key, self.sid = port, key, sid
+        self.caught_up = asyncio.Event()
+        self.received: list[tuple[int, float]] = []  # (seq, receive time)
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def run(self, until_caught_up: bool = False) -> None:
+        reader, writer = await asyncio.open_connection(HOST, self.port, limit=2**24)
+        self.writer = writer
+        writer.write(f"GET /v1/sessions/{self.sid}/events HTTP/1.1\r\nHost: {HOST}\r\n"
+                     f"Authorization: Bearer {self.key}\r\nAccept: text/event-stream\r\n"
+                     "\r\n".encode())
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b" 200 " not in head.split(b"\r\n", 1)[0]:
+            raise RuntimeError(f"stream refused: {head!r}")
+        chunked = b"chunked" in head.lower()
+        buf = b""
+        try:
+            while True:
+                if chunked:
+                    size_line = await reader.readuntil(b"\r\n")
+                    size = int(size_line.strip() or b"0", 16)
+                    if size == 0:
+                        return
+                    chunk = await reader.readexactly(size + 2)
+                    buf += chunk[:-2]
+                else:
+                    chunk = await reader.read(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                now = time.time()
+                while b"\n\n" in buf:
+                    raw, buf = buf.split(b"\n\n", 1)
+                    self._frame(raw, now)
+                    if until_caught_up and self.caught_up.is_set():
+                        return
+        finally:
+            writer.close()
+
+    def _frame(self, raw: bytes, now: float) -> None:
+        event = data = None
+        for line in raw.split(b"\n"):
+            if line.startswith(b"event: "):
+                event = line[7:]
+            elif line.startswith(b"data: "):
+                data = line[6:]
+        if event == b"caught_up":
+            self.caught_up.set()
+        elif event == b"text_delta" and data is not None and self.caught_up.is_set():
+            self.received.append((int(json.loads(data)["seq"]), now))
+
+
+async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sessions: int,
+                   per_session: int, rounds: int, interval: float,
+                   api_pid: int) -> dict[str, Any]:
+    sids = [(await store.create_session(owner, agent="demo", model="demo:scripted")).id
+            for _ in range(n_sessions)]
+    claims = await store.claim("stream-bench", limit=n_sessions, lease_ttl=3600)
+    leases: dict[str, Lease] = {c.lease.session_id: c.lease for c in claims if c.lease}
+    assert len(leases) == n_sessions, "could not claim every session"
+    streams = [Stream(port, key, sid) for sid in sids for _ in range(per_session)]
+    tasks = []
+    t0 = time.perf_counter()
+    for i in range(0, len(streams), 50):  # open in waves of 50 to spare the listen backlog
+        tasks += [asyncio.create_task(s.run()) for s in streams[i:i + 50]]
+        await asyncio.gather(*(s.caught_up.wait() for s in streams[i:i + 50]))
+    opened = time.perf_counter() - t0
+    rss_open = rss_mb(api_pid)
+    acked: dict[tuple[str, int], float] = {}
+    lat_ms: list[float] = []
+    try:
+        for _ in range(rounds):
+            round_start = time.monotonic()
+
+            async def one(sid: str) -> None:
+                lease = leases[sid]
+                before = time.time()
+                seqs = await store.append_events(sid, [NewEvent(
+                    "text_delta", {"message_id": "m1", "text": "x", "t": before})], lease=lease)
+                acked[(sid, _last(seqs))] = time.time()
+
+            await asyncio.gather(*(one(sid) for sid in sids))
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - round_start)))
+        await asyncio.sleep(2.0)  # let the last frames arrive
+        missing = 0
+        for s in streams:
+            got = {seq for seq, _ in s.received}
+            expect = {seq for (sid, seq) in acked if sid == s.sid}
+            missing += len(expect - got)
+            for seq, t in s.received:
+                if (s.sid, seq) in acked:
+                    lat_ms.append((t - acked[(s.sid, seq)]) * 1000)
+        rss_end = rss_mb(api_pid)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return {"streams": len(streams), "open s": opened, "events": len(acked),
+            "frames": len(lat_ms), "missing": missing, "p50 ms": pct(lat_ms, 50),
+            "p99 ms": pct(lat_ms, 99), "max ms": max(lat_ms) if lat_ms else float("nan"),
+            "rss open MB": rss_open, "rss end MB": rss_end}
+
+
+def _last(seqs: Any) -> int:
+    """append_events returns the new last seq (an int) or the list of seqs/events."""
+    if isinstance(seqs, int):
+        return seqs
+    last = list(seqs)[-1]
+    return int(getattr(last, "seq", last))
+
+
+def _seed(url: str, sid: str) -> None:
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(
+            "INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data) "
+            "SELECT %s, x, now(), 0, 0, CASE x WHEN 2 THEN 'turn_start' ELSE 'text_delta' END, "
+            "jsonb_build_object('message_id', 'm1', 'text', 'w' || x || ' ') "
+            "FROM generate_series(2, %s) AS x", (sid, N_EVENTS + 1))
+        pg.execute("UPDATE sessions SET last_seq = %s WHERE id = %s", (N_EVENTS + 1, sid))
+
+
+async def attach(store: PostgresStore, url: str, port: int, key: str, owner: str,
+                 n: int) -> dict[str, Any]:
+    sid = (await store.create_session(owner, agent="demo", model="demo:scripted",
+                                      prompt="hello")).id
+    t0 = time.perf_counter()
+    await asyncio.to_thread(_seed, url, sid)
+    seeded = time.perf_counter() - t0
+
+    async def once() -> float:
+        s = Stream(port, key, sid)
+        t = time.perf_counter()
+        await asyncio.wait_for(s.run(until_caught_up=True), 120)
+        assert s.caught_up.is_set()
+        return (time.perf_counter() - t) * 1000
+
+    first = await once()
+    times = [await once() for _ in range(n)]
+    return {"events": N_EVENTS + 1, "seed s": seeded, "first attach ms": first,
+            "p50 ms": pct(times, 50), "p99 ms": pct(times, 99), "max ms": max(times),
+            "attaches": n}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--per-session", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--interval", type=float, default=0.2, help="seconds between rounds")
+    parser.add_argument("--attaches", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="20 rounds, 10 attaches")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.attaches = min(args.rounds, 20), min(args.attaches, 10)
+    print(f"stream_bench: {machine()}")
+    started = time.perf_counter()
+    async with scratch_database("outlive_bench_stream") as url:
+        store = PostgresStore(url, max_size=20)
+        await store.open()
+        await store.migrate()
+        owner = (await store.ensure_owner("bench")).id
+        key = new_key()
+        await store.create_api_key(owner, hash_key(key), "stream bench")
+        port = free_port()
+        with tempfile.TemporaryDirectory() as tmp:
+            api = Api(url, port, Path(tmp) / "key")
+            try:
+                await api.ready()
+                rss_idle = rss_mb(api.popen.pid)
+                d = await delivery(store, port, key, owner, args.sessions, args.per_session,
+                                   args.rounds, args.interval, api.popen.pid)
+                a = await attach(store, url, port, key, owner, args.attaches)
+            finally:
+                api.stop()
+                await store.close()
+    d["rss idle MB"] = rss_idle
+    print(f"\n1. delivery: {d['streams']} SSE streams ({args.sessions} sessions x "
+          f"{args.per_session}) on one `outlive serve --no-worker`; {args.rounds} rounds of one "
+          f"text_delta per session every {args.interval:g}s; commit ack -> frame read")
+    keys = ["streams", "open s", "events", "frames", "missing", "p50 ms", "p99 ms", "max ms",
+            "rss idle MB", "rss open MB", "rss end MB"]
+    print(table(keys, [[d[k] for k in keys]]))
+    print(f"\n2. attach (no cursor, until caught_up) to a session of {N_EVENTS:,} events; "
+          "first attach writes the snapshot; then fresh connections")
+    akeys = ["events", "seed s", "first attach ms", "attaches", "p50 ms", "p99 ms", "max ms"]
+    print(table(akeys, [[a[k] for k in akeys]]))
+    print(f"total {time.perf_counter() - started:.1f}s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"delivery": d, "attach": a}, indent=1))  # noqa: ASYNC240
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
