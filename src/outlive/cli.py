@@ -38,6 +38,10 @@ AgentsOption = Annotated[
     list[str] | None,
     typer.Option("--agents", help="Python module that registers agents (repeatable)."),
 ]
+RoutesOption = Annotated[
+    str | None,
+    typer.Option("--routes", help="TOML file of model routes [env OUTLIVE_ROUTES]."),
+]
 SpeedOption = Annotated[
     float, typer.Option("--demo-speed", help="Pacing of the demo model; 0 = instant.")
 ]
@@ -77,6 +81,7 @@ def worker(
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
     worker_id: Annotated[str | None, typer.Option(help="Name in leases and logs.")] = None,
+    routes: RoutesOption = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
@@ -89,7 +94,7 @@ def worker(
         grace=grace,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
-    providers = build_providers(demo_speed=demo_speed)
+    providers = build_providers(demo_speed=demo_speed, routes_file=routes)
 
     async def go() -> None:
         store = await open_store(database_url(db))
@@ -158,6 +163,7 @@ def serve(
                                       "SQLite file, or ./outlive.key]")
     ] = None,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
+    routes: RoutesOption = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
@@ -168,7 +174,7 @@ def serve(
     configure_logging(log_level)
     url = database_url(db)
     registry = build_agents(agents or [], demo_speed=demo_speed)
-    providers = build_providers(demo_speed=demo_speed)
+    providers = build_providers(demo_speed=demo_speed, routes_file=routes)
 
     async def go() -> None:
         store = await open_store(url)

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .providers import ProviderRegistry, default_registry
+from .providers import ProviderRegistry, configured_registry
 from .runtime.agents import AgentRegistry, demo_agent
 
 __all__ = ["DEFAULT_DB", "build_agents", "build_providers", "configure_logging", "database_url"]
@@ -20,8 +20,13 @@ def database_url(option: str | None) -> str:
     return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
 
 
-def build_providers(*, demo_speed: float = 1.0) -> ProviderRegistry:
-    return default_registry(demo_speed=demo_speed)
+def build_providers(
+    *, demo_speed: float = 1.0, routes_file: str | None = None
+) -> ProviderRegistry:
+    """`demo:` plus the model routes configured by the environment (`OPENAI_API_KEY`,
+    `ANTHROPIC_API_KEY`, `OUTLIVE_ROUTE_<NAME>=<base url>`, …) and the routes file
+    (`routes_file`, else `$OUTLIVE_ROUTES`); see `outlive.providers._config`."""
+    return configured_registry(demo_speed=demo_speed, routes_file=routes_file)
 
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:

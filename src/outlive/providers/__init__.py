@@ -1,8 +1,16 @@
-"""Model providers behind one port: routes (`provider:model`), the registry and the demo model.
+"""Model providers behind one port: routes (`provider:model`), the registry and the adapters.
 
-Adapters for openai, anthropic and local models plug in with `ProviderRegistry.register`.
+`demo:` is built in; `openai:`, `anthropic:`, `local:` and extra OpenAI-compatible prefixes
+come from configuration (`configured_registry`, see `_config`). Adapter modules import their
+SDK only when a provider is first built, so importing this package stays cheap.
 """
 
+from ._config import (
+    RouteConfig,
+    RouteConfigError,
+    configured_registry,
+    load_routes,
+)
 from ._port import (
     Completion,
     Finish,
@@ -31,22 +39,30 @@ from ._routes import (
     default_registry,
     parse_route,
 )
+from .anthropic import AnthropicProvider
 from .demo import DemoProvider
+from .local import LocalProvider
+from .openai import OpenAIProvider
 
 __all__ = [
     "DEFAULT_ROUTE",
+    "AnthropicProvider",
     "Completion",
     "DemoProvider",
     "Finish",
+    "LocalProvider",
     "Message",
     "ModelProvider",
     "ModelSettings",
+    "OpenAIProvider",
     "PermanentProviderError",
     "ProviderError",
     "ProviderEvent",
     "ProviderFactory",
     "ProviderRegistry",
     "Route",
+    "RouteConfig",
+    "RouteConfigError",
     "StopReason",
     "TextDelta",
     "ThinkingDelta",
@@ -56,7 +72,9 @@ __all__ = [
     "TransientProviderError",
     "Usage",
     "collect",
+    "configured_registry",
     "default_registry",
+    "load_routes",
     "parse_route",
     "provider_error_for_status",
 ]

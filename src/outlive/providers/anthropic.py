@@ -1,0 +1,351 @@
+"""The `anthropic:` provider: streaming messages through the official `anthropic` SDK.
+
+Raw stream events (`messages.create(stream=True)`) are folded into our events: text deltas,
+thinking deltas (extended thinking, enabled with `settings.extra["anthropic_params"] =
+{"thinking": {"type": "enabled", "budget_tokens": N}}`), complete `tool_use` calls once their
+`input_json_delta` fragments are assembled, and a finish with usage. The SDK is an optional
+extra (`pip install 'outlive[anthropic]'`) imported on first use; its own retries are off
+(`max_retries=0`) because the runtime retries.
+
+Known limit: with extended thinking *and* tools, Anthropic expects the signed thinking block
+of the previous assistant turn to be sent back; our history does not keep thinking blocks,
+so such a follow-up request may be refused. Thinking without tools works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from ._port import (
+    Finish,
+    Message,
+    ModelSettings,
+    PermanentProviderError,
+    ProviderError,
+    ProviderEvent,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+    TransientProviderError,
+    Usage,
+    provider_error_for_status,
+)
+from .openai import (
+    CONNECT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    error_message,
+    import_sdk,
+    parse_arguments,
+    split_params,
+    transport_error,
+)
+
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider", "to_anthropic_messages"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""Anthropic requires `max_tokens`; used when the agent sets none."""
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "pause_turn": "stop",
+    "refusal": "stop",
+}
+
+_CORE = frozenset(("model", "messages", "max_tokens", "stream", "system", "tools"))
+"""Passed as SDK keywords; the rest (temperature, thinking, …) goes in `extra_body`, since SDK
+versions differ in which parameters their signature names."""
+
+
+def _split(params: dict[str, Any]) -> dict[str, Any]:
+    return split_params(params, _CORE)
+
+
+_TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error",
+                              "timeout_error"})
+
+
+def to_anthropic_messages(messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, messages) in the Messages API format.
+
+    System messages join into `system`; tool results become `tool_result` blocks in a user
+    message; consecutive messages of one role merge into one message, as the API requires
+    (all results of parallel calls answer in the single next user message).
+    """
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m.role == "system":
+            if m.text:
+                system.append(m.text)
+        elif m.role == "user":
+            add("user", [{"type": "text", "text": m.text}] if m.text.strip() else [])
+        elif m.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.text.strip():
+                blocks.append({"type": "text", "text": m.text})
+            blocks.extend(
+                {"type": "tool_use", "id": c.call_id, "name": c.name, "input": c.arguments}
+                for c in m.tool_calls
+            )
+            add("assistant", blocks)
+        else:
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id,
+                "content": m.text,
+            }
+            if m.is_error:
+                result["is_error"] = True
+            add("user", [result])
+    for msg in out:  # tool results first within a user message, as the API wants
+        if msg["role"] == "user":
+            msg["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return "\n\n".join(system), out
+
+
+@dataclass
+class _Block:
+    type: str
+    call_id: str = ""
+    name: str = ""
+    parts: list[str] = field(default_factory=list)
+    input: Any = None
+
+
+class AnthropicProvider:
+    """Streams Anthropic messages. `name` is the route prefix, used in error messages.
+
+    `settings.extra["anthropic_params"]` (a mapping) adds or overrides request parameters
+    (e.g. `thinking`, `top_k`, `metadata`); a value of None removes one.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        name: str = "anthropic",
+    ) -> None:
+        self.name = name
+        self.base_url = base_url
+        self.timeout = timeout or DEFAULT_TIMEOUT
+        self._api_key = api_key
+        self._sdk: ModuleType | None = None
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client_for_loop(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            sdk = self._sdk = self._sdk or import_sdk("anthropic", "anthropic")
+            self._client = sdk.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=sdk.Timeout(self.timeout, connect=CONNECT_TIMEOUT),
+            )
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool (call on the loop that used it)."""
+        client, self._client, self._loop = self._client, None, None
+        if client is not None:
+            await client.close()
+
+    def request(
+        self, messages: list[Message], tools: list[ToolSpec], settings: ModelSettings
+    ) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` for one call."""
+        system, msgs = to_anthropic_messages(messages)
+        params: dict[str, Any] = {
+            "model": settings.model,
+            "messages": msgs,
+            "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
+            "stream": True,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
+        if settings.temperature is not None:
+            params["temperature"] = settings.temperature
+        extra = settings.extra.get("anthropic_params")
+        if isinstance(extra, Mapping):
+            for key, value in extra.items():
+                if value is None:
+                    params.pop(str(key), None)
+                else:
+                    params[str(key)] = value
+        params["stream"] = True
+        return params
+
+    async def stream(
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        settings: ModelSettings,
+    ) -> AsyncIterator[ProviderEvent]:
+        client = self._client_for_loop()
+        params = self.request(messages, tools, settings)
+        try:
+            response = await client.messages.create(**_split(params))
+        except Exception as exc:
+            raise self._error(exc) from None
+        blocks: dict[int, _Block] = {}
+        stop: str | None = None
+        done = False
+        calls = 0
+        tokens_in = 0
+        tokens_out = 0
+        try:
+            events = response.__aiter__()
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    if stop is not None:
+                        break  # complete but for message_stop
+                    raise self._error(exc) from None
+                kind = getattr(event, "type", None)
+                if kind == "content_block_delta":
+                    delta = event.delta
+                    dtype = getattr(delta, "type", None)
+                    if dtype == "text_delta" and delta.text:
+                        yield TextDelta(delta.text)
+                    elif dtype == "thinking_delta" and delta.thinking:
+                        yield ThinkingDelta(delta.thinking)
+                    elif dtype == "input_json_delta":
+                        block = blocks.get(int(event.index))
+                        if block is not None and delta.partial_json:
+                            block.parts.append(delta.partial_json)
+                elif kind == "content_block_start":
+                    cb = event.content_block
+                    btype = str(getattr(cb, "type", ""))
+                    blocks[int(event.index)] = _Block(
+                        btype,
+                        str(getattr(cb, "id", "") or ""),
+                        str(getattr(cb, "name", "") or ""),
+                        input=getattr(cb, "input", None),
+                    )
+                    first = getattr(cb, btype, None) if btype in ("text", "thinking") else None
+                    if isinstance(first, str) and first:  # usually empty; deltas follow
+                        yield TextDelta(first) if btype == "text" else ThinkingDelta(first)
+                elif kind == "content_block_stop":
+                    block = blocks.pop(int(event.index), None)
+                    if block is not None and block.type == "tool_use":
+                        calls += 1
+                        yield ToolCallEvent(self._call(block))
+                elif kind == "message_start":
+                    u = getattr(event.message, "usage", None)
+                    tokens_in = _input_tokens(u, tokens_in)
+                    tokens_out = int(getattr(u, "output_tokens", 0) or 0)
+                elif kind == "message_delta":
+                    reason = getattr(event.delta, "stop_reason", None)
+                    if reason:
+                        stop = str(reason)
+                    u = getattr(event, "usage", None)
+                    tokens_in = _input_tokens(u, tokens_in)
+                    tokens_out = int(getattr(u, "output_tokens", None) or tokens_out)
+                elif kind == "message_stop":
+                    done = True
+        finally:
+            await response.close()
+        if stop is None and not done:
+            raise TransientProviderError(
+                f"{self.name}: the stream ended before the model finished its answer"
+            )
+        reason_: StopReason = _STOP.get(stop or "end_turn", "stop")
+        if calls and reason_ == "stop":
+            reason_ = "tool_calls"
+        yield Finish(reason_, Usage(tokens_in, tokens_out))
+
+    def _call(self, block: _Block) -> ToolCall:
+        raw = "".join(block.parts)
+        if raw.strip():
+            arguments = parse_arguments(self.name, block.name, raw)
+        elif isinstance(block.input, dict):
+            arguments = dict(block.input)
+        else:
+            arguments = {}
+        if not block.call_id or not block.name:
+            raise TransientProviderError(f"{self.name}: the model sent an incomplete tool call")
+        return ToolCall(block.call_id, block.name, arguments)
+
+    def _error(self, exc: Exception) -> Exception:
+        """An SDK or transport failure as a ProviderError; anything else unchanged."""
+        if isinstance(exc, ProviderError):
+            return exc
+        sdk = self._sdk
+        if sdk is not None:
+            if isinstance(exc, sdk.APIStatusError):
+                status = int(exc.status_code)
+                body = exc.body
+                message = error_message(body, f"HTTP {status}")
+                if status < 400:  # an `error` event inside a 200 stream
+                    etype = _error_type(body)
+                    text = f"{self.name} error ({etype or 'stream error'}): {message}"
+                    if etype in _TRANSIENT_TYPES:
+                        return TransientProviderError(text, status=529 if etype ==
+                                                      "overloaded_error" else 500)
+                    return PermanentProviderError(text)
+                return provider_error_for_status(status, f"{self.name} error {status}: {message}")
+            if isinstance(exc, sdk.APIConnectionError):
+                cause = exc.__cause__
+                detail = str(cause) if cause is not None and str(cause) else exc.message
+                return TransientProviderError(f"{self.name}: connection failed: {detail}")
+        transient = transport_error(self.name, exc)
+        if transient is not None:
+            return transient
+        if sdk is not None and isinstance(exc, sdk.AnthropicError):
+            return PermanentProviderError(f"{self.name}: {exc}")
+        return exc
+
+
+def _input_tokens(usage: Any, current: int) -> int:
+    """Input tokens including prompt-cache reads and writes, when the usage names them."""
+    if usage is None:
+        return current
+    base = getattr(usage, "input_tokens", None)
+    if base is None:
+        return current
+    cached = sum(
+        int(getattr(usage, k, 0) or 0)
+        for k in ("cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    total = int(base) + cached
+    return total if total > 0 else current
+
+
+def _error_type(body: object) -> str | None:
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping) and isinstance(inner.get("type"), str):
+            return str(inner["type"])
+    return None
