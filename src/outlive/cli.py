@@ -73,7 +73,9 @@ def worker(
     db: DbOption = None,
     concurrency: Annotated[int, typer.Option(help="Sessions run at once.")] = 8,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
-    heartbeat: Annotated[float, typer.Option(help="Heartbeat interval, seconds.")] = 2.0,
+    heartbeat: Annotated[
+        float | None, typer.Option(help="Heartbeat interval, seconds [default: 2, or TTL/4].")
+    ] = None,
     backstop: Annotated[
         float, typer.Option(help="Claim scan interval when no wakeup came; 0 = off.")
     ] = 1.0,
@@ -88,7 +90,7 @@ def worker(
     configure_logging(log_level)
     settings = RuntimeSettings(
         lease_ttl=lease_ttl,
-        heartbeat_interval=heartbeat,
+        heartbeat_interval=heartbeat or RuntimeSettings.heartbeat_for(lease_ttl),
         backstop_interval=backstop or None,
         concurrency=concurrency,
         grace=grace,
@@ -194,7 +196,9 @@ def serve(
         worker_task = None
         if not no_worker:
             w = Worker(store, registry, providers,
-                       RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl))
+                       RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl,
+                                       heartbeat_interval=RuntimeSettings.heartbeat_for(
+                                           lease_ttl)))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 

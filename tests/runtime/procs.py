@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel, Field
 
@@ -116,7 +116,8 @@ def as_url(dsn: str) -> str:
         return dsn
     from psycopg.conninfo import conninfo_to_dict
 
-    return "postgresql://?" + urlencode({k: str(v) for k, v in conninfo_to_dict(dsn).items()})
+    items = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    return "postgresql://?" + urlencode(items, quote_via=quote)
 
 
 class Processes:

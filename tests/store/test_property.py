@@ -196,11 +196,14 @@ class Scenario:
             await self.store.mark_delivered(t.lease, t.last_input)
             t.delivered = t.last_input
         pending = t.last_input > t.delivered
+        asked = status
+        if status is Status.SUCCEEDED and t.model.cancel_requested:
+            status = Status.CANCELLED  # a cancel accepted before the settle is honoured
         if status is Status.SUCCEEDED and pending:
             await self.refused(t, PendingInput, self.store.settle(t.lease, status))
             return
         error = ErrorInfo("boom", "it broke") if status is Status.FAILED else None
-        call = self.store.settle(t.lease, status, error=error)
+        call = self.store.settle(t.lease, asked, error=error)
         try:
             out = transition(held_view(t.model), SETTLE[status])
         except IllegalTransition:
@@ -239,6 +242,7 @@ class Scenario:
             t.cancel_mark = t.last_input
         t.model = out.state
         if out.cancelled_now:
+            t.delivered = t.last_input  # waiting messages were cancelled with it
             t.retire()
         assert got.status is t.model.status
 
@@ -275,6 +279,7 @@ class Scenario:
             t.cancel_mark = t.last_input
         t.model = out.state
         if out.cancelled_now:
+            t.delivered = t.last_input
             t.retire()
 
     async def work(self, t: Tracked) -> None:

@@ -139,3 +139,22 @@ async def test_settle_cancelled_keeps_only_messages_sent_after_the_cancel_reques
     assert not revived.cancel_requested
     assert [e.seq for e in await store.undelivered_inputs(t.id)] == [post.seq]
     await assert_gapless(store, owner.id, t.id)
+
+
+async def test_settle_succeeded_after_an_accepted_cancel_ends_cancelled(store):
+    """A cancel accepted (202) while the run was finishing wins over its success."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.request_cancel(owner.id, s.id)
+    done = await store.settle(lease, Status.SUCCEEDED)
+    assert done.status is Status.CANCELLED
+    end = (await store.read_events(s.id))[-1]
+    assert end.data == {"status": "cancelled", "reason": "user"}
+
+
+async def test_cancelling_a_queued_session_consumes_its_waiting_message(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    done = await store.request_cancel(owner.id, s.id)
+    assert done.status is Status.CANCELLED
+    assert done.delivered_input_seq == 1 and await store.undelivered_inputs(s.id) == []

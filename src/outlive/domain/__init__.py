@@ -11,6 +11,7 @@ from .errors import (
     OutliveError,
     PendingInput,
     SessionBusy,
+    StoreUnavailable,
     TooLarge,
     UnknownRoute,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Session",
     "SessionBusy",
     "Status",
+    "StoreUnavailable",
     "TitleState",
     "TooLarge",
     "UnknownRoute",

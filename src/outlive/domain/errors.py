@@ -14,6 +14,7 @@ __all__ = [
     "OutliveError",
     "PendingInput",
     "SessionBusy",
+    "StoreUnavailable",
     "TooLarge",
     "UnknownRoute",
 ]
@@ -86,3 +87,11 @@ class PendingInput(Conflict):
     """Settling `succeeded` while a user message waits undelivered: the run must go on."""
 
     code = "PENDING_INPUT"
+
+
+class StoreUnavailable(OutliveError):
+    """The database could not be reached or dropped the connection mid-transaction. Whether
+    that transaction committed is unknown; callers retry later or let a lease lapse."""
+
+    code = "STORE_UNAVAILABLE"
+    http_status = 503

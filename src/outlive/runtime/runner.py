@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .. import metrics
-from ..domain.errors import LeaseLost, PendingInput
+from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.model import (
     Claim,
     ClaimReason,
@@ -191,6 +191,12 @@ class Run:
         except LeaseLost:
             self._lost = True
             self.log.warning("lease lost on %s; the run wrote nothing more", self.session_id)
+        except StoreUnavailable as exc:
+            # Whether the last write committed is unknown: stop without settling and let the
+            # lease lapse, so the next claim resumes from what the database really holds.
+            self._lost = True
+            self.log.warning("database unavailable (%s); leaving %s to be resumed", exc,
+                             self.session_id)
         except asyncio.CancelledError:
             if self._lost:
                 return

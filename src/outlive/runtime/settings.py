@@ -11,6 +11,7 @@ __all__ = ["RuntimeSettings"]
 class RuntimeSettings:
     lease_ttl: float = 10.0
     heartbeat_interval: float = 2.0
+    """Must be shorter than `lease_ttl`; `for_ttl` picks one that is."""
     backstop_interval: float | None = 1.0
     """Seconds between claim scans when no wakeup came; None turns the scan off (tests)."""
     concurrency: int = 8
@@ -23,6 +24,11 @@ class RuntimeSettings:
     retry_base: float = 0.5
     retry_max: float = 8.0
     abandon_check_interval: float = 5.0
+
+    @staticmethod
+    def heartbeat_for(lease_ttl: float) -> float:
+        """The default beat for a TTL: 2 s, or a quarter of a shorter TTL."""
+        return min(2.0, lease_ttl / 4)
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval >= self.lease_ttl:

@@ -436,10 +436,18 @@ class SqlStore(KeyOps, abc.ABC):
             await self._apply(tx, row, out.state, **extra)
             if out.cancelled_now:
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted")
+                await self._consume_inputs(tx, session_id)
             await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True)
 
         await self._write(op)
+
+    async def _consume_inputs(self, tx: Tx, session_id: str) -> None:
+        """Messages waiting when a session is cancelled were cancelled with it."""
+        await tx.execute(
+            "UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id",
+            {"id": session_id},
+        )
 
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
@@ -468,6 +476,7 @@ class SqlStore(KeyOps, abc.ABC):
                                         {"reason": reason})
                 if out.cancelled_now:
                     await self._end_events(tx, row, Status.CANCELLED, None, reason)
+                    await self._consume_inputs(tx, session_id)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True)
             return to_session(self.d, await self._locked(tx, session_id, None))
 
@@ -838,20 +847,24 @@ class SqlStore(KeyOps, abc.ABC):
 
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._fenced(tx, lease)
+            final = status
+            if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
+                # A cancel accepted while the run was finishing is honoured, not overtaken.
+                final = Status.CANCELLED
             pending = int(row["last_input_seq"]) > int(row["delivered_input_seq"])
-            if status is Status.SUCCEEDED and pending:
+            if final is Status.SUCCEEDED and pending:
                 raise PendingInput("a user message arrived; deliver it before settling")
-            out = transition(_held(row), _SETTLE_ACTION[status])
+            out = transition(_held(row), _SETTLE_ACTION[final])
             await self._insert_entries(tx, row, lease, entries)
-            reason = row["cancel_reason"] if status is Status.CANCELLED else None
+            reason = row["cancel_reason"] if final is Status.CANCELLED else None
             await self._apply(
                 tx, row, out.state,
                 error_code=error.code if error else None,
                 error_message=error.message if error else None,
             )
-            await self._end_events(tx, row, status, error, reason, events)
+            await self._end_events(tx, row, final, error, reason, events)
             if pending:
-                await self._revive_or_drop(tx, row, status)
+                await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
             return to_session(self.d, await self._locked(tx, lease.session_id, None))
 
@@ -889,10 +902,7 @@ class SqlStore(KeyOps, abc.ABC):
                 {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]},
             )
             return True
-        await tx.execute(
-            "UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id",
-            {"id": row["id"]},
-        )
+        await self._consume_inputs(tx, row["id"])
         return False
 
     async def undelivered_inputs(self, session_id: str) -> list[Event]:

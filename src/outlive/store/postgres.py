@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Row, Tx, TxState, pyformat
 from ._engine import SqlStore
@@ -244,12 +245,17 @@ class PostgresStore(SqlStore):
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1) * (1 + random.random()))
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()
-        async with self._pool.connection() as conn:
-            return await fn(_PgTx(conn))
+        try:
+            async with self._pool.connection() as conn:
+                return await fn(_PgTx(conn))
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
 
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Row, Tx, TxState, epoch
 from ._engine import SqlStore
@@ -178,7 +179,10 @@ class SqliteStore(SqlStore):
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         # aiosqlite finishes a statement even when its caller is cancelled; shielding the
         # whole transaction means a cancelled caller can never leave BEGIN without COMMIT.
-        return await asyncio.shield(self._write_now(fn))
+        try:
+            return await asyncio.shield(self._write_now(fn))
+        except sqlite3.OperationalError as exc:  # locked past the busy timeout, disk full, …
+            raise StoreUnavailable(f"SQLite unavailable: {exc}") from exc
 
     async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         if self._writer is None:
