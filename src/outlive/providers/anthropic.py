@@ -14,7 +14,6 @@ so such a follow-up request may be refused. Thinking without tools works.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -38,10 +37,8 @@ from ._port import (
     provider_error_for_status,
 )
 from .openai import (
-    CONNECT_TIMEOUT,
-    DEFAULT_TIMEOUT,
+    SdkClients,
     error_message,
-    import_sdk,
     parse_arguments,
     split_params,
     transport_error,
@@ -132,12 +129,14 @@ class _Block:
     input: Any = None
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkClients):
     """Streams Anthropic messages. `name` is the route prefix, used in error messages.
 
     `settings.extra["anthropic_params"]` (a mapping) adds or overrides request parameters
     (e.g. `thinking`, `top_k`, `metadata`); a value of None removes one.
     """
+
+    sdk_module = "anthropic"
 
     def __init__(
         self,
@@ -147,32 +146,10 @@ class AnthropicProvider:
         timeout: float | None = None,
         name: str = "anthropic",
     ) -> None:
-        self.name = name
-        self.base_url = base_url
-        self.timeout = timeout or DEFAULT_TIMEOUT
-        self._api_key = api_key
-        self._sdk: ModuleType | None = None
-        self._client: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        super().__init__(api_key=api_key, base_url=base_url, timeout=timeout, name=name)
 
-    def _client_for_loop(self) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            sdk = self._sdk = self._sdk or import_sdk("anthropic", "anthropic")
-            self._client = sdk.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=sdk.Timeout(self.timeout, connect=CONNECT_TIMEOUT),
-            )
-            self._loop = loop
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connection pool (call on the loop that used it)."""
-        client, self._client, self._loop = self._client, None, None
-        if client is not None:
-            await client.close()
+    def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
+        return sdk.AsyncAnthropic(**options)
 
     def request(
         self, messages: list[Message], tools: list[ToolSpec], settings: ModelSettings

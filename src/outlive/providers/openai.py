@@ -12,6 +12,7 @@ the provider's own (`error.message` of the response body), never a traceback.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import importlib
 import json
@@ -42,6 +43,7 @@ from ._port import (
 __all__ = [
     "DEFAULT_TIMEOUT",
     "OpenAIProvider",
+    "SdkClients",
     "error_message",
     "import_sdk",
     "parse_arguments",
@@ -189,24 +191,15 @@ class _PartialCall:
     parts: list[str] = field(default_factory=list)
 
 
-class OpenAIProvider:
-    """Streams chat completions from OpenAI or any OpenAI-compatible server.
+class SdkClients(abc.ABC):
+    """One SDK client per event loop, created on first use: a registry shares a provider
+    between sessions, and an HTTP connection pool cannot outlive its loop. The SDK is imported
+    only then, so its extra is needed only when its route is used."""
 
-    `name` is the route prefix, used in error messages. `settings.extra["openai_params"]`
-    (a mapping) adds or overrides request parameters; a value of None removes one (e.g.
-    `{"stream_options": None}` for a server that rejects it).
-
-    One SDK client per event loop, created on first use: the registry shares a provider
-    between sessions, and an HTTP connection pool cannot outlive its loop.
-    """
+    sdk_module = ""
 
     def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        name: str = "openai",
+        self, *, api_key: str | None, base_url: str | None, timeout: float | None, name: str
     ) -> None:
         self.name = name
         self.base_url = base_url
@@ -216,14 +209,19 @@ class OpenAIProvider:
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @abc.abstractmethod
+    def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
+        """The SDK's async client class, called with the shared options."""
+
     def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            sdk = self._sdk = self._sdk or import_sdk("openai", "openai")
-            self._client = sdk.AsyncOpenAI(
+            sdk = self._sdk = self._sdk or import_sdk(self.sdk_module, self.sdk_module)
+            self._client = self._new_client(
+                sdk,
                 api_key=self._api_key,
                 base_url=self.base_url,
-                max_retries=0,
+                max_retries=0,  # the runtime retries, with backoff and visible events
                 timeout=sdk.Timeout(self.timeout, connect=CONNECT_TIMEOUT),
             )
             self._loop = loop
@@ -234,6 +232,33 @@ class OpenAIProvider:
         client, self._client, self._loop = self._client, None, None
         if client is not None:
             await client.close()
+
+
+class OpenAIProvider(SdkClients):
+    """Streams chat completions from OpenAI or any OpenAI-compatible server.
+
+    `name` is the route prefix, used in error messages. `settings.extra["openai_params"]`
+    (a mapping) adds or overrides request parameters; a value of None removes one (e.g.
+    `{"stream_options": None}` for a server that rejects it).
+
+    One SDK client per event loop, created on first use: the registry shares a provider
+    between sessions, and an HTTP connection pool cannot outlive its loop.
+    """
+
+    sdk_module = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        name: str = "openai",
+    ) -> None:
+        super().__init__(api_key=api_key, base_url=base_url, timeout=timeout, name=name)
+
+    def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
+        return sdk.AsyncOpenAI(**options)
 
     def request(
         self, messages: list[Message], tools: list[ToolSpec], settings: ModelSettings
