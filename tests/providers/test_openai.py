@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 
+import openai  # noqa: F401 - the test extra installs the SDK; a missing one fails
 import pytest
 
 from outlive.providers import (
@@ -26,8 +27,6 @@ from outlive.providers.openai import OpenAIProvider, to_chat_messages
 
 from .conftest import events_of
 from .fakeserver import FakeServer, Reply, fixture_json
-
-pytest.importorskip("openai")
 
 LOOKUP = ToolSpec("lookup", "Look something up.", {
     "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})

@@ -55,8 +55,7 @@ KINDS = {
 
 @pytest.fixture(params=sorted(KINDS))
 def kind(request: pytest.FixtureRequest) -> Kind:
-    pytest.importorskip(request.param)
-    return KINDS[request.param]
+    return KINDS[request.param]  # the SDKs are in the test extra: no skipping
 
 
 @pytest.fixture
