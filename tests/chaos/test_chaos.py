@@ -557,6 +557,8 @@ async def start_apis(n: int, db: str, tmp_path: Path, out: list[ServeProcess]) -
 N_SESSIONS = 200
 CHAOS_SECONDS = 50.0
 KILL_EVERY = 2.0
+PAUSE_EVERY = 5.0
+PAUSE_FOR = 3.5  # lease TTL 2 s + time for another worker to claim
 WORKER_ARGS = ("--backstop", "0.5", "--concurrency", "6")
 PROMPTS = [("hello there", 30), ("count the apples", 25), ("please fail a tool", 20),
            ("run long", 10), ("think, then answer", 15)]
@@ -654,6 +656,26 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
             live.append(fresh)
             booting.append(asyncio.create_task(fresh.ready(60)))
 
+    pauses: list[str] = []
+
+    async def pauser() -> None:
+        """Every ~5 s: freeze a worker (SIGSTOP) past its lease TTL, then let it go on
+        (SIGCONT). Its leases were taken meanwhile, so whatever it tries to write next is a
+        stale write that the fence must refuse: the fence checks below see it if one lands."""
+        while time.monotonic() - start < CHAOS_SECONDS - 5:
+            await asyncio.sleep(rng.uniform(0.6, 1.4) * PAUSE_EVERY)
+            up = [w for w in live if w.alive() and "on postgres" in w.log()]
+            if len(up) < 2:
+                continue
+            victim = rng.choice(up)
+            try:
+                os.kill(victim.popen.pid, signal.SIGSTOP)
+                await asyncio.sleep(PAUSE_FOR)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim.popen.pid, signal.SIGCONT)
+            pauses.append(victim.id)
+
     async def creator() -> list[asyncio.Task[None]]:
         tasks = []
         gap = (CHAOS_SECONDS - 10) / N_SESSIONS
@@ -666,10 +688,13 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
 
     try:
         kill_task = asyncio.create_task(killer())
+        pause_task = asyncio.create_task(pauser())
         drivers = await creator()
         await kill_task
+        await pause_task
         await asyncio.wait_for(asyncio.gather(*drivers, *booting), 60)
-        print(f"[timing] chaos phase {time.monotonic() - start:.1f}s, {len(kills)} kills")
+        print(f"[timing] chaos phase {time.monotonic() - start:.1f}s, {len(kills)} kills, "
+              f"{len(pauses)} pauses")
 
         settle_start = time.monotonic()
         while True:

@@ -168,10 +168,11 @@ class SqlStore(KeyOps, abc.ABC):
 
     async def _append(
         self, tx: Tx, session_id: str, events: Sequence[NewEvent], *, fenced: Lease | None,
-        st: TxState | None = None,
+        st: TxState | None = None, stamp: Lease | None = None,
     ) -> list[Event]:
         """Allocate gapless seqs through `sessions.last_seq` and insert the events; with `st`,
-        queue the session's `events` notice too."""
+        queue the session's `events` notice too. Events carry the fence of the lease that
+        wrote them (`fenced` or `stamp`), else the session's current one (API writes)."""
         if not events:
             return []
         for ev in events:
@@ -201,6 +202,8 @@ class SqlStore(KeyOps, abc.ABC):
         last, attempt, fence, now = (
             int(head["last_seq"]), head["attempt"], head["fence"], head["now"]
         )
+        if stamp is not None:
+            fence = stamp.fence
         first = last - n + 1
         await tx.execute_many(
             "INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data) "
@@ -451,14 +454,15 @@ class SqlStore(KeyOps, abc.ABC):
 
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
-        extra: Sequence[NewEvent] = (),
+        extra: Sequence[NewEvent] = (), stamp: Lease | None = None,
     ) -> None:
         data: dict[str, Any] = {"status": status.value}
         if error is not None:
             data["error"] = {"code": error.code, "message": error.message}
         if reason is not None:
             data["reason"] = reason
-        await self._append(tx, row["id"], [*extra, NewEvent("session_end", data)], fenced=None)
+        await self._append(tx, row["id"], [*extra, NewEvent("session_end", data)], fenced=None,
+                           stamp=stamp)
         await self._owner_event(
             tx, row["owner_id"], row["id"], "session_status",
             {"status": status.value, "attempt": int(row["attempt"])},
@@ -630,7 +634,7 @@ class SqlStore(KeyOps, abc.ABC):
                         "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
                         {"seq": delivered_through, "id": lease.session_id},
                     )
-            written = await self._append(tx, lease.session_id, events, fenced=None)
+            written = await self._append(tx, lease.session_id, events, fenced=None, stamp=lease)
             if written:
                 st.notify(lease.session_id, row["owner_id"], events=True)
             return out, written
@@ -824,7 +828,7 @@ class SqlStore(KeyOps, abc.ABC):
                 tx, lease.session_id,
                 [NewEvent("session_interrupted",
                           {"reason": reason, "attempt": int(row["attempt"])})],
-                fenced=None,
+                fenced=None, stamp=lease,
             )
             st.notify(lease.session_id, row["owner_id"], work=True, events=True)
 
@@ -862,7 +866,7 @@ class SqlStore(KeyOps, abc.ABC):
                 error_code=error.code if error else None,
                 error_message=error.message if error else None,
             )
-            await self._end_events(tx, row, final, error, reason, events)
+            await self._end_events(tx, row, final, error, reason, events, stamp=lease)
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
@@ -936,7 +940,7 @@ class SqlStore(KeyOps, abc.ABC):
             await tx.execute("UPDATE sessions SET stage = :stage WHERE id = :id",
                              {"stage": stage, "id": lease.session_id})
             await self._append(tx, lease.session_id, [NewEvent("stage", {"stage": stage})],
-                               fenced=None)
+                               fenced=None, stamp=lease)
             await self._owner_event(tx, row["owner_id"], lease.session_id,
                                     "session_active_stage", {"stage": stage})
             st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
@@ -955,7 +959,7 @@ class SqlStore(KeyOps, abc.ABC):
                 {"t": clean, "id": lease.session_id},
             )
             await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
-                               fenced=None)
+                               fenced=None, stamp=lease)
             await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
                                     {"title": clean})
             st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
