@@ -38,6 +38,7 @@ from ._port import (
 )
 from .openai import (
     SdkClients,
+    apply_overrides,
     error_message,
     parse_arguments,
     split_params,
@@ -171,13 +172,7 @@ class AnthropicProvider(SdkClients):
             ]
         if settings.temperature is not None:
             params["temperature"] = settings.temperature
-        extra = settings.extra.get("anthropic_params")
-        if isinstance(extra, Mapping):
-            for key, value in extra.items():
-                if value is None:
-                    params.pop(str(key), None)
-                else:
-                    params[str(key)] = value
+        apply_overrides(params, settings.extra.get("anthropic_params"))
         params["stream"] = True
         return params
 

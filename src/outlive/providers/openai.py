@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "OpenAIProvider",
     "SdkClients",
+    "apply_overrides",
     "error_message",
     "import_sdk",
     "parse_arguments",
@@ -191,6 +192,17 @@ class _PartialCall:
     parts: list[str] = field(default_factory=list)
 
 
+def apply_overrides(params: dict[str, Any], overrides: object) -> None:
+    """An agent's `<provider>_params`: each key adds or replaces a request parameter, and a
+    None value removes one (for servers that reject it)."""
+    if isinstance(overrides, Mapping):
+        for key, value in overrides.items():
+            if value is None:
+                params.pop(str(key), None)
+            else:
+                params[str(key)] = value
+
+
 class SdkClients(abc.ABC):
     """One SDK client per event loop, created on first use: a registry shares a provider
     between sessions, and an HTTP connection pool cannot outlive its loop. The SDK is imported
@@ -276,13 +288,7 @@ class OpenAIProvider(SdkClients):
             params["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:
             params["temperature"] = settings.temperature
-        extra = settings.extra.get("openai_params")
-        if isinstance(extra, Mapping):
-            for key, value in extra.items():
-                if value is None:
-                    params.pop(str(key), None)
-                else:
-                    params[str(key)] = value
+        apply_overrides(params, settings.extra.get("openai_params"))
         params["stream"] = True
         return params
 
