@@ -139,16 +139,6 @@ class AnthropicProvider(SdkClients):
 
     sdk_module = "anthropic"
 
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        name: str = "anthropic",
-    ) -> None:
-        super().__init__(api_key=api_key, base_url=base_url, timeout=timeout, name=name)
-
     def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
         return sdk.AsyncAnthropic(**options)
 

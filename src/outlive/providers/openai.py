@@ -211,9 +211,14 @@ class SdkClients(abc.ABC):
     sdk_module = ""
 
     def __init__(
-        self, *, api_key: str | None, base_url: str | None, timeout: float | None, name: str
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        name: str | None = None,
     ) -> None:
-        self.name = name
+        self.name = name or self.sdk_module
         self.base_url = base_url
         self.timeout = timeout or DEFAULT_TIMEOUT
         self._api_key = api_key
@@ -258,16 +263,6 @@ class OpenAIProvider(SdkClients):
     """
 
     sdk_module = "openai"
-
-    def __init__(
-        self,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        name: str = "openai",
-    ) -> None:
-        super().__init__(api_key=api_key, base_url=base_url, timeout=timeout, name=name)
 
     def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
         return sdk.AsyncOpenAI(**options)
