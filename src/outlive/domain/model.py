@@ -141,6 +141,10 @@ class Session:
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None = None
+    last_input_seq: int = 0
+    """Seq of the newest user message; above `delivered_input_seq` while one waits."""
+    last_entry_seq: int = 0
+    """Seq of the newest model-history entry (0: the run starts from an empty history)."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from .. import metrics
@@ -99,7 +100,16 @@ class Run:
         self._parking = False
         self._checking = False
         self._recheck = False
-        self._pending_tool_writes: list[Callable[[], Awaitable[Any]]] = []
+        self._dirty = True
+        """A notice may have brought input or a cancel since the session was last read."""
+        self._claim_fresh = True
+        """The claim's copy of the session is still the latest (no notice, no repair since)."""
+        self._waiting: list[Event] = []
+        """User messages read and not yet delivered to the model (queued ones wait)."""
+        self._carry_entries: list[tuple[str, dict[str, Any]]] = []
+        self._carry_events: list[NewEvent] = []
+        """Writes held back to ride with the run's next write. Only ever held between two
+        writes with no activity in between, so nothing waits on them being durable."""
         self.cancel_started: float | None = None
         self.cancel_aborted: float | None = None
         self.log = logging.LoggerAdapter(
@@ -115,6 +125,8 @@ class Run:
 
     def poke(self) -> None:
         """A notification for this session: look for a cancel request or an interrupt."""
+        self._dirty = True
+        self._claim_fresh = False
         if self._checking:
             self._recheck = True
             return
@@ -220,26 +232,44 @@ class Run:
             raise _Stopped
         return await asyncio.shield(aw)
 
-    async def _emit(self, *events: NewEvent) -> list[Event]:
-        with metrics.EVENT_APPEND.time():
-            return await self._w(
-                self.store.append_events(self.session_id, events, lease=self.lease)
-            )
+    async def _emit(self, *events: NewEvent) -> None:
+        await self._commit((), events)
+
+    def _hold(
+        self, entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = ()
+    ) -> None:
+        """Write these with the next write (the caller's next step is a write, not an activity:
+        merging them saves a transaction per step and keeps them in order)."""
+        self._carry_entries.extend(entries)
+        self._carry_events.extend(events)
+
+    def _take_held(
+        self, entries: Sequence[tuple[str, dict[str, Any]]], events: Sequence[NewEvent]
+    ) -> tuple[list[tuple[str, dict[str, Any]]], list[NewEvent]]:
+        out = [*self._carry_entries, *entries], [*self._carry_events, *events]
+        self._carry_entries, self._carry_events = [], []
+        return out
 
     async def _commit(
         self,
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
+        title: str | None = None,
     ) -> None:
+        entries, events = self._take_held(entries, events)
+        if not entries and not events and delivered_through is None and title is None:
+            return
         with metrics.EVENT_APPEND.time():
             written, _ = await self._w(
                 self.store.commit(
                     self.lease, entries=entries, events=events,
-                    delivered_through=delivered_through,
+                    delivered_through=delivered_through, title=title,
                 )
             )
         self._entries.extend(written)
+        if delivered_through is not None:
+            self._waiting = [e for e in self._waiting if e.seq > delivered_through]
 
     async def _settle(
         self,
@@ -249,69 +279,93 @@ class Run:
         *,
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> None:
-        await self._w(self.store.settle(self.lease, status, error=error, events=events,
-                                        entries=entries))
+        held = (self._carry_entries, self._carry_events)
+        entries, events = self._take_held(entries, events)
+        try:
+            await self._w(self.store.settle(self.lease, status, error=error, events=events,
+                                            entries=entries))
+        except PendingInput:
+            self._carry_entries, self._carry_events = held  # nothing was written
+            raise
         raise _Stopped
 
     async def _run(self) -> None:
-        self._entries = await self.store.read_entries(self.session_id)
+        if self.session.last_entry_seq > 0:
+            self._entries = await self.store.read_entries(self.session_id)
         plan = plan_resume(self._entries)
         reason = self.claim.reason
         attempt = self.session.attempt
         if reason in (ClaimReason.CRASH, ClaimReason.HANDOFF):
-            await self._emit(
+            self._hold(events=[
                 NewEvent(
                     "session_resumed",
                     {"reason": reason.value, "attempt": attempt,
                      "repaired_tool_calls": [c.call_id for c in plan.dangling]},
                 )
-            )
+            ])
         else:
-            await self._emit(NewEvent("session_start", {"reason": reason.value,
-                                                        "attempt": attempt}))
+            self._hold(events=[NewEvent("session_start", {"reason": reason.value,
+                                                          "attempt": attempt})])
+        if plan.dangling:
+            self._claim_fresh = False  # repairs take time; read the session again after them
         for call in plan.dangling:
             tc = ToolCall(call.call_id, call.name, dict(call.arguments))
             if self.agent.tools.is_idempotent(call.name):
                 metrics.REPAIRS.labels("rerun").inc()
                 entry, event, _ = await self._run_tool(tc, rerun=True)
-                await self._commit([entry], [event])
+                self._hold([entry], [event])
             else:
                 metrics.REPAIRS.labels("interrupted").inc()
                 result = ToolResult.failure("interrupted", 0, interrupted=True)
-                await self._commit(
+                self._hold(
                     [tool_result_entry(call.call_id, call.name, result)],
                     [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
                 )
         await self._loop(final=plan.complete or plan.awaiting_user)
 
-    async def _maybe_title(self, inputs: Sequence[Event]) -> None:
-        if self.session.title_state is not TitleState.PENDING or not inputs:
-            return
-        text = " ".join(str(inputs[0].data.get("text", "")).split())
-        if text:
-            title = text if len(text) <= 60 else text[:57].rstrip() + "…"
-            await self._w(self.store.set_auto_title(self.lease, title))
-        self.session = await self.store.load_session(self.session_id)
+    def _title_from(self, deliver: Sequence[Event]) -> str | None:
+        """The automatic title, from the first message the run delivers, set once."""
+        if self.session.title_state is not TitleState.PENDING or not deliver:
+            return None
+        text = " ".join(str(deliver[0].data.get("text", "")).split())
+        if not text:
+            return None
+        return text if len(text) <= 60 else text[:57].rstrip() + "…"
+
+    async def _read_inputs(self) -> list[Event]:
+        """The undelivered user messages, read again only after a notice: a run with no
+        notice since its last read has nothing new (a lost notice is covered by the "*"
+        notice after a reconnect, the heartbeat's cancel flag and the settle's own check)."""
+        if not self._dirty:
+            return list(self._waiting)
+        self._dirty = False
+        fresh = self.session
+        if not self._claim_fresh:
+            fresh = await self.store.load_session(self.session_id)
+            if fresh.fence != self.lease.fence:
+                self.lost()
+                raise _Stopped
+        if fresh.cancel_requested:
+            self.cancel_seen()
+            await self._settle(Status.CANCELLED)
+        self._claim_fresh = False
+        self._waiting = []
+        if fresh.last_input_seq > fresh.delivered_input_seq:
+            self._waiting = await self.store.undelivered_inputs(self.session_id)
+        return list(self._waiting)
 
     async def _loop(self, *, final: bool) -> None:
         turns = 0
         while True:
             if self._cancel:
                 await self._settle(Status.CANCELLED)
-            fresh = await self.store.load_session(self.session_id)
-            if fresh.fence != self.lease.fence:
-                self.lost()
-                raise _Stopped
-            if fresh.cancel_requested:
-                self.cancel_seen()
-                await self._settle(Status.CANCELLED)
-            inputs = await self.store.undelivered_inputs(self.session_id)
-            await self._maybe_title(inputs)
+            inputs = await self._read_inputs()
             if final:
                 if not inputs:
                     try:
                         await self._settle(Status.SUCCEEDED)
                     except PendingInput:
+                        self._dirty = True  # a message came in unannounced: read it
                         continue
                 deliver = list(inputs)
             else:
@@ -337,11 +391,15 @@ class Run:
         start = {"turn": turn, "message_id": message_id}
         if deliver:
             start["inputs_through"] = deliver[-1].seq
+        title = self._title_from(deliver)
         await self._commit(
             [user_entry(e) for e in deliver],
             [NewEvent("turn_start", start)],
             delivered_through=deliver[-1].seq if deliver else None,
+            title=title,
         )
+        if title is not None:
+            self.session = replace(self.session, title_state=TitleState.AUTOMATIC)
         buf = await self._call_model(message_id)
         if buf.aborted is not None:
             status = "cancelled" if buf.aborted is Abort.CANCEL else "interrupted"
@@ -368,7 +426,9 @@ class Run:
                 [*ended, NewEvent("incomplete", {"reason": "length"})],
                 entries=answer,
             )
-        await self._commit(answer, ended)
+        # The answer rides with the next write: the first tool's start, or the next turn's
+        # start, or the settle.
+        self._hold(answer, ended)
         if not buf.tool_calls:
             return True
         asked = False
@@ -378,7 +438,7 @@ class Run:
                 continue
             entry, event, interrupted = await self._run_tool(call)
             if not interrupted:
-                await self._commit([entry], [event])
+                self._hold([entry], [event])
                 continue
             # Calls that never started still need a result, or the history is broken.
             never = ToolResult.failure("interrupted before it started", 0, interrupted=True)
@@ -416,11 +476,13 @@ class Run:
         self, act: asyncio.Task[Any], flush: Callable[[], Awaitable[None]]
     ) -> None:
         """Wait for the activity, flushing what it produced at most every flush_interval."""
+        assert not self._carry_entries and not self._carry_events, "held writes before an activity"
         self._activity = act
         try:
             while not act.done():
                 await asyncio.wait({act}, timeout=self.settings.flush_interval)
-                await flush()
+                if not act.done():  # what the finished activity left goes with its result
+                    await flush()
         finally:
             if not act.done():
                 act.cancel()

@@ -52,6 +52,10 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._last_beat_ok = time.monotonic()
+        self._claiming = False
+        self._early: dict[str, bool] = {}
+        """Sessions notified while a claim was in flight (id -> a cancel was asked): a run
+        claimed in that call may have missed its notice."""
         self.claimed = 0
         self.finished = 0
         self.started = asyncio.Event()
@@ -106,6 +110,7 @@ class Worker:
             free = self.settings.concurrency - len(self.runs)
             claims: list[Claim] = []
             if free > 0:
+                self._claiming = True
                 try:
                     claims = await self.store.claim(
                         self.id, limit=free, lease_ttl=self.settings.lease_ttl,
@@ -117,9 +122,17 @@ class Worker:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue
+                finally:
+                    self._claiming = False
+            early, self._early = self._early, {}
             for c in claims:
                 if c.lease is not None:
                     self._start(c)
+                    run = self.runs.get(c.session.id)
+                    if run is not None and c.session.id in early:
+                        if early[c.session.id]:
+                            run.cancel_seen()
+                        run.poke()
             if claims and len(claims) == free:
                 continue  # there may be more waiting
             timeout = self.settings.backstop_interval
@@ -177,9 +190,14 @@ class Worker:
                 continue
             run = self.runs.get(notice.session_id)
             if run is not None:
+                if notice.cancel:
+                    run.cancel_seen()  # abort first; the poke's read confirms the rest
                 if notice.work:
                     run.poke()
             elif notice.work:
+                if self._claiming:
+                    sid = notice.session_id
+                    self._early[sid] = self._early.get(sid, False) or notice.cancel
                 self._wake.set()
 
     # -- leases ----------------------------------------------------------------------------

@@ -34,7 +34,10 @@ class Tx(Protocol):
     """One open transaction. SQL uses `:name` parameters; the adapter translates them."""
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int: ...
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run a statement whose result nobody reads. PostgreSQL pipelines it: its errors
+        surface at the next `fetch` or at commit, still inside the transaction."""
+        ...
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
 
 
@@ -46,12 +49,13 @@ class TxState:
 
     def notify(
         self, session_id: str, owner_id: str, *, work: bool = False, events: bool = False,
-        owner: bool = False,
+        owner: bool = False, cancel: bool = False,
     ) -> None:
         old = self.notices.get(session_id)
         if old is not None:
             work, events, owner = work or old.work, events or old.events, owner or old.owner
-        self.notices[session_id] = Notice(session_id, owner_id, work, events, owner)
+            cancel = cancel or old.cancel
+        self.notices[session_id] = Notice(session_id, owner_id, work, events, owner, cancel)
 
 
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
@@ -126,6 +130,8 @@ def to_session(d: Dialect, row: Row) -> Session:
         cancel_requested_at=d.ts(row["cancel_requested_at"]),
         delivered_input_seq=int(row["delivered_input_seq"]),
         last_seq=int(row["last_seq"]),
+        last_input_seq=int(row["last_input_seq"]),
+        last_entry_seq=int(row["last_entry_seq"]),
         error=error,
         abandon_after=row["abandon_after"],
         watched_at=d.ts(row["watched_at"]),

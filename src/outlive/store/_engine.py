@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -71,6 +71,17 @@ _SETTLE_ACTION = {
 def _held(row: Row) -> Lifecycle:
     """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
     return replace(lifecycle(row), lease=LeaseState.HELD)
+
+
+_INSERT_CHUNK = 100
+_EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
+_ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+
+
+def _aborts_run(row: Row, after: Lifecycle) -> bool:
+    """Whether a write asked a running session's worker to stop (the notice says so)."""
+    return (row["status"] == Status.RUNNING and row["cancel_requested_at"] is None
+            and after.cancel_requested and after.status is Status.RUNNING)
 
 
 def _scrub(value: Any) -> Any:
@@ -205,11 +216,18 @@ class SqlStore(KeyOps, abc.ABC):
         if stamp is not None:
             fence = stamp.fence
         first = last - n + 1
-        await tx.execute_many(
-            "INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data) "
-            "VALUES (:sid, :seq, :ts, :attempt, :fence, :type, :data)",
+        return await self._insert_events(tx, session_id, events, first, now, int(attempt),
+                                          int(fence), head["owner_id"], st)
+
+    async def _insert_events(
+        self, tx: Tx, session_id: str, events: Sequence[NewEvent], first: int, now: Any,
+        attempt: int, fence: int, owner_id: str, st: TxState | None,
+    ) -> list[Event]:
+        """Insert events at seqs first.. (already allocated in `sessions.last_seq`)."""
+        await self._insert_rows(
+            tx, "session_events", _EVENT_COLUMNS,
             [
-                {"sid": session_id, "seq": first + i, "ts": now, "attempt": attempt,
+                {"session_id": session_id, "seq": first + i, "ts": now, "attempt": attempt,
                  "fence": fence, "type": ev.type, "data": self.d.json(_scrub(ev.data))}
                 for i, ev in enumerate(events)
             ],
@@ -217,12 +235,29 @@ class SqlStore(KeyOps, abc.ABC):
         ts = self.d.ts(now)
         assert ts is not None
         if st is not None:
-            st.notify(session_id, head["owner_id"], events=True)
+            st.notify(session_id, owner_id, events=True)
         return [
-            Event(session_id, first + i, ts, int(attempt), int(fence), ev.type,
+            Event(session_id, first + i, ts, attempt, fence, ev.type,
                   dict(_scrub(ev.data)))
             for i, ev in enumerate(events)
         ]
+
+    async def _insert_rows(
+        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """One multi-row INSERT per chunk: a statement (and a round trip) per batch, not per
+        row. Chunks stay far below SQLite's bound-parameter limit."""
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            params: dict[str, Any] = {}
+            values = []
+            for i, r in enumerate(chunk):
+                values.append("(" + ", ".join(f":{c}_{i}" for c in columns) + ")")
+                params.update({f"{c}_{i}": r[c] for c in columns})
+            await tx.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join(values)}",
+                params,
+            )
 
     async def _raise_lost(self, tx: Tx, lease: Lease) -> None:
         rows = await tx.fetch("SELECT id FROM sessions WHERE id = :id", {"id": lease.session_id})
@@ -441,7 +476,8 @@ class SqlStore(KeyOps, abc.ABC):
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted")
                 await self._consume_inputs(tx, session_id)
             await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
-            st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True)
+            st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
+                      cancel=_aborts_run(row, out.state))
 
         await self._write(op)
 
@@ -481,7 +517,8 @@ class SqlStore(KeyOps, abc.ABC):
                 if out.cancelled_now:
                     await self._end_events(tx, row, Status.CANCELLED, None, reason)
                     await self._consume_inputs(tx, session_id)
-                st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True)
+                st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
+                          cancel=_aborts_run(row, out.state))
             return to_session(self.d, await self._locked(tx, session_id, None))
 
         return await self._write(op)
@@ -619,24 +656,49 @@ class SqlStore(KeyOps, abc.ABC):
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
+        title: str | None = None,
     ) -> tuple[list[Entry], list[Event]]:
         """Model-history entries, their events and the delivery cursor in one fenced write, so
-        a crash can never leave a message consumed twice or an answer committed twice."""
+        a crash can never leave a message consumed twice or an answer committed twice. With
+        `title`, the automatic title is set in the same write (as `set_auto_title`)."""
+        clean = None if title is None else _check_title(title[:MAX_TITLE_CHARS])
+
+        for ev in events:
+            if ev.type not in EVENT_TYPES:
+                raise InvalidInput(f"unknown event type {ev.type!r}")
+        delivered = -1 if delivered_through is None else delivered_through
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
-            row = await self._fenced(tx, lease)
-            out = await self._insert_entries(tx, row, lease, entries)
-            if delivered_through is not None:
-                if delivered_through > int(row["last_input_seq"]):
-                    raise InvalidInput(f"no user message at seq {delivered_through}")
-                if delivered_through > int(row["delivered_input_seq"]):
-                    await tx.execute(
-                        "UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id",
-                        {"seq": delivered_through, "id": lease.session_id},
-                    )
-            written = await self._append(tx, lease.session_id, events, fenced=None, stamp=lease)
-            if written:
-                st.notify(lease.session_id, row["owner_id"], events=True)
+            if clean is not None:
+                await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
+            # The fence check, the seq allocations and the delivery cursor in one statement:
+            # this is the hot path of every turn.
+            rows = await tx.fetch(
+                "UPDATE sessions SET last_seq = last_seq + :ne, "
+                "last_entry_seq = last_entry_seq + :nn, delivered_input_seq = CASE WHEN "
+                ":d > delivered_input_seq AND :d <= last_input_seq THEN :d "
+                f"ELSE delivered_input_seq END, updated_at = {self.d.now} "
+                "WHERE id = :id AND lease_worker = :worker AND fence = :fence "
+                "AND status = 'running' RETURNING last_seq, last_entry_seq, last_input_seq, "
+                f"attempt, owner_id, {self.d.now} AS now",
+                {"ne": len(events), "nn": len(entries), "d": delivered, "id": lease.session_id,
+                 "worker": lease.worker, "fence": lease.fence},
+            )
+            if not rows:
+                await self._raise_lost(tx, lease)
+            head = rows[0]
+            if delivered > int(head["last_input_seq"]):
+                raise InvalidInput(f"no user message at seq {delivered}")
+            out: list[Entry] = []
+            if entries:
+                first_entry = int(head["last_entry_seq"]) - len(entries) + 1
+                out = await self._insert_entry_rows(tx, lease, entries, first_entry)
+            written: list[Event] = []
+            if events:
+                written = await self._insert_events(
+                    tx, lease.session_id, events, int(head["last_seq"]) - len(events) + 1,
+                    head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
+                )
             return out, written
 
         return await self._write(op)
@@ -651,11 +713,15 @@ class SqlStore(KeyOps, abc.ABC):
             "UPDATE sessions SET last_entry_seq = :last WHERE id = :id",
             {"last": first + len(entries) - 1, "id": lease.session_id},
         )
-        await tx.execute_many(
-            "INSERT INTO session_entries (session_id, seq, kind, data, fence) "
-            "VALUES (:sid, :seq, :kind, :data, :fence)",
+        return await self._insert_entry_rows(tx, lease, entries, first)
+
+    async def _insert_entry_rows(
+        self, tx: Tx, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]], first: int
+    ) -> list[Entry]:
+        await self._insert_rows(
+            tx, "session_entries", _ENTRY_COLUMNS,
             [
-                {"sid": lease.session_id, "seq": first + i, "kind": kind,
+                {"session_id": lease.session_id, "seq": first + i, "kind": kind,
                  "data": self.d.json(_scrub(data)), "fence": lease.fence}
                 for i, (kind, data) in enumerate(entries)
             ],
@@ -951,21 +1017,25 @@ class SqlStore(KeyOps, abc.ABC):
         clean = _check_title(title[:MAX_TITLE_CHARS])
 
         async def op(tx: Tx, st: TxState) -> bool:
-            row = await self._fenced(tx, lease)
-            if row["title_state"] == "manual":
-                return False
-            await tx.execute(
-                "UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id",
-                {"t": clean, "id": lease.session_id},
-            )
-            await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
-                               fenced=None, stamp=lease)
-            await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
-                                    {"title": clean})
-            st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
-            return True
+            return await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
 
         return await self._write(op)
+
+    async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str
+                          ) -> bool:
+        """A title the person set by hand is never overwritten."""
+        if row["title_state"] == "manual":
+            return False
+        await tx.execute(
+            "UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id",
+            {"t": clean, "id": lease.session_id},
+        )
+        await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
+                           fenced=None, stamp=lease)
+        await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
+                                {"title": clean})
+        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        return True
 
     async def cancel_abandoned(self) -> list[str]:
         async def op(tx: Tx, st: TxState) -> list[str]:
@@ -983,7 +1053,7 @@ class SqlStore(KeyOps, abc.ABC):
                 )
                 await self._owner_event(tx, r["owner_id"], r["id"], "session_cancel_requested",
                                         {"reason": "abandoned"})
-                st.notify(r["id"], r["owner_id"], work=True, owner=True)
+                st.notify(r["id"], r["owner_id"], work=True, owner=True, cancel=True)
             return [r["id"] for r in rows]
 
         return await self._write(op)

@@ -82,11 +82,11 @@ class KeyOps(abc.ABC):
 
     async def revoke_api_key(self, key_id: str) -> bool:
         async def op(tx: Tx, st: TxState) -> bool:
-            n = await tx.execute(
+            rows = await tx.fetch(
                 f"UPDATE api_keys SET revoked_at = {self.d.now} WHERE id = :id "
-                "AND revoked_at IS NULL",
+                "AND revoked_at IS NULL RETURNING id",
                 {"id": key_id},
             )
-            return n > 0
+            return bool(rows)
 
         return await self._write(op)

@@ -58,6 +58,8 @@ class Notice:
 
     `work`: a worker may have something to do (claimable session, cancel, new input).
     `events`: the session's event log grew. `owner`: the owner's lifecycle log grew.
+    `cancel`: this commit requested the cancel of a running session, so its worker can abort
+    at once instead of reading the session first.
     """
 
     session_id: str
@@ -65,6 +67,7 @@ class Notice:
     work: bool = False
     events: bool = False
     owner: bool = False
+    cancel: bool = False
 
 
 class Subscription(Protocol):
@@ -147,6 +150,7 @@ class Store(Protocol):
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
+        title: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...
     async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...

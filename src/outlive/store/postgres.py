@@ -79,9 +79,8 @@ class _PgTx:
         cur = await self._conn.execute(_sql(sql), dict(params or {}))
         return list(await cur.fetchall())
 
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        cur = await self._conn.execute(_sql(sql), dict(params or {}))
-        return cur.rowcount
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        await self._conn.execute(_sql(sql), dict(params or {}))
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         async with self._conn.cursor() as cur:
@@ -90,7 +89,8 @@ class _PgTx:
 
 def encode_notices(notices: Sequence[Notice]) -> str:
     return json.dumps(
-        [[n.session_id, n.owner_id, int(n.work) | int(n.events) << 1 | int(n.owner) << 2]
+        [[n.session_id, n.owner_id,
+          int(n.work) | int(n.events) << 1 | int(n.owner) << 2 | int(n.cancel) << 3]
          for n in notices],
         separators=(",", ":"),
     )
@@ -99,7 +99,8 @@ def encode_notices(notices: Sequence[Notice]) -> str:
 def decode_notices(payload: str) -> list[Notice]:
     out = []
     for sid, owner, flags in json.loads(payload):
-        out.append(Notice(sid, owner, bool(flags & 1), bool(flags & 2), bool(flags & 4)))
+        out.append(Notice(sid, owner, bool(flags & 1), bool(flags & 2), bool(flags & 4),
+                          bool(flags & 8)))
     return out
 
 
@@ -233,7 +234,11 @@ class PostgresStore(SqlStore):
         for attempt in range(5):
             st = TxState()
             try:
-                async with self._pool.connection() as conn, conn.transaction():
+                # Pipeline mode: statements whose results are not read (BEGIN, INSERTs, the
+                # NOTIFY, COMMIT) go out without waiting a round trip each.
+                async with (
+                    self._pool.connection() as conn, conn.pipeline(), conn.transaction()
+                ):
                     result = await fn(_PgTx(conn), st)
                     if st.notices:
                         await conn.execute(

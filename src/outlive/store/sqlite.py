@@ -60,9 +60,9 @@ class _SqliteTx:
             rows = await cur.fetchall()
         return [dict(r) for r in rows]
 
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        async with self._conn.execute(sql, dict(params or {})) as cur:
-            return cur.rowcount
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        async with self._conn.execute(sql, dict(params or {})):
+            pass
 
     async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
         await self._conn.executemany(sql, [dict(p) for p in params])
