@@ -246,3 +246,38 @@ async def test_committed_writes_wake_subscribers_of_other_stores(store, store_fa
         with contextlib.suppress(RuntimeError, StopAsyncIteration):
             await it.aclose()
         await sub.close()
+
+
+async def test_a_cancel_request_on_a_running_session_says_so_in_its_notice(store, store_factory):
+    """The worker aborts on the notice itself; a queued session's cancel needs no worker."""
+    other = await store_factory()
+    sub = other.subscribe()
+    it = sub.__aiter__()
+
+    async def notices_until(marker: str) -> list[Notice]:
+        seen: list[Notice] = []
+        async with asyncio.timeout(5):
+            while not seen or seen[-1].session_id != marker:
+                seen.append(await it.__anext__())
+        return seen
+
+    try:
+        await other.wait_listening()
+        owner = await new_owner(store)
+        s, _ = await held(store, owner.id)
+        queued = await new_session(store, owner.id)
+        await store.request_cancel(owner.id, queued.id)  # settled at once: nothing to abort
+        await store.request_cancel(owner.id, s.id)
+        seen = await notices_until(s.id)
+        while not seen[-1].cancel:  # the claim's own notice comes first (times out if none)
+            seen += await notices_until(s.id)
+        assert seen[-1].work
+        assert not any(n.cancel for n in seen if n.session_id == queued.id)
+        marker = await new_session(store, owner.id)
+        await store.request_cancel(owner.id, s.id)  # again: no change, so no notice
+        later = await notices_until(marker.id)
+        assert not any(n.cancel for n in later)
+    finally:
+        with contextlib.suppress(RuntimeError, StopAsyncIteration):
+            await it.aclose()
+        await sub.close()

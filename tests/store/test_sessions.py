@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from outlive.domain import NotFound, Status
-from outlive.domain.model import MAX_TITLE_CHARS, TitleState
+from outlive.domain.model import MAX_TITLE_CHARS, NewEvent, TitleState
 
 from ._support import assert_gapless, held, new_owner, new_session, owner_events, world
 
@@ -260,3 +260,48 @@ async def test_manual_title_replaces_an_automatic_one(store):
     out = await store.set_title(owner.id, s.id, "Mine")
     assert (out.title, out.title_state) == ("Mine", TitleState.MANUAL)
     assert await store.set_auto_title(lease, "Generated again") is False
+
+
+async def test_commit_sets_the_automatic_title_in_the_same_write(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    written, events = await store.commit(
+        lease, entries=[("user", {"text": "hi"})],
+        events=[NewEvent("turn_start", {"turn": 1})], title="Trip to Lisbon",
+    )
+    got = await store.load_session(s.id)
+    assert (got.title, got.title_state) == ("Trip to Lisbon", TitleState.AUTOMATIC)
+    types = [e.type for e in await store.read_events(s.id)]
+    assert types[-2:] == ["turn_start", "title"]  # the commit's events, then the title
+    assert [e.type for e in events] == ["turn_start"] and len(written) == 1
+    assert (await owner_events(store, owner.id))[-1] == (
+        "session_title", {"title": "Trip to Lisbon"}
+    )
+    await assert_gapless(store, owner.id, s.id)
+
+
+async def test_commit_with_a_title_keeps_a_manual_title(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.set_title(owner.id, s.id, "Mine")
+    await store.commit(lease, events=[NewEvent("turn_start", {"turn": 1})], title="Generated")
+    got = await store.load_session(s.id)
+    assert (got.title, got.title_state) == ("Mine", TitleState.MANUAL)
+    assert "title" not in [e.type for e in await store.read_events(s.id)][-1:]
+
+
+async def test_the_session_counts_its_inputs_and_history_entries(store):
+    """A worker decides from the claim alone whether to read history and inputs at all."""
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id)
+    claims = await store.claim("w1", limit=50, lease_ttl=30)
+    assert [c.session.id for c in claims] == [s.id] and claims[0].lease is not None
+    lease = claims[0].lease
+    got = claims[0].session
+    assert (got.last_input_seq, got.delivered_input_seq, got.last_entry_seq) == (1, 0, 0)
+    await store.commit(lease, entries=[("user", {"text": "hello"})], delivered_through=1)
+    got = await store.load_session(s.id)
+    assert (got.last_input_seq, got.delivered_input_seq, got.last_entry_seq) == (1, 1, 1)
+    post = await store.post_message(owner.id, s.id, "more", mode="queue")
+    got = await store.load_session(s.id)
+    assert (got.last_input_seq, got.delivered_input_seq) == (post.seq, 1)

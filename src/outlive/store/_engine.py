@@ -660,7 +660,8 @@ class SqlStore(KeyOps, abc.ABC):
     ) -> tuple[list[Entry], list[Event]]:
         """Model-history entries, their events and the delivery cursor in one fenced write, so
         a crash can never leave a message consumed twice or an answer committed twice. With
-        `title`, the automatic title is set in the same write (as `set_auto_title`)."""
+        `title`, the automatic title is set in the same write (as `set_auto_title`), its
+        event after the commit's own."""
         clean = None if title is None else _check_title(title[:MAX_TITLE_CHARS])
 
         for ev in events:
@@ -669,8 +670,6 @@ class SqlStore(KeyOps, abc.ABC):
         delivered = -1 if delivered_through is None else delivered_through
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
-            if clean is not None:
-                await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
             # The fence check, the seq allocations and the delivery cursor in one statement:
             # this is the hot path of every turn.
             rows = await tx.fetch(
@@ -699,6 +698,9 @@ class SqlStore(KeyOps, abc.ABC):
                     tx, lease.session_id, events, int(head["last_seq"]) - len(events) + 1,
                     head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
                 )
+            if clean is not None:  # after the commit's events (session_start comes first)
+                await self._auto_title(tx, st, await self._locked(tx, lease.session_id, None),
+                                       lease, clean)
             return out, written
 
         return await self._write(op)
