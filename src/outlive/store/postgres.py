@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import random
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -176,6 +177,21 @@ class _PgSubscription:
         self._listener.queues.discard(self._queue)
 
 
+async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Checked on every checkout from the pool, so it must not cost a round trip: an idle
+    connection's socket is readable only if the server said something unasked, which is what
+    a restarted or terminated server does (a FATAL message, then EOF). Only then is the
+    connection really tried, and dropped by the pool if it fails."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError) as exc:
+        raise psycopg.OperationalError(f"the connection's socket is gone: {exc}") from exc
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class PostgresStore(SqlStore):
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self.d = PostgresDialect()
@@ -186,7 +202,7 @@ class PostgresStore(SqlStore):
             max_size=max_size,
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
-            check=AsyncConnectionPool.check_connection,
+            check=_check_connection,
         )
         self._opened = False
         self._listener = _Listener(dsn)
