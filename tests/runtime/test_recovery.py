@@ -158,3 +158,34 @@ async def test_shutdown_parks_and_another_worker_resumes_at_once(store, workers,
     assert resumed.data["reason"] == ClaimReason.HANDOFF.value
     assert resumed.data["attempt"] == attempt
     assert (await settled(store, s.id, timeout=30)).status is Status.SUCCEEDED
+
+
+async def test_a_park_writes_the_step_the_run_was_holding(store, owner):
+    """A finished step waits for the run's next write; a shutdown in between keeps it."""
+    from outlive.providers import default_registry
+    from outlive.runtime import RuntimeSettings, demo_agent
+    from outlive.runtime.history import assistant_entry
+    from outlive.runtime.runner import Run
+
+    s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    (claim,) = await store.claim("w1", limit=5, lease_ttl=30)
+    provider, model = default_registry(demo_speed=0).resolve("demo:scripted")
+    run = Run(store, claim, demo_agent(0), provider, model, RuntimeSettings())
+    held_forever = asyncio.Event()
+
+    async def between_steps() -> None:  # the run holds an answer and is reading
+        run._hold([assistant_entry("msg_1", "done", [], "stop")],
+                  [NewEvent("message_end", {"message_id": "msg_1", "text": "done",
+                                            "stop_reason": "stop"})])
+        await held_forever.wait()
+
+    run._run = between_steps  # type: ignore[method-assign]
+    run.task = asyncio.create_task(run.main())
+    await asyncio.sleep(0.05)
+    run.park()
+    await asyncio.wait_for(run.task, 10)
+    types = [e.type for e in await all_events(store, s.id)]
+    assert types[-2:] == ["message_end", "session_interrupted"], types
+    entries = await store.read_entries(s.id)
+    assert [e.kind for e in entries][-1:] == ["assistant"]
+    assert (await store.load_session(s.id)).lease_worker is None

@@ -214,6 +214,11 @@ class Run:
                 return
             if self._parking:
                 with contextlib.suppress(LeaseLost):
+                    entries, events = self._take_held((), ())
+                    if entries or events:  # a finished step is kept, not redone elsewhere
+                        await asyncio.shield(
+                            self.store.commit(self.lease, entries=entries, events=events)
+                        )
                     await asyncio.shield(self.store.park(self.lease, reason="shutdown"))
                 return
             raise
