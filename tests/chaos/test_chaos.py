@@ -558,7 +558,7 @@ N_SESSIONS = 200
 CHAOS_SECONDS = 50.0
 KILL_EVERY = 2.0
 PAUSE_EVERY = 5.0
-PAUSE_FOR = 3.5  # lease TTL 2 s + time for another worker to claim
+PAUSE_FOR = 2.0  # the lease TTL; then until another worker writes under a new fence
 WORKER_ARGS = ("--backstop", "0.5", "--concurrency", "6")
 PROMPTS = [("hello there", 30), ("count the apples", 25), ("please fail a tool", 20),
            ("run long", 10), ("think, then answer", 15)]
@@ -661,16 +661,36 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
     async def pauser() -> None:
         """Every ~5 s: freeze a worker (SIGSTOP) past its lease TTL, then let it go on
         (SIGCONT). Its leases were taken meanwhile, so whatever it tries to write next is a
-        stale write that the fence must refuse: the fence checks below see it if one lands."""
+        stale write that the fence must refuse: the fence checks below see it if one lands.
+
+        The victim is a worker running a long session when there is one, and it is woken as
+        soon as the session's new owner has written under its new fence: the stale writer
+        then races a live one, which is what the fence is for."""
         while time.monotonic() - start < CHAOS_SECONDS - 5:
             await asyncio.sleep(rng.uniform(0.6, 1.4) * PAUSE_EVERY)
             up = [w for w in live if w.alive() and "on postgres" in w.log()]
             if len(up) < 2:
                 continue
-            victim = rng.choice(up)
+            cur = await conn.execute(
+                "SELECT id, lease_worker, fence, title LIKE 'run long%' FROM sessions "
+                "WHERE status = 'running' AND lease_worker IS NOT NULL")
+            held = [(sid, w, fence, bool(long)) for sid, w, fence, long in await cur.fetchall()
+                    if any(u.id == w for u in up)]
+            target = rng.choice([h for h in held if h[3]] or held or [None])
+            victim = (next(u for u in up if u.id == target[1]) if target is not None
+                      else rng.choice(up))
             try:
                 os.kill(victim.popen.pid, signal.SIGSTOP)
                 await asyncio.sleep(PAUSE_FOR)
+                deadline = time.monotonic() + PAUSE_FOR
+                while target is not None and time.monotonic() < deadline:
+                    cur = await conn.execute(
+                        "SELECT max(fence) FROM session_events WHERE session_id = %s",
+                        (target[0],))
+                    row = await cur.fetchone()
+                    if row and row[0] is not None and row[0] > target[2]:
+                        break  # the new owner is writing: wake the old one now
+                    await asyncio.sleep(0.05)
             finally:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim.popen.pid, signal.SIGCONT)
