@@ -57,6 +57,8 @@ BROWSER_ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
+"""Where the README's pictures live; the browser tests refresh them only when asked
+(OUTLIVE_UPDATE_SCREENSHOTS=1), so `make test` leaves the working tree as it found it."""
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 # Quick leases and scans, as the runtime tests use, so recoveries take a second, not ten.

@@ -8,6 +8,8 @@ shows equal the snapshot's, character for character.
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 from .conftest import LOOP, SCREENSHOTS, Browser, StackFactory, require_browser
 
@@ -241,8 +243,10 @@ async def test_a_second_owner_sees_none_of_the_first_owners_sessions(
     )
 
 
-async def test_screenshots(stacks: StackFactory, browser: Browser) -> None:
-    """Pictures for the README: the rail with sessions in every tone, and a session view."""
+async def test_screenshots(stacks: StackFactory, browser: Browser, tmp_path: Path) -> None:
+    """Pictures for the README: the rail with sessions in every tone, and a session view.
+    Taken on every run; written over docs/screenshots only with OUTLIVE_UPDATE_SCREENSHOTS=1."""
+    shots = SCREENSHOTS if os.environ.get("OUTLIVE_UPDATE_SCREENSHOTS") == "1" else tmp_path
     stack = await stacks(speed=3)
     key = await stack.new_key("alice")
     await create_via_api(stack, key, "permanent provider error", title="Nightly data import")
@@ -267,11 +271,11 @@ async def test_screenshots(stacks: StackFactory, browser: Browser) -> None:
     await expect(page.locator('[data-testid=tool-card][data-status="running"]')).to_be_visible(
         timeout=TIMEOUT_MS
     )
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.locator("nav.rail").screenshot(path=str(SCREENSHOTS / "rail.png"))
-    await page.screenshot(path=str(SCREENSHOTS / "session.png"))
-    assert (SCREENSHOTS / "rail.png").stat().st_size > 1000
-    assert (SCREENSHOTS / "session.png").stat().st_size > 1000
+    shots.mkdir(parents=True, exist_ok=True)
+    await page.locator("nav.rail").screenshot(path=str(shots / "rail.png"))
+    await page.screenshot(path=str(shots / "session.png"))
+    assert (shots / "rail.png").stat().st_size > 1000
+    assert (shots / "session.png").stat().st_size > 1000
     async with stack.client(key) as c:
         await c.post(f"/v1/sessions/{live}/cancel")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 
 from outlive.store import PostgresStore
@@ -20,7 +22,8 @@ async def test_a_connection_the_server_ended_is_replaced_not_handed_out(pg_dsn):
             pids.add(rows[0]["pid"])
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             for pid in pids:  # what a server restart does to every pooled connection
-                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        await asyncio.sleep(0.05)  # the FATAL message reaches the client's socket
         # every call succeeds: each dead connection is seen at checkout and replaced
         for _ in range(6):
             assert (await store.ensure_owner(owner.name)).id == owner.id
