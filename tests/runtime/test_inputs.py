@@ -112,3 +112,43 @@ async def test_fifty_messages_with_a_crash_are_each_consumed_once(store, workers
     consumed = [e.data["seq"] for e in user_entries(await store.read_entries(s.id))]
     assert sorted(consumed) == sorted([1, *posted])
     assert len(consumed) == len(set(consumed))
+
+
+class _Deaf:
+    """The real store, except that its notices never reach the worker: as for a worker in a
+    process of its own on SQLite, whose notices stay in the process that wrote them."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def subscribe(self):
+        return _Silence()
+
+
+class _Silence:
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        await asyncio.Event().wait()
+
+    async def close(self):
+        return None
+
+
+async def test_steer_reaches_a_worker_that_gets_no_notices_at_the_next_turn(
+        store, workers, owner):
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="run long")
+    await workers.start(speed=5.0, store=_Deaf(store))
+    await event_appears(store, s.id, "text_delta")
+    r = await store.post_message(owner, s.id, "also mention tea", mode="steer")
+    await settled(store, s.id, timeout=30)
+    kinds = [e.kind for e in await store.read_entries(s.id)]
+    # Not held back to the end: delivered at the first turn boundary after a backstop interval.
+    assert kinds[:4] == ["user", "assistant", "tool_result", "user"], kinds
+    starts = [e for e in await all_events(store, s.id) if e.type == "turn_start"]
+    assert starts[1].data["inputs_through"] == r.seq

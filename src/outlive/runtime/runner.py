@@ -104,6 +104,7 @@ class Run:
         """A notice may have brought input or a cancel since the session was last read."""
         self._claim_fresh = True
         """The claim's copy of the session is still the latest (no notice, no repair since)."""
+        self._read_at = time.monotonic()
         self._waiting: list[Event] = []
         """User messages read and not yet delivered to the model (queued ones wait)."""
         self._carry_entries: list[tuple[str, dict[str, Any]]] = []
@@ -338,12 +339,15 @@ class Run:
         return text if len(text) <= 60 else text[:57].rstrip() + "…"
 
     async def _read_inputs(self) -> list[Event]:
-        """The undelivered user messages, read again only after a notice: a run with no
-        notice since its last read has nothing new (a lost notice is covered by the "*"
-        notice after a reconnect, the heartbeat's cancel flag and the settle's own check)."""
-        if not self._dirty:
+        """The undelivered user messages. Read again after a notice, or when the last read is
+        older than the backstop interval: a run between quick steps with no notice has nothing
+        new, and one whose notices cannot reach it (a worker process of its own on SQLite,
+        whose notices stay in-process) still sees new input at its next turn."""
+        stale = time.monotonic() - self._read_at >= (self.settings.backstop_interval or 1.0)
+        if not self._dirty and not stale:
             return list(self._waiting)
         self._dirty = False
+        self._read_at = time.monotonic()
         fresh = self.session
         if not self._claim_fresh:
             fresh = await self.store.load_session(self.session_id)
