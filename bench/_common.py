@@ -108,16 +108,14 @@ def ratio(a: float, b: float) -> float:
 # -- worker processes --------------------------------------------------------------------------
 
 
-class Worker:
-    """One `python -m outlive worker` process, its output in a temporary log file."""
+class LoggedProcess:
+    """A bench subprocess with its output in a temporary log file, started at construction;
+    `ready` waits for the log to show `ready_pattern`."""
 
-    def __init__(self, db_url: str, *args: str, speed: float = 0.0, name: str = "bench") -> None:
-        self.id = f"{name}-{uuid.uuid4().hex[:6]}"
-        self.log_path = Path(tempfile.gettempdir()) / f"outlive-bench-{self.id}.log"
-        argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
-                self.id, "--demo-speed", f"{speed:g}", "--log-level", "WARNING", *args]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
-        env.pop("OUTLIVE_DB", None)
+    ready_pattern: re.Pattern[str]
+
+    def __init__(self, argv: list[str], log_name: str, env: dict[str, str]) -> None:
+        self.log_path = Path(tempfile.gettempdir()) / f"{log_name}.log"
         with open(self.log_path, "wb") as log:
             self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -126,11 +124,10 @@ class Worker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     async def ready(self, timeout: float = 30.0) -> None:
-        pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+postgres")
         deadline = time.monotonic() + timeout
-        while not pattern.search(self.log()):
+        while not self.ready_pattern.search(self.log()):
             if self.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"worker {self.id} did not start:\n{self.log()}")
+                raise RuntimeError(f"{self.log_path.stem} did not start:\n{self.log()}")
             await asyncio.sleep(0.02)
 
     def kill9(self) -> float:
@@ -147,6 +144,19 @@ class Worker:
             self.popen.wait(timeout=10)
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()
+
+
+class Worker(LoggedProcess):
+    """One `python -m outlive worker` process."""
+
+    def __init__(self, db_url: str, *args: str, speed: float = 0.0, name: str = "bench") -> None:
+        self.id = f"{name}-{uuid.uuid4().hex[:6]}"
+        self.ready_pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+postgres")
+        argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
+                self.id, "--demo-speed", f"{speed:g}", "--log-level", "WARNING", *args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+        env.pop("OUTLIVE_DB", None)
+        super().__init__(argv, f"outlive-bench-{self.id}", env)
 
 
 async def start_workers(db_url: str, n: int, *args: str, speed: float = 0.0) -> list[Worker]:

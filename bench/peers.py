@@ -40,10 +40,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -54,7 +53,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, machine, mean, pct, scratch_database, table
+from _common import LoggedProcess, machine, mean, pct, scratch_database, table
 
 PEERS = ("pgqueuer", "procrastinate")
 RUNS_DDL = ("CREATE TABLE IF NOT EXISTS bench_runs (key TEXT NOT NULL, kind TEXT NOT NULL, "
@@ -173,39 +172,14 @@ async def worker_procrastinate(url: str, ttl: float, recover: bool) -> None:
 # == bench side ===============================================================================
 
 
-class PeerWorker:
+class PeerWorker(LoggedProcess):
+    ready_pattern = re.compile(r"^ready$", re.MULTILINE)
+
     def __init__(self, peer: str, url: str, ttl: float, recover: bool = False) -> None:
-        self.log_path = Path(tempfile.gettempdir()) / f"peer-{peer}-{uuid.uuid4().hex[:6]}.log"
         argv = [sys.executable, str(Path(__file__).resolve()), "--worker", peer, "--db", url,
                 "--ttl", f"{ttl:g}"] + (["--recover"] if recover else [])
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL,
-                                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    async def ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while "ready" not in self.log():
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"peer worker did not start:\n{self.log()}")
-            await asyncio.sleep(0.02)
-
-    def kill9(self) -> float:
-        t = time.time()
-        os.kill(self.popen.pid, signal.SIGKILL)
-        return t
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        with contextlib.suppress(FileNotFoundError):
-            self.log_path.unlink()
+        super().__init__(argv, f"peer-{peer}-{uuid.uuid4().hex[:6]}",
+                         dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
 class Peer:

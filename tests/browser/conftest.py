@@ -345,21 +345,6 @@ class Browser:
                     csp = await page.evaluate("window.__csp || []")
             assert not csp, f"CSP violations: {csp}"
 
-    async def crash_worker(self) -> None:
-        """Like kill -9 for the in-process worker: its tasks vanish, nothing more is written,
-        its lease runs out and another worker resumes the session."""
-        worker, task = self.worker, self.worker_task
-        if worker is None or task is None:
-            return
-        for run in list(worker.runs.values()):
-            run.lost()
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        self.worker = self.worker_task = None
-        # A dead process's connections close (and roll back) with it.
-        await self._close_worker_store()
-
     async def close(self) -> None:
         for context in self.contexts:
             with contextlib.suppress(Exception):

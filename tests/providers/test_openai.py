@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 
 import openai  # noqa: F401 - the test extra installs the SDK; a missing one fails
@@ -25,7 +23,7 @@ from outlive.providers import (
 )
 from outlive.providers.openai import OpenAIProvider, to_chat_messages
 
-from .conftest import events_of
+from .conftest import assert_cancel_closes_the_connection, events_of
 from .fakeserver import FakeServer, Reply, fixture_json
 
 LOOKUP = ToolSpec("lookup", "Look something up.", {
@@ -195,24 +193,7 @@ async def test_connection_refused_is_transient(made: list[OpenAIProvider]) -> No
 async def test_cancelling_the_consumer_closes_the_connection_at_once(
     server: FakeServer, provider: Make
 ) -> None:
-    server.script(Reply(fixture="openai/long.sse", hang_after=4))
-    got: list[object] = []
-
-    async def consume() -> None:
-        async for ev in provider(server).stream([Message.user("hi")], [], ModelSettings("m")):
-            got.append(ev)
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(server.hanging.wait(), 5)
-    await asyncio.sleep(0.05)
-    t0 = time.monotonic()
-    task.cancel()
-    await asyncio.wait_for(server.disconnected.wait(), 2)
-    assert server.disconnected_at is not None
-    assert server.disconnected_at - t0 < 0.2
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert [e for e in got if isinstance(e, TextDelta)]
+    await assert_cancel_closes_the_connection(server, provider, "openai/long.sse", 4)
 
 
 async def test_reasoning_content_of_compatible_servers_is_thinking(

@@ -679,7 +679,7 @@ class SqlStore(KeyOps, abc.ABC):
                 f"ELSE delivered_input_seq END, updated_at = {self.d.now} "
                 "WHERE id = :id AND lease_worker = :worker AND fence = :fence "
                 "AND status = 'running' RETURNING last_seq, last_entry_seq, last_input_seq, "
-                f"attempt, owner_id, {self.d.now} AS now",
+                f"attempt, owner_id, title_state, {self.d.now} AS now",
                 {"ne": len(events), "nn": len(entries), "d": delivered, "id": lease.session_id,
                  "worker": lease.worker, "fence": lease.fence},
             )
@@ -699,8 +699,7 @@ class SqlStore(KeyOps, abc.ABC):
                     head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
                 )
             if clean is not None:  # after the commit's events (session_start comes first)
-                await self._auto_title(tx, st, await self._locked(tx, lease.session_id, None),
-                                       lease, clean)
+                await self._auto_title(tx, st, head, lease, clean)
             return out, written
 
         return await self._write(op)
