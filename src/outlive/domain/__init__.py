@@ -33,6 +33,7 @@ from .model import (
     TitleState,
 )
 from .status import Action, LeaseState, Lifecycle, Outcome, transition
+from .tool_calls import ToolCall, ToolSpec
 
 __all__ = [
     "TERMINAL",
@@ -65,6 +66,8 @@ __all__ = [
     "StoreUnavailable",
     "TitleState",
     "TooLarge",
+    "ToolCall",
+    "ToolSpec",
     "UnknownRoute",
     "errors",
     "model",

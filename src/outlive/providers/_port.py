@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
-from outlive.domain.errors import InvalidInput, OutliveError
+from ..domain.errors import InvalidInput, OutliveError
+from ..domain.tool_calls import ToolCall, ToolSpec
 
 __all__ = [
     "Completion",
@@ -39,15 +40,6 @@ StopReason: TypeAlias = Literal["stop", "tool_calls", "length"]
 
 _ROLES = frozenset(get_args(Role))
 _STOP_REASONS = frozenset(get_args(StopReason))
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A complete tool call as the model asked for it; `call_id` is unique within a session."""
-
-    call_id: str
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,15 +82,6 @@ class Message:
     @classmethod
     def tool_result(cls, tool_call_id: str, text: str, *, is_error: bool = False) -> Message:
         return cls(role="tool", text=text, tool_call_id=tool_call_id, is_error=is_error)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """What the model is told about a tool: `parameters` is a JSON schema of its arguments."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 @dataclass(frozen=True)

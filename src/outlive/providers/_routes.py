@@ -13,8 +13,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
-from outlive.domain.errors import UnknownRoute
-
+from ..domain.errors import UnknownRoute
 from ._port import ModelProvider
 from .demo import DemoProvider
 

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from outlive.providers._port import ToolCall, ToolSpec
+from ..domain.tool_calls import ToolCall, ToolSpec
 
 __all__ = [
     "Tool",
