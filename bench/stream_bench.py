@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import REPO, machine, pct, scratch_database, table
 
-from outlive.api._keys import hash_key, new_key
+from outlive.api import hash_key, new_key
 from outlive.domain import Lease, NewEvent
 from outlive.store import PostgresStore
 

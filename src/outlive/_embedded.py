@@ -13,7 +13,7 @@ import uvicorn
 
 from .api import ApiSettings, create_app, hash_key, new_key
 from .config import build_agents, build_providers
-from .runtime import RuntimeSettings, Worker
+from .runtime import Catalog, RuntimeSettings, Worker
 from .store import Store, open_store
 
 __all__ = ["Embedded", "embedded"]
@@ -40,7 +40,7 @@ async def embedded(db_url: str | Path, *, demo_speed: float = 8.0,
     await store.create_api_key(owner.id, hash_key(key), "outlive demo")
     agents = build_agents(demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed)
-    app = create_app(store, agents=agents, providers=providers, settings=ApiSettings())
+    app = create_app(store, catalog=Catalog(agents, providers), settings=ApiSettings())
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                            lifespan="on", timeout_graceful_shutdown=2))
     serving = asyncio.create_task(server.serve())

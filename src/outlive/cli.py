@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ._cli_sessions import sessions_app
 from .config import build_agents, build_providers, configure_logging, database_url
-from .runtime import RuntimeSettings, Worker
+from .runtime import Catalog, RuntimeSettings, Worker
 from .store import Store, open_store
 
 app = typer.Typer(
@@ -127,7 +127,7 @@ def _key_file(db_url: str, option: str | None) -> Path:
 
 async def _local_key(store: Store, key_file: Path) -> str:
     """The key printed by `serve`: reuse the saved one while it still works, else mint one."""
-    from .api._keys import hash_key, new_key
+    from .api import hash_key, new_key
 
     saved = _read_key(key_file)
     if saved and await store.owner_for_key(hash_key(saved)) is not None:
@@ -181,7 +181,7 @@ def serve(
     async def go() -> None:
         store = await open_store(url)
         key = await _local_key(store, _key_file(url, key_file))
-        api = create_app(store, agents=registry, providers=providers, settings=ApiSettings())
+        api = create_app(store, catalog=Catalog(registry, providers), settings=ApiSettings())
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=3)
 
@@ -234,7 +234,7 @@ def keys_create(
     db: DbOption = None,
 ) -> None:
     """Create a key for OWNER; prints it once, alone on the last line."""
-    from .api._keys import hash_key, new_key
+    from .api import hash_key, new_key
 
     key = new_key()
 

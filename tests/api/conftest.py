@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from outlive.api import ApiSettings, create_app, hash_key, new_key
 from outlive.domain.model import Event
 from outlive.providers import default_registry
-from outlive.runtime import AgentRegistry, RuntimeSettings, Worker, demo_agent
+from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agent
 from outlive.store import Owner, PostgresStore, SqliteStore
 
 from ..conftest import _admin, dsn_for
@@ -102,8 +102,7 @@ class Harness:
         store = store or await self.store_factory()
         app = create_app(
             store,
-            agents=AgentRegistry([demo_agent(speed)]),
-            providers=default_registry(demo_speed=speed),
+            catalog=Catalog(AgentRegistry([demo_agent(speed)]), default_registry(demo_speed=speed)),
             settings=settings or FAST,
         )
         s = await start_server(app, store)

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 from outlive.api import ApiSettings, create_app, hash_key, new_key
 from outlive.providers import default_registry
-from outlive.runtime import AgentRegistry, demo_agent
+from outlive.runtime import AgentRegistry, Catalog, demo_agent
 from outlive.store import SqliteStore
 
 # No 5xx, and every status, content type, header and body inside the document. Not
@@ -62,8 +62,9 @@ class _Server:
         session = await store.create_session(owner.id, agent="demo", model="demo:scripted",
                                              prompt="hello")
         self.session_id = session.id
-        app = create_app(store, agents=AgentRegistry([demo_agent(0)]),
-                         providers=default_registry(demo_speed=0),
+        app = create_app(store,
+                         catalog=Catalog(AgentRegistry([demo_agent(0)]),
+                                         default_registry(demo_speed=0)),
                          settings=ApiSettings(ping_interval=1.0))
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
                                                      log_level="error"))

@@ -38,7 +38,7 @@ from fastapi import FastAPI
 from outlive import web
 from outlive.api import create_app, hash_key, new_key
 from outlive.providers import default_registry
-from outlive.runtime import AgentRegistry, RuntimeSettings, Worker, demo_agent
+from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agent
 from outlive.store import PostgresStore, SqliteStore, Store
 
 BROWSER_CANDIDATES = (
@@ -143,8 +143,8 @@ class Stack:
     def build_app(self) -> FastAPI:
         app = create_app(
             self.store,
-            agents=AgentRegistry([demo_agent(self.speed)]),
-            providers=default_registry(demo_speed=self.speed),
+            catalog=Catalog(AgentRegistry([demo_agent(self.speed)]),
+                            default_registry(demo_speed=self.speed)),
         )
         return app  # create_app mounts the page (outlive.web.mount) and serves /v1/meta
 

@@ -18,7 +18,7 @@ import uvicorn
 from outlive.api import ApiSettings, create_app, hash_key, new_key
 from outlive.client import AsyncClient
 from outlive.providers import default_registry
-from outlive.runtime import AgentRegistry, RuntimeSettings, Worker, demo_agent
+from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agent
 from outlive.store import Owner, Store
 
 API_SETTINGS = ApiSettings(ping_interval=2.0, backstop_interval=0.5, watched_interval=0.5)
@@ -55,8 +55,8 @@ class LiveServer:
         self.store = await self.store_factory()
         self.app = create_app(
             self.store,
-            agents=AgentRegistry([demo_agent(self.speed)]),
-            providers=default_registry(demo_speed=self.speed),
+            catalog=Catalog(AgentRegistry([demo_agent(self.speed)]),
+                            default_registry(demo_speed=self.speed)),
             settings=API_SETTINGS,
         )
         sock = _listen(self.port)

@@ -1,11 +1,13 @@
 """The HTTP API (DESIGN §6, §7, §9): FastAPI app factory, routes, SSE streams, auth.
 
-`create_app(store, agents=…, providers=…, settings=ApiSettings(…))` builds the app; the CLI
-makes keys with `new_key()` and stores only `hash_key(key)`.
+`create_app(store, catalog=…, settings=ApiSettings(…))` builds the app; the catalog (any
+`AgentCatalog`, e.g. `outlive.runtime.Catalog`) says which agents and model routes sessions
+may use. The CLI makes keys with `new_key()` and stores only `hash_key(key)`.
 """
 
 from ._app import create_app
+from ._catalog import AgentCatalog, AgentInfo
 from ._context import ApiSettings
 from ._keys import hash_key, new_key
 
-__all__ = ["ApiSettings", "create_app", "hash_key", "new_key"]
+__all__ = ["AgentCatalog", "AgentInfo", "ApiSettings", "create_app", "hash_key", "new_key"]

@@ -19,12 +19,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from .. import __version__
-from ..providers import ProviderRegistry
-from ..runtime.agents import AgentRegistry
 from ..store import Store
 from ..web import mount as mount_web
 from . import _auth, _events, _meta, _metrics, _sessions
 from ._auth import Authenticator
+from ._catalog import AgentCatalog
 from ._context import ApiContext, ApiSettings
 from ._errors import BodyLimit, install_error_handlers
 from ._hub import Hub
@@ -43,8 +42,7 @@ Every error body is `{"error": {"code", "message", ...}}`."""
 def create_app(
     store: Store,
     *,
-    agents: AgentRegistry,
-    providers: ProviderRegistry,
+    catalog: AgentCatalog,
     settings: ApiSettings | None = None,
 ) -> FastAPI:
     settings = settings or ApiSettings()
@@ -52,8 +50,7 @@ def create_app(
     metrics = ApiMetrics()
     ctx = ApiContext(
         store=store,
-        agents=agents,
-        providers=providers,
+        catalog=catalog,
         settings=settings,
         auth=Authenticator(store, settings.key_cache_ttl),
         snapshots=snapshots,

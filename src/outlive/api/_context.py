@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from ..providers import ProviderRegistry
-from ..runtime.agents import AgentRegistry
 from ..store import Store
+from ._catalog import AgentCatalog
 
 if TYPE_CHECKING:
     from ._auth import Authenticator
@@ -63,8 +62,7 @@ class ApiSettings:
 @dataclass
 class ApiContext:
     store: Store
-    agents: AgentRegistry
-    providers: ProviderRegistry
+    catalog: AgentCatalog
     settings: ApiSettings
     auth: Authenticator
     snapshots: Snapshots

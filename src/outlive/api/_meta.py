@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from ..providers import DEFAULT_ROUTE
 from ._auth import CurrentOwner
 from ._context import Ctx
 from ._errors import error_responses
@@ -30,9 +29,8 @@ class MetaOut(BaseModel):
 @router.get("/meta", response_model=MetaOut, responses=error_responses(401),
             summary="Configured agents and model routes")
 async def meta(ctx: Ctx, owner: CurrentOwner) -> MetaOut:
-    agents = [ctx.agents.get(name) for name in ctx.agents.names()]
     return MetaOut(
-        agents=[AgentOut(name=a.name, model=a.model) for a in agents],
-        routes=[f"{p}:" for p in ctx.providers.prefixes()],
-        default_model=DEFAULT_ROUTE,
+        agents=[AgentOut(name=a.name, model=a.model) for a in ctx.catalog.agents()],
+        routes=[f"{p}:" for p in ctx.catalog.model_prefixes()],
+        default_model=ctx.catalog.default_model,
     )

@@ -34,9 +34,7 @@ from ._schemas import (
     session_out,
 )
 
-__all__ = ["DEFAULT_AGENT", "router"]
-
-DEFAULT_AGENT = "demo"
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -49,16 +47,17 @@ router = APIRouter(prefix="/v1", tags=["sessions"])
     summary="Start a session: it is queued and a worker runs it",
 )
 async def create_session(body: CreateSession, owner: CurrentOwner, ctx: Ctx) -> SessionOut:
-    agent_name = body.agent if body.agent is not None else DEFAULT_AGENT
-    if agent_name not in ctx.agents:
-        known = ctx.agents.names()
+    agent_name = body.agent if body.agent is not None else ctx.catalog.default_agent
+    agents = {a.name: a for a in ctx.catalog.agents()}
+    agent = agents.get(agent_name)
+    if agent is None:
+        known = sorted(agents)
         raise ApiError(
             400, "UNKNOWN_AGENT",
             f"unknown agent {agent_name!r}; known agents: {', '.join(known) or '(none)'}",
             agent=agent_name, known=known,
         )
-    agent = ctx.agents.get(agent_name)
-    route = ctx.providers.check(body.model if body.model is not None else agent.model)
+    model = ctx.catalog.check_model(body.model if body.model is not None else agent.model)
     if body.metadata is not None:
         size = len(json.dumps(body.metadata, separators=(",", ":"), ensure_ascii=False)
                    .encode())
@@ -70,7 +69,7 @@ async def create_session(body: CreateSession, owner: CurrentOwner, ctx: Ctx) -> 
     session = await ctx.store.create_session(
         owner.id,
         agent=agent.name,
-        model=str(route),
+        model=model,
         prompt=body.prompt,
         title=body.title,
         metadata=body.metadata,

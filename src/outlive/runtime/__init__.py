@@ -1,8 +1,18 @@
 """The worker runtime: claims, leases, the turn loop, follow-ups, cancel and recovery."""
 
 from .agents import Agent, AgentRegistry, demo_agent
+from .catalog import DEFAULT_AGENT, Catalog
 from .runner import Run
 from .settings import RuntimeSettings
 from .worker import Worker
 
-__all__ = ["Agent", "AgentRegistry", "Run", "RuntimeSettings", "Worker", "demo_agent"]
+__all__ = [
+    "DEFAULT_AGENT",
+    "Agent",
+    "AgentRegistry",
+    "Catalog",
+    "Run",
+    "RuntimeSettings",
+    "Worker",
+    "demo_agent",
+]
