@@ -92,6 +92,8 @@ class EventStream(StreamingResponse):
     transaction can leave a connection unusable): on disconnect the stream's mailbox is closed
     (`on_disconnect`), which wakes an idle stream at once, and the producer stops at its next
     frame. Only if the server itself cancels the request is the producer cancelled.
+    Hand-written rather than sse-starlette's `EventSourceResponse` for that reason: it cancels
+    the producer when the client disconnects.
     """
 
     def __init__(
