@@ -1,0 +1,362 @@
+"""The dependency arrows of `src/outlive`, read from the source and checked against the design.
+
+Every module is parsed with `ast` (nothing is imported), relative imports are resolved to
+module names, and each outlive-to-outlive import becomes an edge `module -> module` with its
+line. Three things fail the test, each reported as `path:line: message`:
+
+* an edge between units that `MAY_IMPORT` below does not allow;
+* a private name (`_x`, a module or an attribute) imported from outside the package that owns
+  it, and any absolute `outlive...` import (inside the package, imports are relative);
+* an import cycle between modules.
+
+What counts as an edge:
+
+* Imports under `if TYPE_CHECKING:` are skipped: they never execute.
+* Imports inside a function are edges like any other: they still execute, just later, so
+  they may neither cross a forbidden arrow nor close a cycle.
+* `from pkg import name` points at `pkg.name` when that is a module, else at `pkg`.
+* Importing `a.b.c` also runs `a/__init__` and `a/b/__init__`; those implicit edges are left
+  out, otherwise every package that re-exports its own modules would be a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import shutil
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGE = "outlive"
+
+ANY = frozenset({"*"})
+"""A composition root: it wires the units together, so it may import every one of them."""
+
+# The design. A unit is a subpackage of `outlive` or a top-level module; `outlive` is the
+# package's own `__init__`. A unit may always import itself; anything not listed is forbidden.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    # unit            may import                                    why
+    "domain":         frozenset(),                                # pure: no I/O, nothing of ours
+    "outlive":        frozenset(),                                # only `__version__`
+    "web":            frozenset(),                                # the workbench page + mount
+    "metrics":        frozenset(),                                # process-wide counters
+    "client":         frozenset({"domain"}),                      # HTTP + the pure reducer
+    "store":          frozenset({"domain"}),                      # the Store port and SQL
+    "providers":      frozenset({"domain"}),                      # the ModelProvider port
+    "tools":          frozenset({"domain"}),                      # tool calls live in domain
+    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics"}),
+    "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),  # AgentCatalog
+    "config":         ANY,                                        # builds agents and routes
+    "cli":            ANY,                                        # `outlive serve|worker|...`
+    "__main__":       ANY,                                        # `python -m outlive`
+    "_cli_sessions":  ANY,                                        # `outlive sessions ...`
+    "_embedded":      ANY,                                        # API+worker+store in-process
+    "_tour":          ANY,                                        # `outlive demo`
+}
+
+FORBIDDEN = {
+    "domain": set(MAY_IMPORT) - {"domain"},
+    "store": {"runtime", "api"},
+    "client": {"store", "runtime", "api"},
+    "providers": {"store"},
+    "api": {"runtime"},
+    "tools": {"providers"},
+}
+"""The arrows the design names explicitly; `MAY_IMPORT` must exclude every one of them."""
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str
+    """The importing module, e.g. `outlive.api._app`."""
+    target: str
+    """The imported module (`outlive.store`), or the package a name was taken from."""
+    names: tuple[str, ...]
+    """For `from target import a, b`: `("a", "b")`; empty for `import target`."""
+    path: Path
+    line: int
+    absolute: bool
+    in_function: bool
+
+    def where(self, root: Path) -> str:
+        return f"{self.path.relative_to(root.parent)}:{self.line}"
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Module name -> file, for every `.py` under the package directory `root`."""
+    found: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(node: ast.AST, in_function: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield from _walk_one(other, in_function)
+            continue
+        yield from _walk_one(child, in_function)
+
+
+def _walk_one(
+    node: ast.AST, in_function: bool
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node, in_function
+        return
+    inner = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+    yield from _walk(node, inner)
+
+
+def imports(root: Path) -> list[Import]:
+    """Every import of an outlive module by an outlive module under `root`."""
+    known = modules(root)
+    found: list[Import] = []
+    for name, path in known.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node, in_function in _walk(tree, False):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                        found.append(Import(name, alias.name, (), path, node.lineno, True,
+                                            in_function))
+                continue
+            if node.level:
+                here = name.split(".") if is_package else name.split(".")[:-1]
+                base = here[: len(here) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target != PACKAGE and not target.startswith(PACKAGE + "."):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in known:
+                    found.append(Import(name, sub, (), path, node.lineno, not node.level,
+                                        in_function))
+                else:
+                    found.append(Import(name, target, (alias.name,), path, node.lineno,
+                                        not node.level, in_function))
+    return found
+
+
+def unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _note(imp: Import) -> str:
+    return " (inside a function)" if imp.in_function else ""
+
+
+def arrow_violations(root: Path, found_imports: list[Import]) -> list[str]:
+    found = []
+    for imp in found_imports:
+        src, dst = unit(imp.source), unit(imp.target)
+        allowed = MAY_IMPORT.get(src, frozenset())
+        if src == dst or allowed is ANY:
+            continue
+        if dst not in allowed:
+            found.append(f"{imp.where(root)}: {imp.source} imports {imp.target}{_note(imp)}: "
+                         f"{src} may not import {dst}")
+    return found
+
+
+def privacy_violations(root: Path, found_imports: list[Import]) -> list[str]:
+    found = []
+    for imp in found_imports:
+        if imp.absolute:
+            found.append(f"{imp.where(root)}: {imp.source} imports {imp.target} by its "
+                         f"absolute name; inside {PACKAGE} imports are relative")
+        parts = [*imp.target.split("."), *imp.names]
+        for i, part in enumerate(parts):
+            if not _private(part):
+                continue
+            owner = ".".join(parts[:i])
+            if imp.source != owner and not imp.source.startswith(owner + "."):
+                found.append(f"{imp.where(root)}: {imp.source} imports "
+                             f"{'.'.join(parts[: i + 1])}{_note(imp)}, private to {owner}")
+            break
+    return found
+
+
+def cycles(root: Path, found_imports: list[Import]) -> list[str]:
+    """One message per import cycle (a strongly connected group of modules), naming a loop
+    through it edge by edge."""
+    edges: dict[str, dict[str, Import]] = {}
+    for imp in found_imports:
+        if imp.target != imp.source:
+            edges.setdefault(imp.source, {}).setdefault(imp.target, imp)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges.get(node, {}):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(modules(root)):
+        if node not in index:
+            connect(node)
+    found = []
+    for group in groups:
+        members = set(group)
+        loop = [group[0]]
+        while True:  # follow edges inside the group until a module repeats
+            nxt = min(t for t in edges[loop[-1]] if t in members)
+            if nxt in loop:
+                loop = [*loop[loop.index(nxt):], nxt]
+                break
+            loop.append(nxt)
+        steps = [
+            f"{edges[a][b].where(root)} {a} -> {b}{_note(edges[a][b])}"
+            for a, b in itertools.pairwise(loop)
+        ]
+        found.append("import cycle: " + "; ".join(steps))
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    """Every broken rule once (`from x import a, b` is one message, not two)."""
+    found_imports = imports(root)
+    found = [
+        *arrow_violations(root, found_imports),
+        *privacy_violations(root, found_imports),
+        *cycles(root, found_imports),
+    ]
+    return list(dict.fromkeys(found))
+
+
+# --- the real tree -----------------------------------------------------------------------------
+
+
+def test_the_rules_table_forbids_every_arrow_the_design_names() -> None:
+    for src, banned in FORBIDDEN.items():
+        assert not MAY_IMPORT[src] & banned, (src, MAY_IMPORT[src] & banned)
+    units = {unit(m) for m in modules(SRC / PACKAGE)}
+    assert units == set(MAY_IMPORT), "every unit needs a row in MAY_IMPORT, and only those"
+
+
+def test_the_import_graph_is_well_formed() -> None:
+    assert imports(SRC / PACKAGE), "the checker found no imports at all"
+    found = violations(SRC / PACKAGE)
+    assert not found, "imports that break the design:\n" + "\n".join(found)
+
+
+# --- the checker catches what it should ---------------------------------------------------------
+
+
+class Copy:
+    """A copy of the package to break on purpose; `added()` is what the breakage reports
+    (so these tests prove the checker, whatever the state of the real tree)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.root = tmp_path / PACKAGE
+        shutil.copytree(SRC / PACKAGE, self.root, ignore=shutil.ignore_patterns("__pycache__"))
+        self.before = violations(self.root)
+
+    def append(self, module: str, text: str) -> int:
+        """Add `text` at the end of `module` (a path under the package, created if missing);
+        returns the line `text` starts on."""
+        path = self.root / module
+        lines = path.read_text().splitlines() if path.exists() else ['"""A probe."""']
+        path.write_text("\n".join([*lines, textwrap.dedent(text).strip("\n")]) + "\n")
+        return len(lines) + 1
+
+    def added(self) -> list[str]:
+        return [v for v in violations(self.root) if v not in self.before]
+
+
+def test_a_forbidden_arrow_is_reported_with_its_module_and_line(tmp_path: Path) -> None:
+    tree = Copy(tmp_path)
+    line = tree.append("api/_meta.py", "from ..runtime import worker")
+    assert tree.added() == [
+        f"outlive/api/_meta.py:{line}: outlive.api._meta imports outlive.runtime.worker: "
+        "api may not import runtime"
+    ]
+
+
+def test_a_function_level_import_counts_and_type_checking_imports_do_not(
+    tmp_path: Path,
+) -> None:
+    tree = Copy(tmp_path)
+    tree.append("domain/_probe.py", """
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from ..store import Store
+    """)
+    assert tree.added() == []
+    line = tree.append("tools/_probe.py", """
+        def late() -> None:
+            from ..providers import ToolCall
+    """)
+    assert tree.added() == [
+        f"outlive/tools/_probe.py:{line + 1}: outlive.tools._probe imports outlive.providers "
+        "(inside a function): tools may not import providers"
+    ]
+
+
+def test_private_names_and_absolute_imports_are_reported(tmp_path: Path) -> None:
+    tree = Copy(tmp_path)
+    line = tree.append("runtime/_probe.py", "from outlive.providers._port import Usage")
+    assert tree.added() == [
+        f"outlive/runtime/_probe.py:{line}: outlive.runtime._probe imports "
+        "outlive.providers._port by its absolute name; inside outlive imports are relative",
+        f"outlive/runtime/_probe.py:{line}: outlive.runtime._probe imports "
+        "outlive.providers._port, private to outlive.providers",
+    ]
+    tree = Copy(tmp_path / "again")
+    line = tree.append("runtime/_probe.py", "from ..store import Store, _internals")
+    assert tree.added() == [
+        f"outlive/runtime/_probe.py:{line}: outlive.runtime._probe imports "
+        "outlive.store._internals, private to outlive.store"
+    ]
+
+
+def test_an_import_cycle_is_reported_edge_by_edge(tmp_path: Path) -> None:
+    root = tmp_path / PACKAGE
+    (root / "domain").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "domain" / "__init__.py").write_text("")
+    (root / "domain" / "a.py").write_text("from . import b\n")
+    (root / "domain" / "b.py").write_text('"""doc"""\n\nfrom .c import thing\n')
+    (root / "domain" / "c.py").write_text("def f() -> None:\n    from .a import x\n")
+    assert violations(root) == [
+        "import cycle: outlive/domain/a.py:1 outlive.domain.a -> outlive.domain.b; "
+        "outlive/domain/b.py:3 outlive.domain.b -> outlive.domain.c; "
+        "outlive/domain/c.py:2 outlive.domain.c -> outlive.domain.a (inside a function)"
+    ]
