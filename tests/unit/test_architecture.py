@@ -48,7 +48,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "providers":      frozenset({"domain"}),                      # the ModelProvider port
     "tools":          frozenset({"domain"}),                      # tool calls live in domain
     "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics"}),
-    "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),  # AgentCatalog
+    # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
+    "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),
     "config":         ANY,                                        # builds agents and routes
     "cli":            ANY,                                        # `outlive serve|worker|...`
     "__main__":       ANY,                                        # `python -m outlive`
