@@ -7,8 +7,8 @@ one `read_owner_events` per owner the same way. So 1,000 browsers on one session
 query per commit, not 1,000.
 
 Lost notifications cannot leave a stream stuck: a backstop re-reads every watched topic every
-`backstop_interval` (2 s), and a notice for session "*" (the LISTEN connection came back, or
-the in-process queue overflowed) re-reads everything at once.
+`backstop_interval` (2 s), and a rescan notice (`Notice.is_rescan`: the LISTEN connection came
+back, or the in-process queue overflowed) re-reads everything at once.
 
 Streams never miss an event between their replay and the live tail: a stream registers its
 mailbox (`watch_*`) BEFORE reading its replay, then hands the hub the position it knows is
@@ -301,7 +301,7 @@ class Hub:
         while True:
             try:
                 async for n in sub:
-                    if n.session_id == "*":
+                    if n.is_rescan:
                         self.kick_all()
                         continue
                     if n.events:
