@@ -66,7 +66,7 @@ class EventLogOps(StoreCore):
         async def op(tx: Tx) -> tuple[int, dict[str, Any]] | None:
             rows = await tx.fetch(
                 self.q.load_snapshot,
-                {"sid": session_id, "at": at_most if at_most is not None else _NO_LIMIT},
+                {"sid": session_id, "at_most": at_most if at_most is not None else _NO_LIMIT},
             )
             if not rows:
                 return None

@@ -15,7 +15,7 @@ INSERT INTO session_snapshots (session_id, seq, state) VALUES (:sid, :seq, :stat
 ON CONFLICT (session_id, seq) DO NOTHING
 
 -- name: load_snapshot
-SELECT seq, state FROM session_snapshots WHERE session_id = :sid AND seq <= :at
+SELECT seq, state FROM session_snapshots WHERE session_id = :sid AND seq <= :at_most
 ORDER BY seq DESC LIMIT 1
 
 -- name: read_owner_events
