@@ -17,6 +17,8 @@ live tail both carry, the stream drops by position (`seq <= last sent`).
 
 Slow consumers: a mailbox holds at most `stream_queue` items; past that it is marked
 overflowed and its stream ends (the client reconnects with Last-Event-ID and loses nothing).
+Streams end the same way when a read finds the store unavailable, rather than idle on pings
+while nothing can reach them.
 While a stream is open its session's `watched_at` is bumped every `watched_interval`, in one
 batched write for all watched sessions of the process.
 """
@@ -30,6 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import Event, OwnerEvent
 from ..store import Store, Subscription
 from ._context import ApiSettings
@@ -277,6 +280,10 @@ class Hub:
                         after(topic.key, batch)
                 if len(batch) < _PAGE and not topic.again:
                     break
+        except StoreUnavailable as exc:  # end the streams: clients reconnect and resume
+            log.warning("fan-out read for %s failed, closing its streams: %s", topic.key, exc)
+            for mb in list(topic.mailboxes):
+                mb.close()
         except Exception as exc:  # the backstop tries again
             log.warning("fan-out read for %s failed: %s", topic.key, exc)
         finally:
