@@ -285,7 +285,7 @@ def check_session(sid: str, st: Stored, *, allow_undelivered: bool = False) -> l
                    f"{last_input}")
     for m in user_msgs:
         # Up to the delivery cursor: consumed exactly once by a run, except that a cancel
-        # marks the messages sent before it consumed without a run (store/_engine.py
+        # marks the messages sent before it consumed without a run (store/_core.py
         # `_revive_or_drop`), so in a cancelled session: at most once. Beyond it: never.
         want = {1} if m["seq"] <= delivered else {0}
         if m["seq"] <= delivered and s["status"] == "cancelled":

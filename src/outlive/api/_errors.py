@@ -2,6 +2,9 @@
 
 * `OutliveError` subclasses map by their own `code` and `http_status` (NotFound 404,
   InvalidInput 400, TooLarge 413, UnknownRoute 400, AlreadyTerminal 409 with `status`, …).
+* `StoreUnavailable` (the database is down or unreachable) is 503 `STORE_UNAVAILABLE` with
+  `Retry-After` on every route: the request may well succeed in a moment. Every other server
+  error is 500 `INTERNAL` with no detail (the cause goes to the log, never to the client).
 * `ApiError` is for refusals only the API knows (`UNKNOWN_AGENT`, `BAD_CURSOR`, …).
 * Validation errors are 422 `VALIDATION_ERROR` with a sanitised `errors` list (no echo of the
   input); malformed JSON is 400 `INVALID_JSON`; unknown paths 404; wrong methods 405.
@@ -23,9 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..domain.errors import OutliveError
+from ..domain.errors import OutliveError, StoreUnavailable
 
 __all__ = [
+    "RETRY_AFTER_SECONDS",
     "ApiError",
     "BodyLimit",
     "ErrorBody",
@@ -36,6 +40,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("outlive.api")
+
+RETRY_AFTER_SECONDS = 2
+"""What a 503 asks clients to wait: a restarting database is usually back within seconds."""
 
 
 class ApiError(Exception):
@@ -125,6 +132,14 @@ async def _on_outlive_error(request: Request, exc: Exception) -> JSONResponse:
     return error_json(status, exc.code, exc.message, exc.details)
 
 
+async def _on_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return error_json(
+        503, StoreUnavailable.code, "the store is unreachable; retry shortly",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
@@ -179,6 +194,7 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StoreUnavailable, _on_store_unavailable)
     app.add_exception_handler(OutliveError, _on_outlive_error)
     app.add_exception_handler(ApiError, _on_api_error)
     app.add_exception_handler(RequestValidationError, _on_validation)

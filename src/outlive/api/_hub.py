@@ -7,8 +7,8 @@ one `read_owner_events` per owner the same way. So 1,000 browsers on one session
 query per commit, not 1,000.
 
 Lost notifications cannot leave a stream stuck: a backstop re-reads every watched topic every
-`backstop_interval` (2 s), and a notice for session "*" (the LISTEN connection came back, or
-the in-process queue overflowed) re-reads everything at once.
+`backstop_interval` (2 s), and a rescan notice (`Notice.is_rescan`: the LISTEN connection came
+back, or the in-process queue overflowed) re-reads everything at once.
 
 Streams never miss an event between their replay and the live tail: a stream registers its
 mailbox (`watch_*`) BEFORE reading its replay, then hands the hub the position it knows is
@@ -17,6 +17,8 @@ live tail both carry, the stream drops by position (`seq <= last sent`).
 
 Slow consumers: a mailbox holds at most `stream_queue` items; past that it is marked
 overflowed and its stream ends (the client reconnects with Last-Event-ID and loses nothing).
+Streams end the same way when a read finds the store unavailable, rather than idle on pings
+while nothing can reach them.
 While a stream is open its session's `watched_at` is bumped every `watched_interval`, in one
 batched write for all watched sessions of the process.
 """
@@ -30,6 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import Event, OwnerEvent
 from ..store import Store, Subscription
 from ._context import ApiSettings
@@ -277,6 +280,10 @@ class Hub:
                         after(topic.key, batch)
                 if len(batch) < _PAGE and not topic.again:
                     break
+        except StoreUnavailable as exc:  # end the streams: clients reconnect and resume
+            log.warning("fan-out read for %s failed, closing its streams: %s", topic.key, exc)
+            for mb in list(topic.mailboxes):
+                mb.close()
         except Exception as exc:  # the backstop tries again
             log.warning("fan-out read for %s failed: %s", topic.key, exc)
         finally:
@@ -301,7 +308,7 @@ class Hub:
         while True:
             try:
                 async for n in sub:
-                    if n.session_id == "*":
+                    if n.is_rescan:
                         self.kick_all()
                         continue
                     if n.events:

@@ -183,7 +183,7 @@ class Worker:
 
     async def _listen(self, sub: Subscription) -> None:
         async for notice in sub:
-            if notice.session_id == "*":
+            if notice.is_rescan:
                 self._wake.set()
                 for r in list(self.runs.values()):
                     r.poke()

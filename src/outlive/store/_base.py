@@ -1,14 +1,14 @@
 """What both adapters share: the transaction seam, row mapping and the dialect's SQL fragments.
 
 Adapters provide a `Tx` (one open transaction) and a `Dialect`; everything else, including every
-rule of the status machine, is written once in `_engine.py`, so SQLite and PostgreSQL cannot
-drift apart in behaviour.
+rule of the status machine, is written once over them (`_core.py` and the area modules), so
+SQLite and PostgreSQL cannot drift apart in behaviour.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -25,20 +25,41 @@ from ..domain.model import (
 from ..domain.status import LeaseState, Lifecycle
 from ._port import Notice
 
-__all__ = ["Dialect", "Row", "Tx", "TxState", "to_entry", "to_event", "to_owner_event"]
+__all__ = [
+    "Dialect",
+    "Query",
+    "QueryHook",
+    "Row",
+    "Tx",
+    "TxState",
+    "to_entry",
+    "to_event",
+    "to_owner_event",
+]
 
 Row = Mapping[str, Any]
 
 
-class Tx(Protocol):
-    """One open transaction. SQL uses `:name` parameters; the adapter translates them."""
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A named statement, already in the driver's parameter style (see `_queries.py`)."""
 
-    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]: ...
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+    name: str
+    sql: str
+
+
+QueryHook = Callable[[str], None]
+"""Called with each statement's name as a transaction runs it (tests record the hot path)."""
+
+
+class Tx(Protocol):
+    """One open transaction, running named queries."""
+
+    async def fetch(self, query: Query, params: Mapping[str, Any] | None = None) -> list[Row]: ...
+    async def execute(self, query: Query, params: Mapping[str, Any] | None = None) -> None:
         """Run a statement whose result nobody reads. PostgreSQL pipelines it: its errors
         surface at the next `fetch` or at commit, still inside the transaction."""
         ...
-    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None: ...
 
 
 @dataclass
@@ -75,6 +96,10 @@ class Dialect(Protocol):
 
     def secs(self, expr: str) -> str:
         """SQL turning a number of seconds into something addable to a time."""
+        ...
+
+    def params(self, sql: str) -> str:
+        """`:name` parameters rewritten in the driver's style."""
         ...
 
     def json(self, value: Any) -> Any: ...

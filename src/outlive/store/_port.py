@@ -69,6 +69,19 @@ class Notice:
     owner: bool = False
     cancel: bool = False
 
+    @classmethod
+    def rescan(cls) -> Notice:
+        """Notices may have been lost (a reader fell behind, the LISTEN connection came
+        back): whoever receives this re-reads everything it watches."""
+        return cls(_ANY, _ANY, work=True, events=True, owner=True)
+
+    @property
+    def is_rescan(self) -> bool:
+        return self.session_id == _ANY
+
+
+_ANY = "*"
+
 
 class Subscription(Protocol):
     def __aiter__(self) -> AsyncIterator[Notice]: ...

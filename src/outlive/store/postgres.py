@@ -13,7 +13,7 @@ import json
 import logging
 import random
 import select
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -25,17 +25,17 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
-from ._base import Row, Tx, TxState, pyformat
+from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._engine import SqlStore
+from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
-from ._port import Notice
+from ._pg_payload import CHANNEL, decode_notices, encode_notices
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "decode_notices", "encode_notices"]
 
 T = TypeVar("T")
 log = logging.getLogger("outlive.store.postgres")
 
-CHANNEL = "outlive"
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
@@ -48,6 +48,9 @@ class PostgresDialect:
 
     def secs(self, expr: str) -> str:
         return f"(({expr}) * interval '1 second')"
+
+    def params(self, sql: str) -> str:
+        return pyformat(sql)
 
     def json(self, value: Any) -> Any:
         return Jsonb(value)
@@ -62,55 +65,50 @@ class PostgresDialect:
         return list(ids)
 
 
-_SQL_CACHE: dict[str, str] = {}
-
-
-def _sql(sql: str) -> str:
-    out = _SQL_CACHE.get(sql)
-    if out is None:
-        out = _SQL_CACHE[sql] = pyformat(sql)
-    return out
-
-
 class _PgTx:
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], hook: QueryHook | None) -> None:
         self._conn = conn
+        self._hook = hook
 
-    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        cur = await self._conn.execute(_sql(sql), dict(params or {}))
+    async def fetch(self, query: Query | str, params: Mapping[str, Any] | None = None
+                    ) -> list[Row]:
+        q = _named(query)
+        if self._hook is not None:
+            self._hook(q.name)
+        cur = await self._conn.execute(q.sql, dict(params or {}))
         return list(await cur.fetchall())
 
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
-        await self._conn.execute(_sql(sql), dict(params or {}))
-
-    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
-        async with self._conn.cursor() as cur:
-            await cur.executemany(_sql(sql), [dict(p) for p in params])
-
-
-def encode_notices(notices: Sequence[Notice]) -> str:
-    return json.dumps(
-        [[n.session_id, n.owner_id,
-          int(n.work) | int(n.events) << 1 | int(n.owner) << 2 | int(n.cancel) << 3]
-         for n in notices],
-        separators=(",", ":"),
-    )
+    async def execute(self, query: Query | str, params: Mapping[str, Any] | None = None
+                      ) -> None:
+        q = _named(query)
+        if self._hook is not None:
+            self._hook(q.name)
+        await self._conn.execute(q.sql, dict(params or {}))
 
 
-def decode_notices(payload: str) -> list[Notice]:
-    out = []
-    for sid, owner, flags in json.loads(payload):
-        out.append(Notice(sid, owner, bool(flags & 1), bool(flags & 2), bool(flags & 4),
-                          bool(flags & 8)))
-    return out
+def _named(query: Query | str) -> Query:
+    """Plain strings are ad-hoc SQL (tests, operators); the Store itself names its queries."""
+    return query if isinstance(query, Query) else Query("adhoc", pyformat(query))
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """The one place driver errors become Store errors, around every read and write: a lost
+    or refused connection, a server shutting down, no pooled connection in time."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        if isinstance(exc, _RETRYABLE):  # retried by `_write`; past that, not an outage
+            raise
+        raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
 
 
 class _Listener:
-    """One LISTEN connection per Store, shared by all its subscribers; reconnects forever."""
+    """One LISTEN connection per Store, feeding its fan-out; reconnects forever."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.queues: set[asyncio.Queue[Notice]] = set()
+        self.fanout = Fanout()
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
@@ -125,15 +123,6 @@ class _Listener:
                 await self._task
             self._task = None
 
-    def _put(self, notice: Notice) -> None:
-        for q in list(self.queues):
-            try:
-                q.put_nowait(notice)
-            except asyncio.QueueFull:
-                while not q.empty():
-                    q.get_nowait()
-                q.put_nowait(Notice("*", "*", True, True, True))
-
     async def _run(self) -> None:
         delay = 0.1
         first = True
@@ -145,12 +134,11 @@ class _Listener:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()
                     if not first:  # anything may have happened while we were away
-                        self._put(Notice("*", "*", True, True, True))
+                        self.fanout.rescan()
                     first, delay = False, 0.1
                     async for n in conn.notifies():
                         try:
-                            for notice in decode_notices(n.payload):
-                                self._put(notice)
+                            self.fanout.publish(decode_notices(n.payload))
                         except (ValueError, TypeError):
                             log.warning("ignored malformed notification %r", n.payload)
             except asyncio.CancelledError:
@@ -160,21 +148,6 @@ class _Listener:
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 5.0)
-
-
-class _PgSubscription:
-    def __init__(self, listener: _Listener) -> None:
-        self._listener = listener
-        self._queue: asyncio.Queue[Notice] = asyncio.Queue(maxsize=10_000)
-        listener.queues.add(self._queue)
-        listener.start()
-
-    async def __aiter__(self) -> AsyncIterator[Notice]:
-        while True:
-            yield await self._queue.get()
-
-    async def close(self) -> None:
-        self._listener.queues.discard(self._queue)
 
 
 async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -193,8 +166,13 @@ async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 class PostgresStore(SqlStore):
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
-        self.d = PostgresDialect()
+    """`acquire_timeout`: how long a call waits for a pooled connection before the store
+    counts as unavailable (a stopped server leaves callers waiting exactly that long)."""
+
+    def __init__(
+        self, dsn: str, *, min_size: int = 1, max_size: int = 10, acquire_timeout: float = 5.0
+    ) -> None:
+        super().__init__(PostgresDialect())
         self.dsn = dsn
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             dsn,
@@ -203,6 +181,7 @@ class PostgresStore(SqlStore):
             open=False,
             kwargs={"autocommit": True, "row_factory": dict_row},
             check=_check_connection,
+            timeout=acquire_timeout,
         )
         self._opened = False
         self._listener = _Listener(dsn)
@@ -243,7 +222,8 @@ class PostgresStore(SqlStore):
 
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         # A cancelled caller never cuts a transaction in half: it commits or rolls back whole.
-        return await asyncio.shield(self._write_now(fn))
+        with _translated():
+            return await asyncio.shield(self._write_now(fn))
 
     async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         await self.open()
@@ -255,38 +235,29 @@ class PostgresStore(SqlStore):
                 async with (
                     self._pool.connection() as conn, conn.pipeline(), conn.transaction()
                 ):
-                    result = await fn(_PgTx(conn), st)
+                    tx = _PgTx(conn, self.on_query)
+                    result = await fn(tx, st)
                     if st.notices:
-                        await conn.execute(
-                            "SELECT pg_notify(%s, %s)",
-                            (CHANNEL, encode_notices(list(st.notices.values()))),
-                        )
+                        payload = encode_notices(list(st.notices.values()))
+                        await tx.execute(self.q.notify, {"channel": CHANNEL, "payload": payload})
                 return result
             except _RETRYABLE:
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1) * (1 + random.random()))
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()
-        try:
+        with _translated():
             async with self._pool.connection() as conn:
-                return await fn(_PgTx(conn))
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
+                return await fn(_PgTx(conn, self.on_query))
 
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
     ) -> list[Row]:
         return await tx.fetch(
-            "UPDATE sessions s SET lease_expires_at = clock_timestamp() + "
-            "(:ttl * interval '1 second') FROM unnest(CAST(:ids AS text[]), "
-            "CAST(:fences AS bigint[])) AS h(id, fence) WHERE s.id = h.id AND s.fence = h.fence "
-            "AND s.lease_worker = :worker AND s.status = 'running' "
-            "RETURNING s.id, s.cancel_requested_at IS NOT NULL AS cancel",
+            self.q.heartbeat,
             {
                 "ttl": ttl,
                 "ids": [lease.session_id for lease in leases],
@@ -295,8 +266,9 @@ class PostgresStore(SqlStore):
             },
         )
 
-    def subscribe(self) -> _PgSubscription:
-        return _PgSubscription(self._listener)
+    def subscribe(self) -> FanoutSubscription:
+        self._listener.start()
+        return self._listener.fanout.subscribe()
 
     async def wait_listening(self) -> None:
         """Tests and the worker wait for LISTEN before relying on notifications."""

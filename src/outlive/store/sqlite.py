@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,27 +15,28 @@ import aiosqlite
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
-from ._base import Row, Tx, TxState, epoch
+from ._base import Query, QueryHook, Row, Tx, TxState, epoch
 from ._engine import SqlStore
+from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
-from ._port import Notice
 
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 
-_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
-
-
 class SqliteDialect:
     name = "sqlite"
-    now = _NOW
+    now = "((julianday('now') - 2440587.5) * 86400.0)"
+    """Seconds since the epoch, as a float: times are stored as numbers."""
     for_update = ""
     skip_locked = ""
     in_ids = "IN (SELECT value FROM json_each(:ids))"
 
     def secs(self, expr: str) -> str:
         return f"({expr})"
+
+    def params(self, sql: str) -> str:
+        return sql  # sqlite3 takes `:name` as it is
 
     def json(self, value: Any) -> Any:
         return json.dumps(value, separators=(",", ":"))
@@ -52,56 +54,56 @@ class SqliteDialect:
 
 
 class _SqliteTx:
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, hook: QueryHook | None) -> None:
         self._conn = conn
+        self._hook = hook
 
-    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
-        async with self._conn.execute(sql, dict(params or {})) as cur:
+    async def fetch(self, query: Query | str, params: Mapping[str, Any] | None = None
+                    ) -> list[Row]:
+        q = _named(query)
+        if self._hook is not None:
+            self._hook(q.name)
+        async with self._conn.execute(q.sql, dict(params or {})) as cur:
             rows = await cur.fetchall()
         return [dict(r) for r in rows]
 
-    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
-        async with self._conn.execute(sql, dict(params or {})):
+    async def execute(self, query: Query | str, params: Mapping[str, Any] | None = None
+                      ) -> None:
+        q = _named(query)
+        if self._hook is not None:
+            self._hook(q.name)
+        async with self._conn.execute(q.sql, dict(params or {})):
             pass
 
-    async def execute_many(self, sql: str, params: Sequence[Mapping[str, Any]]) -> None:
-        await self._conn.executemany(sql, [dict(p) for p in params])
+
+def _named(query: Query | str) -> Query:
+    """Plain strings are ad-hoc SQL (tests, operators); the Store itself names its queries."""
+    return query if isinstance(query, Query) else Query("adhoc", query)
 
 
-class _Hub:
-    """In-process fan-out of notices for one database file, shared by every Store on it."""
-
-    def __init__(self) -> None:
-        self.queues: set[asyncio.Queue[Notice]] = set()
-
-    def publish(self, notices: Sequence[Notice]) -> None:
-        for q in list(self.queues):
-            for n in notices:
-                try:
-                    q.put_nowait(n)
-                except asyncio.QueueFull:  # a stalled reader learns to rescan everything
-                    while not q.empty():
-                        q.get_nowait()
-                    q.put_nowait(Notice("*", "*", True, True, True))
+_OUTAGES = frozenset({
+    sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB,
+})
+"""Primary result codes that say the database file cannot be used now, as opposed to a
+statement that is wrong (SQLITE_ERROR) or a constraint (those stay what they are)."""
 
 
-_HUBS: dict[str, _Hub] = {}
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """The one place driver errors become Store errors, around every read and write."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None or (code & 0xFF) not in _OUTAGES:
+            raise
+        raise StoreUnavailable(f"SQLite unavailable: {exc}") from exc
 
 
-class _HubSubscription:
-    def __init__(self, hub: _Hub) -> None:
-        self._hub = hub
-        self._queue: asyncio.Queue[Notice] = asyncio.Queue(maxsize=10_000)
-        hub.queues.add(self._queue)
-        self._closed = False
-
-    async def __aiter__(self) -> AsyncIterator[Notice]:
-        while not self._closed:
-            yield await self._queue.get()
-
-    async def close(self) -> None:
-        self._closed = True
-        self._hub.queues.discard(self._queue)
+_FANOUTS: dict[str, Fanout] = {}
+"""One fan-out per database file, shared by every Store on it in this process."""
 
 
 class SqliteStore(SqlStore):
@@ -109,14 +111,14 @@ class SqliteStore(SqlStore):
     which also makes separate connections, even in other processes, wait their turn."""
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
-        self.d = SqliteDialect()
+        super().__init__(SqliteDialect())
         self.path = str(Path(path).resolve()) if str(path) != ":memory:" else ":memory:"
         self._busy = busy_timeout_ms
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._wlock = asyncio.Lock()
         self._rlock = asyncio.Lock()
-        self._hub = _HUBS.setdefault(self.path, _Hub())
+        self._fanout = _FANOUTS.setdefault(self.path, Fanout())
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -179,10 +181,8 @@ class SqliteStore(SqlStore):
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         # aiosqlite finishes a statement even when its caller is cancelled; shielding the
         # whole transaction means a cancelled caller can never leave BEGIN without COMMIT.
-        try:
+        with _translated():  # locked past the busy timeout, disk full, …
             return await asyncio.shield(self._write_now(fn))
-        except sqlite3.OperationalError as exc:  # locked past the busy timeout, disk full, …
-            raise StoreUnavailable(f"SQLite unavailable: {exc}") from exc
 
     async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         if self._writer is None:
@@ -193,17 +193,18 @@ class SqliteStore(SqlStore):
             conn = self._writer
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                result = await fn(_SqliteTx(conn), st)
+                result = await fn(_SqliteTx(conn, self.on_query), st)
             except BaseException:
                 await conn.execute("ROLLBACK")
                 raise
             await conn.execute("COMMIT")
         if st.notices:
-            self._hub.publish(list(st.notices.values()))
+            self._fanout.publish(st.notices.values())
         return result
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
-        return await asyncio.shield(self._read_now(fn))
+        with _translated():
+            return await asyncio.shield(self._read_now(fn))
 
     async def _read_now(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         if self._reader is None:
@@ -213,7 +214,7 @@ class SqliteStore(SqlStore):
             conn = self._reader
             await conn.execute("BEGIN")
             try:
-                return await fn(_SqliteTx(conn))
+                return await fn(_SqliteTx(conn, self.on_query))
             finally:
                 await conn.execute("COMMIT")
 
@@ -221,11 +222,7 @@ class SqliteStore(SqlStore):
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
     ) -> list[Row]:
         return await tx.fetch(
-            f"UPDATE sessions SET lease_expires_at = {_NOW} + :ttl "
-            "WHERE lease_worker = :worker AND status = 'running' AND EXISTS ("
-            "SELECT 1 FROM json_each(:pairs) j WHERE json_extract(j.value, '$[0]') = "
-            "sessions.id AND json_extract(j.value, '$[1]') = sessions.fence) "
-            "RETURNING id, cancel_requested_at IS NOT NULL AS cancel",
+            self.q.heartbeat,
             {
                 "ttl": ttl,
                 "worker": worker,
@@ -233,8 +230,8 @@ class SqliteStore(SqlStore):
             },
         )
 
-    def subscribe(self) -> _HubSubscription:
-        return _HubSubscription(self._hub)
+    def subscribe(self) -> FanoutSubscription:
+        return self._fanout.subscribe()
 
     async def wait_listening(self) -> None:
         """In-process notices need no connection: ready at once."""

@@ -1,0 +1,297 @@
+"""The adapter seam and the steps every Store operation shares inside its transaction.
+
+Each public Store method is one transaction (`_write` or `_read`, supplied by the adapter).
+Lifecycle changes go through the pure status machine (`domain.status.transition`) on a row
+read under lock (`FOR UPDATE` on PostgreSQL, the `BEGIN IMMEDIATE` write lock on SQLite), so
+the database can only ever hold states the machine allows. Worker writes name (worker, fence);
+a stale one changes nothing and raises `LeaseLost`.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, NoReturn, TypeVar
+
+from ..domain.errors import LeaseLost, NotFound
+from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Status
+from ..domain.status import Action, LeaseState, Lifecycle, transition
+from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
+from ._port import Subscription
+from ._queries import Queries, queries_for
+from ._validation import check_event_types, scrub
+
+__all__ = ["StoreCore", "aborts_run", "held", "session_end", "status_data"]
+
+T = TypeVar("T")
+
+_INSERT_CHUNK = 100
+_EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
+_ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+
+
+def held(row: Row) -> Lifecycle:
+    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
+    return replace(lifecycle(row), lease=LeaseState.HELD)
+
+
+def aborts_run(row: Row, after: Lifecycle) -> bool:
+    """Whether a write asked a running session's worker to stop (the notice says so)."""
+    return (row["status"] == Status.RUNNING and row["cancel_requested_at"] is None
+            and after.cancel_requested and after.status is Status.RUNNING)
+
+
+def session_end(status: Status, error: ErrorInfo | None, reason: str | None) -> NewEvent:
+    """The event that closes a run, however it ended."""
+    data: dict[str, Any] = {"status": status.value}
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
+    if reason is not None:
+        data["reason"] = reason
+    return NewEvent("session_end", data)
+
+
+def status_data(status: Status, attempt: int) -> dict[str, Any]:
+    """The data of a `session_status` owner event."""
+    return {"status": status.value, "attempt": attempt}
+
+
+@functools.cache
+def _values_sql(table: str, columns: tuple[str, ...], n: int) -> str:
+    values = ", ".join("(" + ", ".join(f":{c}_{i}" for c in columns) + ")" for i in range(n))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
+
+
+class StoreCore(abc.ABC):
+    """What every area of the Store builds on; adapters supply transactions and notices."""
+
+    on_query: QueryHook | None = None
+    """Set to record the name of every statement this store runs (tests)."""
+
+    def __init__(self, d: Dialect) -> None:
+        self.d = d
+        self.q: Queries = queries_for(d)
+
+    @property
+    def dialect(self) -> str:
+        return self.d.name
+
+    # -- adapter seam ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
+        """Run `fn` in one write transaction; send the notices it queued after commit."""
+
+    @abc.abstractmethod
+    async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `fn` on a consistent read-only view."""
+
+    @abc.abstractmethod
+    def subscribe(self) -> Subscription: ...
+
+    # -- rows under lock ------------------------------------------------------------------
+
+    async def _locked(self, tx: Tx, session_id: str, owner_id: str | None) -> Row:
+        if owner_id is None:
+            rows = await tx.fetch(self.q.lock_session, {"id": session_id})
+        else:
+            rows = await tx.fetch(self.q.lock_owned_session,
+                                  {"id": session_id, "owner": owner_id})
+        if not rows:
+            raise NotFound(f"session {session_id} not found")
+        return rows[0]
+
+    async def _fenced(self, tx: Tx, lease: Lease) -> Row:
+        """The session's row, locked, if `lease` still holds it. A lease that lapsed with
+        nobody claiming the session since still holds it: the fence is what decides."""
+        row = await self._locked(tx, lease.session_id, None)
+        if (
+            row["lease_worker"] != lease.worker
+            or int(row["fence"]) != lease.fence
+            or row["status"] != Status.RUNNING
+        ):
+            _lost(lease)
+        return row
+
+    async def _raise_lost(self, tx: Tx, lease: Lease) -> NoReturn:
+        """A fenced write matched no row: the session is gone, or the lease is."""
+        if not await tx.fetch(self.q.session_exists, {"id": lease.session_id}):
+            raise NotFound(f"session {lease.session_id} not found")
+        _lost(lease)
+
+    async def _apply(self, tx: Tx, row: Row, new: Lifecycle, **extra: Any) -> None:
+        """Write a lifecycle from the status machine back to its row."""
+        sets = [
+            "status = :status",
+            "attempt = :attempt",
+            "fence = :fence",
+            f"updated_at = {self.d.now}",
+        ]
+        params: dict[str, Any] = {
+            "id": row["id"],
+            "status": new.status.value,
+            "attempt": new.attempt,
+            "fence": new.fence,
+        }
+        if new.lease.value == "none":
+            sets.append("lease_worker = NULL, lease_expires_at = NULL")
+        if not new.cancel_requested:
+            sets.append("cancel_requested_at = NULL")
+            if "cancel_reason" not in extra:
+                sets.append("cancel_reason = NULL")
+        elif row["cancel_requested_at"] is None:
+            sets.append(f"cancel_requested_at = {self.d.now}")
+        if new.deleted and row["deleted_at"] is None:
+            sets.append(f"deleted_at = {self.d.now}")
+        for key, value in extra.items():
+            sets.append(f"{key} = :{key}")
+            params[key] = value
+        sql = f"UPDATE sessions SET {', '.join(sets)} WHERE id = :id"
+        await tx.execute(self.q.dynamic("update_lifecycle", sql), params)
+
+    # -- logs ------------------------------------------------------------------------------
+
+    async def _append(
+        self, tx: Tx, session_id: str, events: Sequence[NewEvent], *, fenced: Lease | None,
+        st: TxState | None = None, stamp: Lease | None = None,
+    ) -> list[Event]:
+        """Allocate gapless seqs through `sessions.last_seq` and insert the events; with `st`,
+        queue the session's `events` notice too. Events carry the fence of the lease that
+        wrote them (`fenced` or `stamp`), else the session's current one (API writes)."""
+        if not events:
+            return []
+        check_event_types(events)
+        n = len(events)
+        if fenced is None:
+            rows = await tx.fetch(self.q.allocate_seqs, {"n": n, "id": session_id})
+            if not rows:
+                raise NotFound(f"session {session_id} not found")
+        else:
+            rows = await tx.fetch(
+                self.q.allocate_seqs_fenced,
+                {"n": n, "id": session_id, "worker": fenced.worker, "fence": fenced.fence},
+            )
+            if not rows:
+                await self._raise_lost(tx, fenced)
+        head = rows[0]
+        fence = stamp.fence if stamp is not None else int(head["fence"])
+        return await self._insert_events(
+            tx, session_id, events, int(head["last_seq"]) - n + 1, head["now"],
+            int(head["attempt"]), fence, head["owner_id"], st,
+        )
+
+    async def _insert_events(
+        self, tx: Tx, session_id: str, events: Sequence[NewEvent], first: int, now: Any,
+        attempt: int, fence: int, owner_id: str, st: TxState | None,
+    ) -> list[Event]:
+        """Insert events at seqs first.. (already allocated in `sessions.last_seq`)."""
+        await self._insert_rows(
+            tx, "session_events", _EVENT_COLUMNS,
+            [
+                {"session_id": session_id, "seq": first + i, "ts": now, "attempt": attempt,
+                 "fence": fence, "type": ev.type, "data": self.d.json(scrub(ev.data))}
+                for i, ev in enumerate(events)
+            ],
+        )
+        ts = self.d.ts(now)
+        assert ts is not None
+        if st is not None:
+            st.notify(session_id, owner_id, events=True)
+        return [
+            Event(session_id, first + i, ts, attempt, fence, ev.type, dict(scrub(ev.data)))
+            for i, ev in enumerate(events)
+        ]
+
+    async def _insert_entry_rows(
+        self, tx: Tx, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]], first: int
+    ) -> list[Entry]:
+        """Insert model-history entries at seqs first.. (already allocated)."""
+        await self._insert_rows(
+            tx, "session_entries", _ENTRY_COLUMNS,
+            [
+                {"session_id": lease.session_id, "seq": first + i, "kind": kind,
+                 "data": self.d.json(scrub(data)), "fence": lease.fence}
+                for i, (kind, data) in enumerate(entries)
+            ],
+        )
+        return [
+            Entry(lease.session_id, first + i, kind, dict(scrub(data)), lease.fence)
+            for i, (kind, data) in enumerate(entries)
+        ]
+
+    async def _insert_rows(
+        self, tx: Tx, table: str, columns: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """One multi-row INSERT per chunk: a statement (and a round trip) per batch, not per
+        row. Chunks stay far below SQLite's bound-parameter limit."""
+        for start in range(0, len(rows), _INSERT_CHUNK):
+            chunk = rows[start : start + _INSERT_CHUNK]
+            params: dict[str, Any] = {}
+            for i, r in enumerate(chunk):
+                params.update({f"{c}_{i}": r[c] for c in columns})
+            sql = _values_sql(table, columns, len(chunk))
+            await tx.execute(self.q.dynamic(f"insert_{table}", sql), params)
+
+    async def _owner_event(
+        self, tx: Tx, owner_id: str, session_id: str, type_: str, data: dict[str, Any]
+    ) -> None:
+        rows = await tx.fetch(self.q.next_owner_event_id, {"id": owner_id})
+        await tx.execute(
+            self.q.insert_owner_event,
+            {"owner": owner_id, "id": rows[0]["last_event_id"], "sid": session_id,
+             "type": type_, "data": self.d.json(data)},
+        )
+
+    async def _end_events(
+        self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
+        extra: Sequence[NewEvent] = (), stamp: Lease | None = None,
+    ) -> None:
+        """`session_end` (after `extra`) and the owner's `session_status`."""
+        await self._append(tx, row["id"], [*extra, session_end(status, error, reason)],
+                           fenced=None, stamp=stamp)
+        await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
+                                status_data(status, int(row["attempt"])))
+
+    async def _revive_or_drop(
+        self, tx: Tx, row: Row, status: Status, *, owner_event: bool = True
+    ) -> bool:
+        """Undelivered messages at a failed or cancelled end are never silently lost.
+
+        After a failure they stay undelivered: the next message revives the session and the
+        run delivers them all. At a cancel, messages sent after the cancel request start a new
+        run at once (as if sent after the end); those sent before it were cancelled with the
+        run and count as consumed.
+        """
+        if status is not Status.CANCELLED:
+            return False
+        after_cancel: list[Row] = []
+        if row["cancel_requested_at"] is not None:
+            after_cancel = await tx.fetch(
+                self.q.first_input_after_cancel,
+                {"sid": row["id"], "cur": row["delivered_input_seq"],
+                 "at": row["cancel_requested_at"]},
+            )
+        if after_cancel:
+            current = await self._locked(tx, row["id"], None)
+            out = transition(lifecycle(current), Action.POST_MESSAGE)
+            await self._apply(tx, current, out.state, error_code=None, error_message=None)
+            if owner_event:
+                await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
+                                        status_data(Status.QUEUED, 0))
+            await tx.execute(self.q.set_delivered_input_seq,
+                             {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]})
+            return True
+        await self._consume_inputs(tx, row["id"])
+        return False
+
+    async def _consume_inputs(self, tx: Tx, session_id: str) -> None:
+        """Messages waiting when a session is cancelled were cancelled with it."""
+        await tx.execute(self.q.consume_inputs, {"id": session_id})
+
+
+def _lost(lease: Lease) -> NoReturn:
+    raise LeaseLost(
+        f"session {lease.session_id} is no longer held by {lease.worker} at fence {lease.fence}"
+    )

@@ -1,0 +1,92 @@
+"""The logs: a session's events, its snapshots, and each owner's lifecycle events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..domain.errors import NotFound
+from ..domain.model import Entry, Event, Lease, NewEvent, OwnerEvent
+from ._base import Tx, TxState, to_entry, to_event, to_owner_event
+from ._core import StoreCore
+from ._validation import check_read_window, scrub
+
+__all__ = ["EventLogOps"]
+
+_NO_LIMIT = 2**62
+
+
+class EventLogOps(StoreCore):
+    async def append_events(
+        self, session_id: str, events: Sequence[NewEvent], *, lease: Lease | None = None
+    ) -> list[Event]:
+        async def op(tx: Tx, st: TxState) -> list[Event]:
+            return await self._append(tx, session_id, events, fenced=lease, st=st)
+
+        return await self._write(op)
+
+    async def read_events(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        limit: int = 1000,
+        owner_id: str | None = None,
+    ) -> list[Event]:
+        check_read_window(after, limit)
+
+        async def op(tx: Tx) -> list[Event]:
+            if owner_id is not None and not await tx.fetch(
+                self.q.owned_session_exists, {"id": session_id, "owner": owner_id}
+            ):
+                raise NotFound(f"session {session_id} not found")
+            rows = await tx.fetch(self.q.read_events,
+                                  {"sid": session_id, "after": after, "limit": limit})
+            return [to_event(self.d, r) for r in rows]
+
+        return await self._read(op)
+
+    async def read_entries(self, session_id: str) -> list[Entry]:
+        async def op(tx: Tx) -> list[Entry]:
+            rows = await tx.fetch(self.q.read_entries, {"sid": session_id})
+            return [to_entry(self.d, r) for r in rows]
+
+        return await self._read(op)
+
+    async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None:
+        async def op(tx: Tx, st: TxState) -> None:
+            await tx.execute(self.q.insert_snapshot,
+                             {"sid": session_id, "seq": seq, "state": self.d.json(scrub(state))})
+
+        await self._write(op)
+
+    async def load_snapshot(
+        self, session_id: str, *, at_most: int | None = None
+    ) -> tuple[int, dict[str, Any]] | None:
+        async def op(tx: Tx) -> tuple[int, dict[str, Any]] | None:
+            rows = await tx.fetch(
+                self.q.load_snapshot,
+                {"sid": session_id, "at_most": at_most if at_most is not None else _NO_LIMIT},
+            )
+            if not rows:
+                return None
+            return int(rows[0]["seq"]), self.d.load_json(rows[0]["state"])
+
+        return await self._read(op)
+
+    async def read_owner_events(
+        self, owner_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[OwnerEvent]:
+        async def op(tx: Tx) -> list[OwnerEvent]:
+            rows = await tx.fetch(self.q.read_owner_events,
+                                  {"owner": owner_id, "after": after, "limit": limit})
+            return [to_owner_event(self.d, r) for r in rows]
+
+        return await self._read(op)
+
+    async def last_owner_event_id(self, owner_id: str) -> int:
+        async def op(tx: Tx) -> int:
+            rows = await tx.fetch(self.q.last_owner_event_id, {"id": owner_id})
+            return int(rows[0]["last_event_id"]) if rows else 0
+
+        return await self._read(op)

@@ -1,0 +1,79 @@
+"""Notices fanned out to every subscriber in the process, the same for both adapters.
+
+SQLite publishes after each commit; PostgreSQL publishes what its LISTEN connection hears.
+Each subscriber has a bounded queue. A reader that falls so far behind that its queue fills
+loses the queued notices and gets one rescan notice instead: it re-reads everything it
+watches, which is correct whatever it missed, and memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+
+from ._port import Notice
+
+__all__ = ["QUEUE_BOUND", "Fanout", "FanoutSubscription"]
+
+QUEUE_BOUND = 10_000
+
+
+class Fanout:
+    def __init__(self, bound: int = QUEUE_BOUND) -> None:
+        self._bound = bound
+        self._queues: set[asyncio.Queue[Notice | None]] = set()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._queues)
+
+    def subscribe(self) -> FanoutSubscription:
+        queue: asyncio.Queue[Notice | None] = asyncio.Queue(maxsize=self._bound)
+        self._queues.add(queue)
+        return FanoutSubscription(self, queue)
+
+    def publish(self, notices: Iterable[Notice]) -> None:
+        batch = list(notices)
+        for queue in list(self._queues):
+            for notice in batch:
+                try:
+                    queue.put_nowait(notice)
+                except asyncio.QueueFull:
+                    _replace_all(queue, Notice.rescan())
+                    break  # the rescan covers the rest of this batch too
+
+    def rescan(self) -> None:
+        """Tell every subscriber to re-read everything (notices may have been lost)."""
+        self.publish([Notice.rescan()])
+
+    def _remove(self, queue: asyncio.Queue[Notice | None]) -> None:
+        self._queues.discard(queue)
+
+
+class FanoutSubscription:
+    """One subscriber's notices, in order. `close()` ends the iteration."""
+
+    def __init__(self, fanout: Fanout, queue: asyncio.Queue[Notice | None]) -> None:
+        self._fanout = fanout
+        self._queue = queue
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[Notice]:
+        while not self._closed:
+            notice = await self._queue.get()
+            if notice is None:
+                return
+            yield notice
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._fanout._remove(self._queue)
+        _replace_all(self._queue, None)  # wakes a reader waiting for the next notice
+
+
+def _replace_all(queue: asyncio.Queue[Notice | None], item: Notice | None) -> None:
+    while not queue.empty():
+        queue.get_nowait()
+    queue.put_nowait(item)

@@ -1,0 +1,301 @@
+"""Runs: claims and leases, then a run's fenced writes (its commits, the delivery cursor,
+stage and title, park, settle), and the abandon scan that asks unwatched runs to stop."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+from ..domain.errors import InvalidInput, PendingInput
+from ..domain.model import (
+    Claim,
+    ClaimReason,
+    Entry,
+    ErrorInfo,
+    Event,
+    Lease,
+    NewEvent,
+    Session,
+    Status,
+)
+from ..domain.status import Action, transition
+from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
+from ._core import StoreCore, held, session_end, status_data
+from ._port import Held
+from ._validation import auto_title, check_event_types, settle_status
+
+__all__ = ["RunOps"]
+
+_OwnerEvent = tuple[str, str, str, dict[str, Any]]
+_SETTLE_ACTION = {
+    Status.SUCCEEDED: Action.SETTLE_SUCCEEDED,
+    Status.FAILED: Action.SETTLE_FAILED,
+    Status.CANCELLED: Action.SETTLE_CANCELLED,
+}
+
+
+class RunOps(StoreCore):
+    async def claim(
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
+    ) -> list[Claim]:
+        if limit < 1:
+            return []
+
+        async def op(tx: Tx, st: TxState) -> list[Claim]:
+            rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
+            claims: list[tuple[str, ClaimReason, Lease | None]] = []
+            owner_events: list[_OwnerEvent] = []
+            for row in rows:
+                reason, lease = await self._claim_one(tx, st, row, worker, lease_ttl,
+                                                      max_attempts, owner_events)
+                claims.append((row["id"], reason, lease))
+            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
+            for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
+                await self._owner_event(tx, owner, sid, type_, data)
+            result = []
+            for sid, reason, lease in claims:
+                fresh = await tx.fetch(self.q.get_session, {"id": sid})
+                result.append(Claim(to_session(self.d, fresh[0]), reason, lease))
+            return result
+
+        return await self._write(op)
+
+    async def _claim_one(
+        self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
+        owner_events: list[_OwnerEvent],
+    ) -> tuple[ClaimReason, Lease | None]:
+        """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
+        Owner events are queued in `owner_events` for the caller to write last."""
+        before = lifecycle(row)
+        out = transition(before, Action.CLAIM, max_attempts=max_attempts)
+        assert out.claim_reason is not None
+        sid, owner = row["id"], row["owner_id"]
+        if out.run:
+            await self._apply(tx, row, out.state, lease_worker=worker)
+            await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
+            if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
+                owner_events.append((owner, sid, "session_status",
+                                     status_data(Status.RUNNING, out.state.attempt)))
+            st.notify(sid, owner, owner=True)
+            return out.claim_reason, Lease(sid, worker, out.state.fence)
+        error = None
+        if out.error_code == "max_attempts":
+            error = ErrorInfo(
+                "max_attempts",
+                f"the session stopped after {max_attempts} attempts without a "
+                "user message; send a new message to retry",
+            )
+        extra: dict[str, Any] = {}
+        if error is not None:
+            extra = {"error_code": error.code, "error_message": error.message}
+        await self._apply(tx, row, out.state, **extra)
+        status = out.state.status
+        reason = None if error is not None else (row["cancel_reason"] or "user")
+        await self._append(tx, sid, [session_end(status, error, reason)], fenced=None)
+        owner_events.append((owner, sid, "session_status",
+                             status_data(status, int(row["attempt"]))))
+        if (status is Status.CANCELLED
+                and int(row["last_input_seq"]) > int(row["delivered_input_seq"])):
+            if await self._revive_or_drop(tx, row, status, owner_event=False):
+                owner_events.append((owner, sid, "session_status",
+                                     status_data(Status.QUEUED, 0)))
+        st.notify(sid, owner, events=True, owner=True)
+        return out.claim_reason, None
+
+    async def heartbeat(
+        self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
+    ) -> list[Held]:
+        mine = [lease for lease in leases if lease.worker == worker]
+        if not mine:
+            return []
+
+        async def op(tx: Tx, st: TxState) -> list[Held]:
+            rows = await self._heartbeat(tx, worker, mine, lease_ttl)
+            return [Held(r["id"], bool(r["cancel"])) for r in rows]
+
+        return await self._write(op)
+
+    @abc.abstractmethod
+    async def _heartbeat(
+        self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
+    ) -> list[Row]:
+        """Extend every lease still matching (worker, fence) with the dialect's `heartbeat`
+        query (the leases travel as one parameter, each database's own way); return id and
+        cancel flag."""
+
+    async def cancel_abandoned(self) -> list[str]:
+        async def op(tx: Tx, st: TxState) -> list[str]:
+            rows = await tx.fetch(self.q.abandoned_sessions)
+            for r in sorted(rows, key=lambda r: (r["owner_id"], r["id"])):
+                await tx.execute(self.q.cancel_abandoned, {"id": r["id"]})
+                await self._owner_event(tx, r["owner_id"], r["id"], "session_cancel_requested",
+                                        {"reason": "abandoned"})
+                st.notify(r["id"], r["owner_id"], work=True, owner=True, cancel=True)
+            return [r["id"] for r in rows]
+
+        return await self._write(op)
+
+    async def append_entries(
+        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        entries_out, _ = await self.commit(lease, entries=entries)
+        return entries_out
+
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+        title: str | None = None,
+    ) -> tuple[list[Entry], list[Event]]:
+        """Model-history entries, their events and the delivery cursor in one fenced write, so
+        a crash can never leave a message consumed twice or an answer committed twice. With
+        `title`, the automatic title is set in the same write (as `set_auto_title`), its
+        event after the commit's own."""
+        clean = None if title is None else auto_title(title)
+        check_event_types(events)
+        delivered = -1 if delivered_through is None else delivered_through
+
+        async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
+            rows = await tx.fetch(
+                self.q.commit_head,
+                {"ne": len(events), "nn": len(entries), "d": delivered, "id": lease.session_id,
+                 "worker": lease.worker, "fence": lease.fence},
+            )
+            if not rows:
+                await self._raise_lost(tx, lease)
+            head = rows[0]
+            if delivered > int(head["last_input_seq"]):
+                raise InvalidInput(f"no user message at seq {delivered}")
+            out: list[Entry] = []
+            if entries:
+                first_entry = int(head["last_entry_seq"]) - len(entries) + 1
+                out = await self._insert_entry_rows(tx, lease, entries, first_entry)
+            written: list[Event] = []
+            if events:
+                written = await self._insert_events(
+                    tx, lease.session_id, events, int(head["last_seq"]) - len(events) + 1,
+                    head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
+                )
+            if clean is not None:  # after the commit's events (session_start comes first)
+                await self._auto_title(tx, st, head, lease, clean)
+            return out, written
+
+        return await self._write(op)
+
+    async def undelivered_inputs(self, session_id: str) -> list[Event]:
+        async def op(tx: Tx) -> list[Event]:
+            rows = await tx.fetch(self.q.undelivered_inputs, {"sid": session_id})
+            return [to_event(self.d, r) for r in rows]
+
+        return await self._read(op)
+
+    async def mark_delivered(self, lease: Lease, seq: int) -> None:
+        async def op(tx: Tx, st: TxState) -> None:
+            row = await self._fenced(tx, lease)
+            if seq > int(row["last_input_seq"]):
+                raise InvalidInput(f"no user message at seq {seq} to mark delivered")
+            if seq > int(row["delivered_input_seq"]):
+                await tx.execute(self.q.set_delivered_input_seq,
+                                 {"seq": seq, "id": lease.session_id})
+
+        await self._write(op)
+
+    async def set_stage(self, lease: Lease, stage: str) -> None:
+        async def op(tx: Tx, st: TxState) -> None:
+            row = await self._fenced(tx, lease)
+            await tx.execute(self.q.set_stage, {"stage": stage, "id": lease.session_id})
+            await self._append(tx, lease.session_id, [NewEvent("stage", {"stage": stage})],
+                               fenced=None, stamp=lease)
+            await self._owner_event(tx, row["owner_id"], lease.session_id,
+                                    "session_active_stage", {"stage": stage})
+            st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+
+        await self._write(op)
+
+    async def set_auto_title(self, lease: Lease, title: str) -> bool:
+        clean = auto_title(title)
+
+        async def op(tx: Tx, st: TxState) -> bool:
+            return await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
+
+        return await self._write(op)
+
+    async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str
+                          ) -> bool:
+        """A title the person set by hand is never overwritten."""
+        if row["title_state"] == "manual":
+            return False
+        await tx.execute(self.q.set_auto_title, {"t": clean, "id": lease.session_id})
+        await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
+                           fenced=None, stamp=lease)
+        await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
+                                {"title": clean})
+        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        return True
+
+    async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
+        async def op(tx: Tx, st: TxState) -> None:
+            row = await self._fenced(tx, lease)
+            out = transition(held(row), Action.PARK)
+            await self._apply(tx, row, out.state)
+            await self._append(
+                tx, lease.session_id,
+                [NewEvent("session_interrupted",
+                          {"reason": reason, "attempt": int(row["attempt"])})],
+                fenced=None, stamp=lease,
+            )
+            st.notify(lease.session_id, row["owner_id"], work=True, events=True)
+
+        await self._write(op)
+
+    async def settle(
+        self,
+        lease: Lease,
+        status: Status,
+        *,
+        error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (),
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+    ) -> Session:
+        """End the run; `entries` and `events` (before `session_end`) commit with it, so a
+        cancel costs one transaction from abort to settled."""
+        status = settle_status(status)
+
+        async def op(tx: Tx, st: TxState) -> Session:
+            row = await self._fenced(tx, lease)
+            final = status
+            if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
+                # A cancel accepted while the run was finishing is honoured, not overtaken.
+                final = Status.CANCELLED
+            pending = int(row["last_input_seq"]) > int(row["delivered_input_seq"])
+            if final is Status.SUCCEEDED and pending:
+                raise PendingInput("a user message arrived; deliver it before settling")
+            out = transition(held(row), _SETTLE_ACTION[final])
+            await self._insert_entries(tx, row, lease, entries)
+            reason = row["cancel_reason"] if final is Status.CANCELLED else None
+            await self._apply(
+                tx, row, out.state,
+                error_code=error.code if error else None,
+                error_message=error.message if error else None,
+            )
+            await self._end_events(tx, row, final, error, reason, events, stamp=lease)
+            if pending:
+                await self._revive_or_drop(tx, row, final)
+            st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
+            return to_session(self.d, await self._locked(tx, lease.session_id, None))
+
+        return await self._write(op)
+
+    async def _insert_entries(
+        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        if not entries:
+            return []
+        first = int(row["last_entry_seq"]) + 1
+        await tx.execute(self.q.set_last_entry_seq,
+                         {"last": first + len(entries) - 1, "id": lease.session_id})
+        return await self._insert_entry_rows(tx, lease, entries, first)

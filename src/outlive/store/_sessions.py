@@ -1,0 +1,252 @@
+"""Sessions as owners see them: create, read, list, title, delete, cancel, follow-ups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..domain.errors import NotFound, SessionBusy
+from ..domain.model import (
+    TERMINAL,
+    Delivery,
+    NewEvent,
+    Page,
+    PostResult,
+    Session,
+    Status,
+    new_id,
+)
+from ..domain.status import Action, transition
+from ._base import Tx, TxState, lifecycle, to_session
+from ._core import StoreCore, aborts_run, status_data
+from ._validation import (
+    check_client_request_id,
+    check_list,
+    check_session_args,
+    check_text,
+    check_title,
+    parse_mode,
+)
+
+__all__ = ["SessionOps"]
+
+
+class SessionOps(StoreCore):
+    async def create_session(
+        self,
+        owner_id: str,
+        *,
+        agent: str,
+        model: str,
+        prompt: str | None = None,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        abandon_after: float | None = None,
+    ) -> Session:
+        clean_title = check_session_args(agent, model, prompt, title, abandon_after)
+        transition(None, Action.CREATE)
+        sid = new_id("ses")
+
+        async def op(tx: Tx, st: TxState) -> Session:
+            if not await tx.fetch(self.q.owner_exists, {"id": owner_id}):
+                raise NotFound(f"owner {owner_id} not found")
+            await tx.execute(
+                self.q.insert_session,
+                {
+                    "id": sid,
+                    "owner": owner_id,
+                    "agent": agent,
+                    "model": model,
+                    "title": clean_title,
+                    "title_state": "manual" if clean_title else "pending",
+                    "metadata": self.d.json(metadata or {}),
+                    "abandon": abandon_after,
+                },
+            )
+            if prompt is not None:
+                ev = await self._append(
+                    tx, sid,
+                    [NewEvent("user_message", {"text": prompt, "delivery": Delivery.START})],
+                    fenced=None,
+                )
+                await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
+            await self._owner_event(
+                tx, owner_id, sid, "session_created",
+                {"status": "queued", "attempt": 0, "title": clean_title},
+            )
+            st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
+            return to_session(self.d, await self._locked(tx, sid, None))
+
+        return await self._write(op)
+
+    async def get_session(self, owner_id: str, session_id: str) -> Session:
+        async def op(tx: Tx) -> Session:
+            rows = await tx.fetch(self.q.get_owned_session, {"id": session_id, "owner": owner_id})
+            if not rows:
+                raise NotFound(f"session {session_id} not found")
+            return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def load_session(self, session_id: str) -> Session:
+        async def op(tx: Tx) -> Session:
+            rows = await tx.fetch(self.q.get_session, {"id": session_id})
+            if not rows:
+                raise NotFound(f"session {session_id} not found")
+            return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def list_sessions(
+        self,
+        owner_id: str,
+        *,
+        status: Status | str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        wanted = check_list(status, limit, cursor)
+
+        async def op(tx: Tx) -> Page:
+            rows = await tx.fetch(
+                self.q.list_sessions,
+                {
+                    "owner": owner_id,
+                    "status": wanted.value if wanted is not None else None,
+                    "cursor": cursor,
+                    "limit": limit + 1,
+                },
+            )
+            items = [to_session(self.d, r) for r in rows[:limit]]
+            more = len(rows) > limit
+            return Page(items, items[-1].id if more and items else None)
+
+        return await self._read(op)
+
+    async def set_title(self, owner_id: str, session_id: str, title: str) -> Session:
+        clean = check_title(title)
+
+        async def op(tx: Tx, st: TxState) -> Session:
+            row = await self._locked(tx, session_id, owner_id)
+            await tx.execute(self.q.set_manual_title, {"t": clean, "id": session_id})
+            await self._append(tx, session_id, [NewEvent("title", {"title": clean})], fenced=None)
+            await self._owner_event(tx, row["owner_id"], session_id, "session_title",
+                                    {"title": clean})
+            st.notify(session_id, owner_id, events=True, owner=True)
+            return to_session(self.d, await self._locked(tx, session_id, None))
+
+        return await self._write(op)
+
+    async def delete_session(self, owner_id: str, session_id: str) -> None:
+        async def op(tx: Tx, st: TxState) -> None:
+            row = await self._locked(tx, session_id, owner_id)
+            out = transition(lifecycle(row), Action.DELETE)
+            extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
+            await self._apply(tx, row, out.state, **extra)
+            if out.cancelled_now:
+                await self._end_events(tx, row, Status.CANCELLED, None, "deleted")
+                await self._consume_inputs(tx, session_id)
+            await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
+            st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
+                      cancel=aborts_run(row, out.state))
+
+        await self._write(op)
+
+    async def request_cancel(
+        self, owner_id: str, session_id: str, *, reason: str = "user"
+    ) -> Session:
+        async def op(tx: Tx, st: TxState) -> Session:
+            row = await self._locked(tx, session_id, owner_id)
+            out = transition(lifecycle(row), Action.REQUEST_CANCEL)
+            if out.changed:
+                await self._apply(tx, row, out.state, cancel_reason=reason)
+                await self._owner_event(tx, owner_id, session_id, "session_cancel_requested",
+                                        {"reason": reason})
+                if out.cancelled_now:
+                    await self._end_events(tx, row, Status.CANCELLED, None, reason)
+                    await self._consume_inputs(tx, session_id)
+                st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
+                          cancel=aborts_run(row, out.state))
+            return to_session(self.d, await self._locked(tx, session_id, None))
+
+        return await self._write(op)
+
+    async def post_message(
+        self,
+        owner_id: str,
+        session_id: str,
+        text: str,
+        *,
+        mode: Delivery | str = Delivery.STEER,
+        client_request_id: str | None = None,
+    ) -> PostResult:
+        check_text(text)
+        wanted = parse_mode(mode)
+        check_client_request_id(client_request_id)
+
+        async def op(tx: Tx, st: TxState) -> PostResult:
+            row = await self._locked(tx, session_id, owner_id)
+            if client_request_id is not None:
+                seen = await tx.fetch(self.q.find_message_request,
+                                      {"sid": session_id, "crid": client_request_id})
+                if seen:
+                    return PostResult(int(seen[0]["seq"]), Delivery(seen[0]["delivery"]),
+                                      bool(seen[0]["requeued"]))
+            state = lifecycle(row)
+            in_flight = state.status is Status.RUNNING and not state.cancel_requested
+            if wanted is Delivery.REJECT and in_flight:
+                raise SessionBusy(
+                    "a run is in flight; retry later or send with mode steer, queue or interrupt"
+                )
+            delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
+            out = transition(state, Action.POST_MESSAGE)
+            requeued = out.changed
+            data: dict[str, Any] = {"text": text, "delivery": delivery.value}
+            if client_request_id is not None:
+                data["client_request_id"] = client_request_id
+            if requeued:
+                await self._apply(tx, row, out.state, error_code=None, error_message=None)
+            ev = await self._append(tx, session_id, [NewEvent("user_message", data)], fenced=None)
+            seq = ev[0].seq
+            await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
+            if requeued:
+                await self._owner_event(tx, owner_id, session_id, "session_status",
+                                        status_data(Status.QUEUED, 0))
+            if client_request_id is not None:
+                await tx.execute(
+                    self.q.insert_message_request,
+                    {"sid": session_id, "crid": client_request_id, "seq": seq,
+                     "delivery": delivery.value, "requeued": requeued},
+                )
+            st.notify(session_id, owner_id, work=True, events=True, owner=requeued)
+            return PostResult(seq, delivery, requeued)
+
+        return await self._write(op)
+
+    async def touch_watched(self, session_ids: Sequence[str]) -> None:
+        if not session_ids:
+            return
+
+        async def op(tx: Tx, st: TxState) -> None:
+            await tx.execute(self.q.touch_watched, {"ids": self.d.ids(list(session_ids))})
+
+        await self._write(op)
+
+    async def count_by_status(self) -> dict[str, int]:
+        """Sessions by status over the whole database (for metrics; not owner-scoped)."""
+
+        async def op(tx: Tx) -> dict[str, int]:
+            rows = await tx.fetch(self.q.count_by_status)
+            counts = {s.value: 0 for s in Status}
+            counts.update({r["status"]: int(r["n"]) for r in rows})
+            return counts
+
+        return await self._read(op)
+
+    async def ping(self) -> None:
+        """Raises if the database cannot be reached (health checks)."""
+
+        async def op(tx: Tx) -> None:
+            await tx.fetch(self.q.ping)
+
+        await self._read(op)

@@ -1,0 +1,25 @@
+-- The logs: session events, model-history entries, snapshots, owner events.
+
+-- name: owned_session_exists
+SELECT id FROM sessions WHERE id = :id AND owner_id = :owner AND deleted_at IS NULL
+
+-- name: read_events
+SELECT * FROM session_events WHERE session_id = :sid AND seq > :after
+ORDER BY seq LIMIT :limit
+
+-- name: read_entries
+SELECT * FROM session_entries WHERE session_id = :sid ORDER BY seq
+
+-- name: insert_snapshot
+INSERT INTO session_snapshots (session_id, seq, state) VALUES (:sid, :seq, :state)
+ON CONFLICT (session_id, seq) DO NOTHING
+
+-- name: load_snapshot
+SELECT seq, state FROM session_snapshots WHERE session_id = :sid AND seq <= :at_most
+ORDER BY seq DESC LIMIT 1
+
+-- name: read_owner_events
+SELECT * FROM owner_events WHERE owner_id = :owner AND id > :after ORDER BY id LIMIT :limit
+
+-- name: last_owner_event_id
+SELECT last_event_id FROM owners WHERE id = :id

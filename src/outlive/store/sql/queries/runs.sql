@@ -1,0 +1,63 @@
+-- Runs: claims, leases, fenced writes of a worker, the end of a run.
+
+-- name: claim_candidates
+-- Queued sessions, and running ones nobody holds (parked, or their lease lapsed).
+SELECT {session_row} FROM sessions s
+WHERE s.status = 'queued'
+   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now}))
+ORDER BY s.id LIMIT :limit {skip_locked}
+
+-- name: set_lease_expiry
+UPDATE sessions SET lease_expires_at = {now} + {secs(:ttl)} WHERE id = :id
+
+-- name: heartbeat
+-- dialect: sqlite
+-- :pairs is a JSON list of [session id, fence].
+UPDATE sessions SET lease_expires_at = {now} + {secs(:ttl)}
+WHERE lease_worker = :worker AND status = 'running' AND EXISTS (
+  SELECT 1 FROM json_each(:pairs) j
+  WHERE json_extract(j.value, '$[0]') = sessions.id
+    AND json_extract(j.value, '$[1]') = sessions.fence)
+RETURNING id, cancel_requested_at IS NOT NULL AS cancel
+
+-- name: heartbeat
+-- dialect: postgres
+UPDATE sessions s SET lease_expires_at = {now} + {secs(:ttl)}
+FROM unnest(CAST(:ids AS text[]), CAST(:fences AS bigint[])) AS h(id, fence)
+WHERE s.id = h.id AND s.fence = h.fence AND s.lease_worker = :worker
+  AND s.status = 'running'
+RETURNING s.id, s.cancel_requested_at IS NOT NULL AS cancel
+
+-- name: commit_head
+-- The hot path of every turn: fence check, both seq allocations and the delivery cursor.
+UPDATE sessions SET last_seq = last_seq + :ne, last_entry_seq = last_entry_seq + :nn,
+  delivered_input_seq = CASE WHEN :d > delivered_input_seq AND :d <= last_input_seq
+                             THEN :d ELSE delivered_input_seq END,
+  updated_at = {now}
+WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'running'
+RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_state,
+          {now} AS now
+
+-- name: set_last_entry_seq
+UPDATE sessions SET last_entry_seq = :last WHERE id = :id
+
+-- name: undelivered_inputs
+SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
+WHERE e.session_id = :sid AND e.seq > s.delivered_input_seq AND e.type = 'user_message'
+ORDER BY e.seq
+
+-- name: set_stage
+UPDATE sessions SET stage = :stage WHERE id = :id
+
+-- name: set_auto_title
+UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
+
+-- name: abandoned_sessions
+-- Running sessions nobody has watched for their abandon_after seconds.
+SELECT id, owner_id FROM sessions
+WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
+  AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
+ORDER BY id {skip_locked}
+
+-- name: cancel_abandoned
+UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHERE id = :id

@@ -1,0 +1,48 @@
+-- Sessions as the API sees them: owner-scoped, soft-deleted rows hidden.
+
+-- name: owner_exists
+SELECT id FROM owners WHERE id = :id
+
+-- name: insert_session
+INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
+                      abandon_after, created_at, updated_at)
+VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
+        :abandon, {now}, {now})
+
+-- name: set_last_input_seq
+UPDATE sessions SET last_input_seq = :seq WHERE id = :id
+
+-- name: get_session
+SELECT {session_row} FROM sessions s WHERE s.id = :id
+
+-- name: get_owned_session
+SELECT {session_row} FROM sessions s
+WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL
+
+-- name: list_sessions
+-- Newest first; the cursor is the last id of the previous page.
+SELECT {session_row} FROM sessions s
+WHERE s.owner_id = :owner AND s.deleted_at IS NULL
+  AND (CAST(:status AS TEXT) IS NULL OR s.status = :status)
+  AND (CAST(:cursor AS TEXT) IS NULL OR s.id < :cursor)
+ORDER BY s.id DESC LIMIT :limit
+
+-- name: set_manual_title
+UPDATE sessions SET title = :t, title_state = 'manual', updated_at = {now} WHERE id = :id
+
+-- name: find_message_request
+SELECT seq, delivery, requeued FROM message_requests
+WHERE session_id = :sid AND client_request_id = :crid
+
+-- name: insert_message_request
+INSERT INTO message_requests (session_id, client_request_id, seq, delivery, requeued)
+VALUES (:sid, :crid, :seq, :delivery, :requeued)
+
+-- name: touch_watched
+UPDATE sessions SET watched_at = {now} WHERE id {in_ids}
+
+-- name: count_by_status
+SELECT status, COUNT(*) AS n FROM sessions WHERE deleted_at IS NULL GROUP BY status
+
+-- name: ping
+SELECT 1 AS one

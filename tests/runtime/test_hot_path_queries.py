@@ -1,0 +1,75 @@
+"""The statements one demo session costs, by name: the hot path, written down.
+
+A session 'hi' at demo speed 0 (two model turns, one tool call) is created, then run by a real
+Worker on its own Store instance, whose every statement is recorded through the Tx seam's
+hook. The lists below are exact: a statement added to or dropped from this path fails here,
+and the change should say why. Timers are pushed out of the way (no heartbeat, abandon scan
+or backstop during the run), so what is recorded is the work itself.
+"""
+
+from __future__ import annotations
+
+from outlive.domain import Status
+
+from .conftest import settled, wait_for
+
+
+def create_statements(dialect: str) -> list[str]:
+    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY)."""
+    notify = ["notify"] if dialect == "postgres" else []
+    return [
+        "owner_exists", "insert_session", "allocate_seqs", "insert_session_events",
+        "set_last_input_seq", "next_owner_event_id", "insert_owner_event", "lock_session",
+        *notify,
+    ]
+
+
+def run_statements(dialect: str) -> list[str]:
+    """What the worker runs, transaction by transaction."""
+    notify = ["notify"] if dialect == "postgres" else []
+    return [
+        # claim: take the session, lease it, tell its owner
+        "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
+        "insert_owner_event", "get_session", *notify,
+        # the run reads the waiting prompt
+        "undelivered_inputs",
+        # commit 1: session_start and the first turn, then the automatic title in the same
+        # transaction (its event and its owner event)
+        "commit_head", "insert_session_entries", "insert_session_events",
+        "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
+        "insert_owner_event", *notify,
+        # commit 2: the model's answer and the tool call
+        "commit_head", "insert_session_entries", "insert_session_events", *notify,
+        # commit 3: the tool result and the second turn
+        "commit_head", "insert_session_entries", "insert_session_events", *notify,
+        # settle: the final answer, session_end, the owner's session_status
+        "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
+        "allocate_seqs", "insert_session_events", "next_owner_event_id", "insert_owner_event",
+        "lock_session", *notify,
+        # the worker, free again, looks for more work
+        "claim_candidates",
+    ]
+
+
+async def test_one_demo_session_runs_exactly_these_statements(store, store_factory, workers,
+                                                              owner):
+    created: list[str] = []
+    store.on_query = created.append
+    s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    store.on_query = None
+    assert created == create_statements(store.dialect)
+
+    worker_store = await store_factory()
+    ran: list[str] = []
+    worker_store.on_query = ran.append
+    w = await workers.start(store=worker_store, concurrency=1, lease_ttl=120.0,
+                            heartbeat_interval=60.0, abandon_check_interval=60.0,
+                            backstop_interval=None)
+    assert (await settled(store, s.id)).status is Status.SUCCEEDED
+
+    async def looked_again() -> bool:
+        return ran.count("claim_candidates") == 2
+
+    await wait_for(looked_again)
+    await workers.stop(w)
+    assert ran == run_statements(store.dialect)

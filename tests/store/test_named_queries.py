@@ -1,0 +1,72 @@
+"""Every named query is valid SQL on its database: each is planned (never run) with its
+parameters bound, `EXPLAIN` on PostgreSQL and `EXPLAIN QUERY PLAN` on SQLite, so a typo in a
+table or column name fails here rather than on the code path that happens to use it."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from outlive.store._base import Query
+from outlive.store._queries import render
+
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)|%\(([a-z_][a-z0-9_]*)\)s")
+
+
+def samples(store: Any) -> dict[str, Any]:
+    """A value of the right kind for every parameter name the query files use."""
+    d = store.d
+    pg = d.name == "postgres"
+    return {
+        "abandon": 60.0, "after": 0, "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
+        "at_most": 10,
+        "channel": "outlive", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
+        "data": d.json({}), "delivery": "steer", "fence": 1, "fences": [1], "hash": "h",
+        "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
+        "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,
+        "nn": 1, "owner": "own_1", "pairs": '[["ses_1", 1]]', "payload": "[]",
+        "requeued": False, "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
+        "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
+        "type": "session_title", "worker": "w1",
+    }
+
+
+def params_of(query: Query, values: dict[str, Any]) -> dict[str, Any]:
+    names = {a or b for a, b in _PARAM.findall(query.sql)}
+    missing = names - set(values)
+    assert not missing, f"{query.name}: add a sample value for {sorted(missing)}"
+    return {k: values[k] for k in names}
+
+
+async def plan(store: Any, query: Query) -> None:
+    """Plan `query` on the store's own connection; raises what the database says."""
+    prefix = "EXPLAIN " if store.dialect == "postgres" else "EXPLAIN QUERY PLAN "
+    explained = Query(f"explain {query.name}", prefix + query.sql)
+    params = params_of(query, samples(store))
+    await store._read(lambda tx: tx.fetch(explained, params))
+
+
+async def test_every_named_query_is_planned_on_its_database(store):
+    queries = store.q.all()
+    assert len(queries) > 40
+    failures = {}
+    for query in queries:
+        try:
+            await plan(store, query)
+        except Exception as exc:
+            failures[query.name] = f"{type(exc).__name__}: {exc}"
+    assert failures == {}
+
+
+@pytest.mark.parametrize(("broken", "error"), [
+    ("SELECT titel FROM sessions s WHERE s.id = :id", "titel"),
+    ("UPDATE sessions SET stage = :stage WHERE idd = :id", "idd"),
+    ("INSERT INTO session_event (session_id) VALUES (:sid)", "session_event"),
+    ("SELECT {session_row} FROM sessions WHERE id = :id", "table: s|table \"s\""),
+])
+async def test_a_broken_query_fails_the_check(store, broken, error):
+    with pytest.raises(Exception, match=error):
+        await plan(store, Query("broken", render(broken, store.d)))

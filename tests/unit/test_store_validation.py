@@ -1,0 +1,110 @@
+"""The Store's input checks, without a database: what is refused, with which error, and what
+the accepted input becomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from outlive.domain import InvalidInput, NewEvent, Status, TooLarge
+from outlive.domain.model import MAX_TEXT_CHARS, MAX_TITLE_CHARS, Delivery
+from outlive.store import _validation as v
+
+SES = "ses_" + "0" * 26
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t", "a\x00b", 5, None])
+def test_text_must_be_a_non_empty_string_without_nul(text):
+    with pytest.raises(InvalidInput):
+        v.check_text(text)
+
+
+def test_text_over_the_limit_is_too_large_not_just_invalid():
+    v.check_text("x" * MAX_TEXT_CHARS)
+    with pytest.raises(TooLarge, match=f"limit is {MAX_TEXT_CHARS}"):
+        v.check_text("x" * (MAX_TEXT_CHARS + 1))
+
+
+def test_titles_are_stripped_and_bounded():
+    assert v.check_title("  a title \n") == "a title"
+    assert v.check_title("t" * MAX_TITLE_CHARS) == "t" * MAX_TITLE_CHARS
+    for bad in ["", "  ", "a\x00", "t" * (MAX_TITLE_CHARS + 1)]:
+        with pytest.raises(InvalidInput) as info:
+            v.check_title(bad)
+        assert not isinstance(info.value, TooLarge)
+
+
+def test_a_generated_title_is_cut_to_the_limit_rather_than_refused():
+    assert v.auto_title("t" * (MAX_TITLE_CHARS + 50)) == "t" * MAX_TITLE_CHARS
+    with pytest.raises(InvalidInput):
+        v.auto_title("   ")
+
+
+def test_session_arguments():
+    assert v.check_session_args("demo", "m", "hi", " T ", 30.0) == "T"
+    assert v.check_session_args("demo", "m", None, None, None) is None
+    for args in [("", "m", None, None, None), ("demo", "", None, None, None),
+                 ("demo", "m", "", None, None), ("demo", "m", None, "", None),
+                 ("demo", "m", None, None, 0), ("demo", "m", None, None, -1.0)]:
+        with pytest.raises(InvalidInput):
+            v.check_session_args(*args)
+
+
+def test_list_arguments():
+    assert v.check_list(None, 1, None) is None
+    assert v.check_list("running", v.MAX_LIST_LIMIT, SES) is Status.RUNNING
+    assert v.check_list(Status.QUEUED, 50, None) is Status.QUEUED
+    with pytest.raises(InvalidInput, match="unknown status 'done'; use one of queued"):
+        v.check_list("done", 50, None)
+    for limit in [0, v.MAX_LIST_LIMIT + 1, 2.0, "5"]:
+        with pytest.raises(InvalidInput, match="limit must be between 1 and 500"):
+            v.check_list(None, limit, None)
+    for cursor in ["", "ses_short", "ses_" + "a" * 26, "key_" + "0" * 26, SES + "0"]:
+        with pytest.raises(InvalidInput, match="cursor"):
+            v.check_list(None, 50, cursor)
+
+
+def test_modes_a_caller_may_ask_for():
+    assert [v.parse_mode(m) for m in ("steer", "queue", "interrupt", "reject")] == [
+        Delivery.STEER, Delivery.QUEUE, Delivery.INTERRUPT, Delivery.REJECT]
+    assert v.parse_mode(Delivery.QUEUE) is Delivery.QUEUE
+    for bad in ["start", Delivery.START, "later", ""]:
+        with pytest.raises(InvalidInput, match="use steer, queue, interrupt or reject"):
+            v.parse_mode(bad)
+
+
+def test_client_request_ids_and_owner_names_are_bounded():
+    v.check_client_request_id(None)
+    v.check_client_request_id("x" * 200)
+    for bad in ["", "x" * 201]:
+        with pytest.raises(InvalidInput):
+            v.check_client_request_id(bad)
+    v.check_owner_name("x" * 100)
+    for bad in ["", "x" * 101]:
+        with pytest.raises(InvalidInput):
+            v.check_owner_name(bad)
+
+
+def test_event_types_read_windows_and_settle_statuses():
+    v.check_event_types([NewEvent("stage", {}), NewEvent("session_end", {})])
+    with pytest.raises(InvalidInput, match="unknown event type 'bogus'"):
+        v.check_event_types([NewEvent("stage", {}), NewEvent("bogus", {})])
+    v.check_read_window(0, 1)
+    for after, limit in [(-1, 10), (0, 0)]:
+        with pytest.raises(InvalidInput):
+            v.check_read_window(after, limit)
+    assert v.settle_status("failed") is Status.FAILED
+    for status in ["queued", Status.RUNNING]:
+        with pytest.raises(InvalidInput, match="cannot settle"):
+            v.settle_status(status)
+    with pytest.raises(ValueError):
+        v.settle_status("done")
+
+
+def test_scrub_replaces_nul_everywhere_and_keeps_clean_values_as_they_are():
+    clean = {"a": ["x", {"b": "y"}], "n": 1}
+    assert v.scrub(clean) is clean
+    dirty = {"a": ["x\x00", {"b": "\x00y"}], "n": 1, "k": "ok"}
+    out = v.scrub(dirty)
+    assert out == {"a": ["x\ufffd", {"b": "\ufffdy"}], "n": 1, "k": "ok"}
+    assert dirty["a"][0] == "x\x00"  # the input is not changed
+    assert out["k"] is dirty["k"]
