@@ -174,9 +174,9 @@ async def test_a_park_writes_the_step_the_run_was_holding(store, owner):
     held_forever = asyncio.Event()
 
     async def between_steps() -> None:  # the run holds an answer and is reading
-        run._hold([assistant_entry("msg_1", "done", [], "stop")],
-                  [NewEvent("message_end", {"message_id": "msg_1", "text": "done",
-                                            "stop_reason": "stop"})])
+        run.writes.hold([assistant_entry("msg_1", "done", [], "stop")],
+                        [NewEvent("message_end", {"message_id": "msg_1", "text": "done",
+                                                  "stop_reason": "stop"})])
         await held_forever.wait()
 
     run._run = between_steps  # type: ignore[method-assign]

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..domain.model import NewEvent
 from ..providers import ToolCall, Usage
-
-if TYPE_CHECKING:
-    from .runner import Abort
+from .activity import Abort
 
 __all__ = ["TurnBuffer", "split_utf8"]
 

@@ -1,0 +1,75 @@
+"""What a run knows of its session's input: the user messages read and not yet delivered,
+and when reading the session again is worth a round trip."""
+
+from __future__ import annotations
+
+import enum
+import time
+
+from ..domain.model import Event, Session
+from ..store import Store
+
+__all__ = ["Inbox"]
+
+
+class _Read(enum.Enum):
+    CLAIMED = "claimed"
+    """Nothing read yet, and the claim's copy of the session is still the latest."""
+    STALE = "stale"
+    """A notice (or a repair, or a refused settle) may have brought input or a cancel."""
+    READ = "read"
+    """Read since the last notice."""
+
+
+class Inbox:
+    """The undelivered user messages of one run's session. Read again after a notice, or
+    when the last read is older than the backstop interval: a run between quick steps with no
+    notice has nothing new, and one whose notices cannot reach it (a worker process of its own
+    on SQLite, whose notices stay in-process) still sees new input at its next turn."""
+
+    def __init__(self, store: Store, claimed: Session, backstop_interval: float | None) -> None:
+        self.store = store
+        self.claimed = claimed
+        self.backstop = backstop_interval or 1.0
+        self._state = _Read.CLAIMED
+        self._read_at = time.monotonic()
+        self._waiting: list[Event] = []
+        """User messages read and not yet delivered to the model (queued ones wait)."""
+
+    def stale(self) -> None:
+        """Something may have changed the session since it was last read."""
+        self._state = _Read.STALE
+
+    def claim_outdated(self) -> None:
+        """Time passed since the claim (repairs): read the session rather than trust it."""
+        if self._state is _Read.CLAIMED:
+            self._state = _Read.STALE
+
+    def due(self) -> bool:
+        """Whether to read the session again before trusting `waiting()`."""
+        if self._state is not _Read.READ:
+            return True
+        return time.monotonic() - self._read_at >= self.backstop
+
+    def waiting(self) -> list[Event]:
+        return list(self._waiting)
+
+    async def session(self) -> Session:
+        """The latest session row: the claim's copy while nothing can have changed it."""
+        claimed = self._state is _Read.CLAIMED
+        self._state = _Read.READ
+        self._read_at = time.monotonic()
+        if claimed:
+            return self.claimed
+        return await self.store.load_session(self.claimed.id)
+
+    async def refill(self, fresh: Session) -> list[Event]:
+        """Read the undelivered messages, if `fresh` (from `session()`) says there are any."""
+        self._waiting = []
+        if fresh.last_input_seq > fresh.delivered_input_seq:
+            self._waiting = await self.store.undelivered_inputs(self.claimed.id)
+        return list(self._waiting)
+
+    def delivered(self, through: int) -> None:
+        """Messages up to `through` were written as delivered: they wait no more."""
+        self._waiting = [e for e in self._waiting if e.seq > through]

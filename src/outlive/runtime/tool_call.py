@@ -1,0 +1,92 @@
+"""One tool call as a supervised activity. Its progress callbacks only queue writes: the
+supervisor flushes them between waits, so no write ever runs inside the tool's task."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+from ..domain.model import NewEvent
+from ..providers import ToolCall
+from ..tools import ToolContext, ToolRegistry, ToolResult
+from .activity import Supervisor
+from .history import tool_result_entry
+from .writes import EntryDraft, RunWrites
+
+__all__ = ["ToolOutcome", "ToolRunner", "never_started"]
+
+
+class ToolOutcome(NamedTuple):
+    """A call's history entry, its `tool_end`, and whether it was interrupted. The caller
+    writes them (with a settle, when it was a cancel)."""
+
+    entry: EntryDraft
+    event: NewEvent
+    interrupted: bool
+
+
+def never_started(calls: list[ToolCall]) -> list[EntryDraft]:
+    """Results for calls an interrupt kept from starting: without them the history is broken."""
+    never = ToolResult.failure("interrupted before it started", 0, interrupted=True)
+    return [tool_result_entry(c.call_id, c.name, never) for c in calls]
+
+
+class ToolRunner:
+    """Runs the tool calls of one run, one at a time."""
+
+    def __init__(
+        self, session_id: str, tools: ToolRegistry, writes: RunWrites, activity: Supervisor
+    ) -> None:
+        self.session_id = session_id
+        self.tools = tools
+        self.writes = writes
+        self.activity = activity
+
+    async def run(self, call: ToolCall, *, rerun: bool = False) -> ToolOutcome:
+        start: dict[str, Any] = {"call_id": call.call_id, "tool": call.name,
+                                 "arguments": call.arguments}
+        if rerun:
+            start["rerun"] = True
+        await self.writes.emit(NewEvent("tool_start", start))
+        queued: list[Callable[[], Awaitable[Any]]] = []
+
+        def progress(message: str) -> Awaitable[None]:
+            queued.append(lambda: self.writes.emit(NewEvent(
+                "tool_progress", {"call_id": call.call_id, "message": message})))
+            return _done()
+
+        def set_stage(stage: str) -> Awaitable[None]:
+            queued.append(lambda: self.writes.set_stage(stage))
+            return _done()
+
+        def set_title(title: str) -> Awaitable[None]:
+            queued.append(lambda: self.writes.set_title(title))
+            return _done()
+
+        async def flush() -> None:
+            while queued:
+                await queued.pop(0)()
+
+        cancel = asyncio.Event()
+        if self.activity.cancelled:
+            cancel.set()
+        ctx = ToolContext(self.session_id, call.call_id, cancel=cancel, progress=progress,
+                          set_stage=set_stage, set_title=set_title)
+        act = asyncio.create_task(self.tools.run(call, ctx),
+                                  name=f"tool:{self.session_id}:{call.call_id}")
+        await self.activity.supervise(act, flush, tool_cancel=cancel)
+        await flush()
+        result: ToolResult = act.result()
+        if result.interrupted and self.activity.cancelled:
+            self.activity.mark_aborted()
+            result = ToolResult.failure("cancelled", result.duration_ms, interrupted=True)
+        return ToolOutcome(
+            tool_result_entry(call.call_id, call.name, result),
+            NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()}),
+            result.interrupted,
+        )
+
+
+async def _done() -> None:
+    return None

@@ -1,0 +1,175 @@
+"""The write-behind buffer of one run: every write the run makes goes through here.
+
+Each write names the run's lease, is shielded (a park or a lease loss never cuts one in half)
+and carries the steps held back since the last write. A step is held only between two writes
+with no activity in between, so nothing ever waits on a held step being durable; merging it
+into the next write saves a transaction per step and keeps the log in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Sequence
+from typing import Any, NoReturn, Protocol
+
+from .. import metrics
+from ..domain.errors import LeaseLost, PendingInput
+from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
+
+__all__ = ["EntryDraft", "LeaseState", "LeaseWrites", "RunWrites", "Stopped"]
+
+EntryDraft = tuple[str, dict[str, Any]]
+"""A history entry not yet written: its kind and its data."""
+
+
+class Stopped(Exception):
+    """The run ends here: it settled, or must write nothing more."""
+
+
+class LeaseState(enum.Enum):
+    HELD = "held"
+    """The run holds the lease and writes."""
+    PARKING = "parking"
+    """Shutdown: write what is held, then hand the session to another worker."""
+    LOST = "lost"
+    """The lease is gone, or whether the last write landed is unknown: write nothing more."""
+
+
+class LeaseWrites(Protocol):
+    """The fenced writes a run makes: the Store's today, a worker-wide batcher's later."""
+
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        entries: Sequence[EntryDraft] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+        title: str | None = None,
+    ) -> tuple[list[Entry], list[Event]]: ...
+    async def settle(
+        self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
+    ) -> Session: ...
+    async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
+    async def set_stage(self, lease: Lease, stage: str) -> None: ...
+    async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
+
+
+class RunWrites:
+    """Held steps, commit, settle and park for one lease, and the history written so far."""
+
+    def __init__(self, sink: LeaseWrites, lease: Lease) -> None:
+        self.sink = sink
+        self.lease = lease
+        self.state = LeaseState.HELD
+        self.history: list[Entry] = []
+        """The session's entries as written: read on a resume, extended by every commit."""
+        self._entries: list[EntryDraft] = []
+        self._events: list[NewEvent] = []
+
+    # -- the lease ---------------------------------------------------------------------------
+
+    def lose(self) -> bool:
+        """The lease is gone; returns whether that is news."""
+        news = self.state is not LeaseState.LOST
+        self.state = LeaseState.LOST
+        return news
+
+    def start_parking(self) -> bool:
+        """Shutdown asks for a park; returns whether the run should stop for it."""
+        if self.state is not LeaseState.HELD:
+            return False
+        self.state = LeaseState.PARKING
+        return True
+
+    # -- held steps --------------------------------------------------------------------------
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._entries or self._events)
+
+    def hold(self, entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = ()) -> None:
+        """Write these with the next write (the caller's next step is a write, not an
+        activity)."""
+        self._entries.extend(entries)
+        self._events.extend(events)
+
+    def _take(
+        self, entries: Sequence[EntryDraft], events: Sequence[NewEvent]
+    ) -> tuple[list[EntryDraft], list[NewEvent]]:
+        out = [*self._entries, *entries], [*self._events, *events]
+        self._entries, self._events = [], []
+        return out
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.state is LeaseState.LOST:
+            raise Stopped
+
+    async def commit(
+        self,
+        entries: Sequence[EntryDraft] = (),
+        events: Sequence[NewEvent] = (),
+        *,
+        delivered_through: int | None = None,
+        title: str | None = None,
+    ) -> None:
+        """One transaction: the held steps, then these; nothing at all when all are empty."""
+        entries, events = self._take(entries, events)
+        if not entries and not events and delivered_through is None and title is None:
+            return
+        with metrics.EVENT_APPEND.time():
+            self._check_open()
+            written, _ = await asyncio.shield(
+                self.sink.commit(
+                    self.lease, entries=entries, events=events,
+                    delivered_through=delivered_through, title=title,
+                )
+            )
+        self.history.extend(written)
+
+    async def emit(self, *events: NewEvent) -> None:
+        await self.commit((), events)
+
+    async def settle(
+        self,
+        status: Status,
+        error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (),
+        *,
+        entries: Sequence[EntryDraft] = (),
+    ) -> NoReturn:
+        """End the session with the held steps and these; the run stops here. When a user
+        message arrived unannounced (`PendingInput`), nothing was written and the held steps
+        are held again."""
+        held = (self._entries, self._events)
+        entries, events = self._take(entries, events)
+        try:
+            self._check_open()
+            await asyncio.shield(self.sink.settle(self.lease, status, error=error,
+                                                  events=events, entries=entries))
+        except PendingInput:
+            self._entries, self._events = held
+            raise
+        raise Stopped
+
+    async def set_stage(self, stage: str) -> None:
+        self._check_open()
+        await asyncio.shield(self.sink.set_stage(self.lease, stage))
+
+    async def set_title(self, title: str) -> None:
+        self._check_open()
+        await asyncio.shield(self.sink.set_auto_title(self.lease, title))
+
+    async def park(self) -> None:
+        """Hand the session back. A finished step it holds is kept, not redone elsewhere."""
+        with contextlib.suppress(LeaseLost):
+            entries, events = self._take((), ())
+            if entries or events:
+                await asyncio.shield(self.sink.commit(self.lease, entries=entries,
+                                                      events=events))
+            await asyncio.shield(self.sink.park(self.lease, reason="shutdown"))
