@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from outlive.domain import Status
-
-from .conftest import all_events, event_appears, settled
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
 
 
 async def test_cancel_during_model_stream_keeps_partial_text(store, workers, owner):
@@ -68,9 +68,7 @@ async def test_message_after_cancel_request_starts_a_new_run(store, workers, own
         cur = await store.load_session(s.id)
         return cur.status is Status.SUCCEEDED
 
-    from .conftest import wait_for
-
-    await wait_for(finished, timeout=15)
+    await eventually(finished, timeout=15)
     entries = await store.read_entries(s.id)
     assert any(e.kind == "user" and e.data["seq"] == r.seq for e in entries)
     assert done.status in (Status.CANCELLED, Status.QUEUED, Status.RUNNING, Status.SUCCEEDED)
