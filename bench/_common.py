@@ -1,5 +1,8 @@
 """Shared helpers for the benchmarks: a throwaway PostgreSQL database, worker processes,
-percentiles and result tables. Not a test module; imported by the bench scripts only."""
+percentiles and result tables. Not a test module; imported by the bench scripts only.
+
+The processes are the test suite's (tests/support/processes.py): one class starts, watches
+and kills `outlive` subprocesses for both."""
 
 from __future__ import annotations
 
@@ -7,13 +10,9 @@ import asyncio
 import contextlib
 import os
 import platform
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -22,7 +21,12 @@ from urllib.parse import urlencode
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.support
+
+from tests.support.processes import LoggedProcess as LoggedProcess
+from tests.support.processes import ServeProcess as ServeProcess
+from tests.support.processes import WorkerProcess, wait_listening
+
 ADMIN_DSN = os.environ.get(
     "OUTLIVE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -107,56 +111,16 @@ def ratio(a: float, b: float) -> float:
 
 # -- worker processes --------------------------------------------------------------------------
 
-
-class LoggedProcess:
-    """A bench subprocess with its output in a temporary log file, started at construction;
-    `ready` waits for the log to show `ready_pattern`."""
-
-    ready_pattern: re.Pattern[str]
-
-    def __init__(self, argv: list[str], log_name: str, env: dict[str, str]) -> None:
-        self.log_path = Path(tempfile.gettempdir()) / f"{log_name}.log"
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    async def ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.ready_pattern.search(self.log()):
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.log_path.stem} did not start:\n{self.log()}")
-            await asyncio.sleep(0.02)
-
-    def kill9(self) -> float:
-        t = time.time()
-        os.kill(self.popen.pid, signal.SIGKILL)
-        return t
-
-    def stop(self) -> None:
-        """Kill (the benches do not need a graceful stop), wait, remove the log."""
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
-        with contextlib.suppress(FileNotFoundError):
-            self.log_path.unlink()
+LOG_DIR = Path(tempfile.gettempdir())
+"""Where bench processes log; `discard()` removes a log with its process."""
 
 
-class Worker(LoggedProcess):
-    """One `python -m outlive worker` process."""
+class Worker(WorkerProcess):
+    """One `python -m outlive worker` process, logging warnings only."""
 
     def __init__(self, db_url: str, *args: str, speed: float = 0.0, name: str = "bench") -> None:
-        self.id = f"{name}-{uuid.uuid4().hex[:6]}"
-        self.ready_pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+postgres")
-        argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
-                self.id, "--demo-speed", f"{speed:g}", "--log-level", "WARNING", *args]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
-        env.pop("OUTLIVE_DB", None)
-        super().__init__(argv, f"outlive-bench-{self.id}", env)
+        super().__init__(db_url, "--log-level", "WARNING", *args, log_dir=LOG_DIR,
+                         name=f"outlive-{name}", speed=speed)
 
 
 async def start_workers(db_url: str, n: int, *args: str, speed: float = 0.0) -> list[Worker]:
@@ -166,23 +130,6 @@ async def start_workers(db_url: str, n: int, *args: str, speed: float = 0.0) -> 
         await wait_listening(db_url, n)
     except BaseException:
         for w in workers:
-            w.stop()
+            w.discard()
         raise
     return workers
-
-
-async def wait_listening(db_url: str, count: int, timeout: float = 15.0) -> None:
-    """Wait until `count` LISTEN connections exist on the database (one per worker)."""
-    deadline = time.monotonic() + timeout
-    async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:
-        while True:
-            cur = await conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND left(query, 7) = 'LISTEN '"
-            )
-            row = await cur.fetchone()
-            if row and int(row[0]) >= count:
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fewer than {count} workers listening")
-            await asyncio.sleep(0.02)

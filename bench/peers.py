@@ -53,7 +53,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import LoggedProcess, machine, mean, pct, scratch_database, table
+from _common import LOG_DIR, LoggedProcess, machine, mean, pct, scratch_database, table
 
 PEERS = ("pgqueuer", "procrastinate")
 RUNS_DDL = ("CREATE TABLE IF NOT EXISTS bench_runs (key TEXT NOT NULL, kind TEXT NOT NULL, "
@@ -178,8 +178,8 @@ class PeerWorker(LoggedProcess):
     def __init__(self, peer: str, url: str, ttl: float, recover: bool = False) -> None:
         argv = [sys.executable, str(Path(__file__).resolve()), "--worker", peer, "--db", url,
                 "--ttl", f"{ttl:g}"] + (["--recover"] if recover else [])
-        super().__init__(argv, f"peer-{peer}-{uuid.uuid4().hex[:6]}",
-                         dict(os.environ, PYTHONUNBUFFERED="1"))
+        name = f"peer-{peer}-{uuid.uuid4().hex[:6]}"
+        super().__init__(argv, LOG_DIR / f"{name}.log", name=name)
 
 
 class Peer:
@@ -302,7 +302,7 @@ async def start_workers(peer: str, url: str, n: int, ttl: float,
         await asyncio.gather(*(w.ready() for w in ws))
     except BaseException:
         for w in ws:
-            w.stop()
+            w.discard()
         raise
     return ws
 
@@ -324,7 +324,7 @@ async def throughput(p: Peer, ttl: float, n_workers: int, jobs: int) -> float:
         return jobs / (time.perf_counter() - t0)
     finally:
         for w in ws:
-            w.stop()
+            w.discard()
 
 
 async def start_latency(p: Peer, ttl: float, samples: int) -> list[float]:
@@ -341,7 +341,7 @@ async def start_latency(p: Peer, ttl: float, samples: int) -> list[float]:
             await asyncio.sleep(0.06)
     finally:
         for w in ws:
-            w.stop()
+            w.discard()
     return out
 
 
@@ -368,9 +368,9 @@ async def crash(p: Peer, ttl: float, trials: int) -> list[dict[str, float]]:
             starts, ends = len(await p.runs(key, "start")), len(await p.runs(key, "end"))
             out.append({"recovery": recovery, "starts": starts, "ends": ends})
         finally:
-            a.stop()
+            a.discard()
             for w in b:
-                w.stop()
+                w.discard()
         await p.conn.execute("DELETE FROM bench_runs")
     return out
 
@@ -391,7 +391,7 @@ async def cancel(p: Peer, ttl: float, samples: int) -> list[float]:
             out.append((stopped - asked) * 1000)
     finally:
         for w in ws:
-            w.stop()
+            w.discard()
     return out
 
 

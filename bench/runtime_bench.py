@@ -103,7 +103,7 @@ class Db:
 
 def stop_all(workers: list[Worker]) -> None:
     for w in workers:
-        w.stop()
+        w.discard()
 
 
 # -- 1. throughput --------------------------------------------------------------------------
@@ -234,7 +234,7 @@ async def resume_after_kill(url: str, store: PostgresStore, db: Db, owner: str, 
             resumed = await db.wait_event(s.id, "session_resumed", timeout=ttl + 10)
             times.append(resumed.timestamp() - killed)
             await store.request_cancel(owner, s.id)
-            victim.stop()
+            victim.discard()
             workers.remove(victim)
             fresh = Worker(url, *args, speed=1)  # the next trial has two workers again
             workers.append(fresh)

@@ -24,12 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +35,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, machine, pct, scratch_database, table
+from _common import ServeProcess, machine, pct, scratch_database, table
 
 from outlive.api import hash_key, new_key
 from outlive.domain import Lease, NewEvent
@@ -50,53 +45,11 @@ HOST = "127.0.0.1"
 N_EVENTS = 100_000
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-class Api:
-    def __init__(self, url: str, port: int, key_file: Path) -> None:
-        self.port = port
-        self.log_path = Path(tempfile.gettempdir()) / f"outlive-stream-bench-{port}.log"
-        argv = [sys.executable, "-m", "outlive", "serve", "--no-worker", "--db", url,
-                "--host", HOST, "--port", str(port), "--key-file", str(key_file),
-                "--log-level", "WARNING"]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env.pop("OUTLIVE_DB", None)
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    async def ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(OSError):
-                status, _ = await get(self.port, "/healthz", "")
-                if status == 200:
-                    return
-            if self.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"API did not start:\n{self.log_path.read_text()}")
-            await asyncio.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        with contextlib.suppress(FileNotFoundError):
-            self.log_path.unlink()
 
 
 async def get(port: int, path: str, key: str) -> tuple[int, bytes]:
@@ -278,9 +231,10 @@ async def main() -> None:
         owner = (await store.ensure_owner("bench")).id
         key = new_key()
         await store.create_api_key(owner, hash_key(key), "stream bench")
-        port = free_port()
         with tempfile.TemporaryDirectory() as tmp:
-            api = Api(url, port, Path(tmp) / "key")
+            api = ServeProcess(Path(tmp), "api", "--no-worker", "--log-level", "WARNING",
+                               db=url, key_file=Path(tmp) / "key")
+            port = api.port
             try:
                 await api.ready()
                 rss_idle = rss_mb(api.popen.pid)

@@ -1,90 +1,34 @@
-"""Shared fixtures: a real PostgreSQL database per test module (cloned from a migrated
-template) and a fresh SQLite file per test; `store` runs each test on both."""
+"""Fixtures every test package can use: a migrated PostgreSQL template for the whole run, a
+clone of it per test module (tests/store and tests/api share one per package), and `store`,
+which runs a test on a fresh SQLite file and on the emptied PostgreSQL clone."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from outlive.store import PostgresStore, SqliteStore
-from outlive.store._migrate import migrations
-
-BASE_DSN = os.environ.get(
-    "OUTLIVE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+from tests.support.databases import empty_postgres, fast_dsn, migrated_template, pg_dsn_fixture
 
 StoreFactory = Callable[[], Awaitable[PostgresStore | SqliteStore]]
 
 
-def dsn_for(database: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(BASE_DSN)
-    info["dbname"] = database
-    return psycopg.conninfo.make_conninfo(**info)  # type: ignore[arg-type]
-
-
-def _admin(sql: str) -> None:
-    with psycopg.connect(BASE_DSN, autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
-    """A database migrated once per test run; every test module clones it."""
-    name = f"outlive_tpl_{uuid.uuid4().hex[:10]}"
-    _admin(f'CREATE DATABASE "{name}"')
-    with psycopg.connect(dsn_for(name), autocommit=True) as conn:
-        for m in migrations("postgres"):
-            conn.execute(m.sql.encode())  # type: ignore[arg-type]
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL, applied_at TEXT NOT NULL)"
-        )
-        for m in migrations("postgres"):
-            conn.execute(
-                "INSERT INTO schema_version VALUES (%s, %s, now()::text)", (m.version, m.name)
-            )
-    yield name
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """A database migrated once per test run; every `pg_dsn` clones it."""
+    with migrated_template() as name:
+        yield name
 
 
-@pytest.fixture(scope="module")
-def pg_dsn(pg_template: str) -> Iterator[str]:
-    """A fresh database for this test module, cloned from the template."""
-    name = f"outlive_t_{uuid.uuid4().hex[:12]}"
-    _admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}" STRATEGY FILE_COPY')
-    yield dsn_for(name)
-    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-_TABLES = (
-    "message_requests, owner_events, session_snapshots, session_entries, session_events, "
-    "sessions, api_keys, owners"
-)
-
-
-def empty_postgres(dsn: str) -> None:
-    """Delete every row, children before parents. DELETE on the few rows a test leaves takes
-    milliseconds; TRUNCATE makes and syncs new files for every table (0.2–0.3 s a test)."""
-    with psycopg.connect(dsn) as conn, conn.transaction():
-        for table in _TABLES.split(", "):
-            conn.execute(f"DELETE FROM {table}")  # type: ignore[arg-type]
-
-
-def fast_dsn(dsn: str) -> str:
-    """Tests do not crash the database server, so commits need not wait for the WAL flush;
-    locking, visibility and ordering are unchanged."""
-    return psycopg.conninfo.make_conninfo(dsn, options="-c synchronous_commit=off")
+pg_dsn = pg_dsn_fixture("module", "outlive_t")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database URL for this test, empty: a new SQLite file, or the module's PostgreSQL
-    database emptied."""
+    """A database URL for this test, empty: a new SQLite file, or the PostgreSQL clone
+    (`pg_dsn`) emptied."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'outlive.db'}"
     dsn = fast_dsn(request.getfixturevalue("pg_dsn"))

@@ -9,8 +9,8 @@ import re
 import httpx
 
 from outlive.api import ApiSettings, hash_key, new_key
-
-from .conftest import Api, Harness, make_key
+from tests.support.api import Api, Harness
+from tests.support.inprocess import make_key
 
 
 def unauthorized(r: httpx.Response) -> None:

@@ -10,8 +10,8 @@ from outlive.api import AgentCatalog, create_app
 from outlive.domain.errors import UnknownRoute
 from outlive.providers import default_registry
 from outlive.runtime import Agent, AgentRegistry, Catalog, demo_agent
-
-from .conftest import FAST, AnyStore, Harness, make_key, start_server
+from tests.support.api import FAST, AnyStore, Harness, start_server
+from tests.support.inprocess import make_key
 
 
 def _refused(r, code: str) -> dict:

@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from outlive.api import ApiSettings
 from outlive.domain.model import NewEvent
 from outlive.store import Notice
-
-from .conftest import Harness, eventually, make_key, sse
+from tests.support.api import Harness, sse
+from tests.support.inprocess import make_key
+from tests.support.waiting import eventually
 
 
 class _Silent:

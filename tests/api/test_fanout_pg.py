@@ -9,16 +9,16 @@ import pytest
 
 from outlive.api import ApiSettings
 from outlive.store import PostgresStore
-
-from ..conftest import _TABLES
-from .conftest import Harness, make_key, sse
+from tests.support.api import Harness, sse
+from tests.support.databases import TRUNCATE_ALL
+from tests.support.inprocess import make_key
 
 
 @pytest.fixture
 def db_url(pg_dsn: str) -> str:
     """PostgreSQL only: SQLite wakeups are in-process by design."""
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {_TABLES}")  # type: ignore[arg-type]
+        conn.execute(TRUNCATE_ALL)  # type: ignore[arg-type]
     return pg_dsn
 
 

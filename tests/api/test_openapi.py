@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Api
+from tests.support.api import Api
 
 ENDPOINTS = {
     ("/v1/sessions", "post"): {"202", "400", "401", "413", "422"},

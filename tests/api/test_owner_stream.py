@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from outlive.api import _sse
-
-from .conftest import Api, make_key, sse
+from tests.support.api import Api, sse
+from tests.support.inprocess import make_key
 
 
 async def test_live_owner_events_without_backlog(idle_api: Api):

@@ -10,8 +10,8 @@ import random
 import time
 
 from outlive.domain.reducer import fold
-
-from .conftest import SSE, Harness, make_key, sse
+from tests.support.api import SSE, Harness, sse
+from tests.support.inprocess import make_key
 
 SPEED = 18.0
 """Demo pacing for a "run long" session of about 3 s."""

@@ -10,8 +10,9 @@ import pytest
 from outlive.api import ApiSettings
 from outlive.domain.model import NewEvent
 from outlive.domain.reducer import fold
-
-from .conftest import Api, Frame, eventually, make_key, sse
+from tests.support.api import Api, Frame, sse
+from tests.support.inprocess import make_key
+from tests.support.waiting import eventually
 
 
 def js(x):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from outlive.domain.reducer import fold
-
-from .conftest import Api, eventually, make_key
+from tests.support.api import Api
+from tests.support.inprocess import make_key
+from tests.support.waiting import eventually
 
 SESSION_FIELDS = {
     "id", "agent", "model", "title", "title_state", "status", "stage", "attempt", "last_seq",

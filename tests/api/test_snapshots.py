@@ -17,8 +17,9 @@ from outlive.api import ApiSettings
 from outlive.api._snapshots import Snapshots
 from outlive.domain.model import NewEvent
 from outlive.domain.reducer import empty_state, fold
-
-from .conftest import Harness, eventually, make_key, sse
+from tests.support.api import Harness, sse
+from tests.support.inprocess import make_key
+from tests.support.waiting import eventually
 
 
 def js(x):

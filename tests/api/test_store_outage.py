@@ -24,14 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from outlive.api import create_app
 from outlive.api._errors import RETRY_AFTER_SECONDS
 from outlive.domain import OutliveError
-from outlive.providers import default_registry
-from outlive.runtime import AgentRegistry, demo_agent
 from outlive.store import PostgresStore, SqliteStore
-
-from .conftest import FAST, SSE, AnyStore, Server, eventually, make_key, start_server, stop_server
+from tests.support.api import FAST, SSE, AnyStore, Server, start_server, stop_server
+from tests.support.inprocess import demo_app, make_key
+from tests.support.waiting import eventually
 
 
 class PrivateCluster:
@@ -86,9 +84,7 @@ async def serving(store: AnyStore) -> AsyncIterator[tuple[Server, httpx.AsyncCli
     """A real uvicorn on 127.0.0.1 over `store`, no worker, and a client with an owner's key."""
     await store.migrate()
     key, _ = await make_key(store)
-    app = create_app(store, agents=AgentRegistry([demo_agent(0)]),
-                     providers=default_registry(demo_speed=0), settings=FAST)
-    server = await start_server(app, store)
+    server = await start_server(demo_app(store, 0, FAST), store)
     client = httpx.AsyncClient(base_url=server.url, timeout=httpx.Timeout(30.0),
                                headers={"Authorization": f"Bearer {key}"})
     try:
@@ -139,7 +135,7 @@ async def test_a_stopped_postgres_is_503_until_it_is_back(cluster: PrivateCluste
         async def serving_again() -> bool:
             return all(r.status_code < 300 for r in await routes(client, sid))
 
-        await eventually(serving_again, timeout=60, every=0.5)
+        await eventually(serving_again, timeout=60, interval=0.5)
 
 
 @pytest.mark.parametrize("error", [RuntimeError("secret detail"), OutliveError("secret detail")])

@@ -8,7 +8,7 @@ import json
 import random
 from typing import Any
 
-from .conftest import LOOP, Browser, require_browser
+from tests.support.browser import LOOP, Browser, require_browser
 
 require_browser()
 pytestmark = LOOP

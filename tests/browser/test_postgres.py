@@ -3,14 +3,14 @@ server's snapshot (the other browser tests use SQLite to keep the suite quick)."
 
 from __future__ import annotations
 
-from .conftest import LOOP, Browser, StackFactory, require_browser
+from tests.support.browser import LOOP, Browser, StackFactory, require_browser
 
 require_browser()
 pytestmark = LOOP
 
 from playwright.async_api import expect  # noqa: E402
 
-from ._helpers import (  # noqa: E402
+from tests.support.pages import (  # noqa: E402
     assert_matches_server,
     create_via_form,
     expect_status,

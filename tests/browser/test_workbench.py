@@ -11,14 +11,14 @@ import asyncio
 import os
 from pathlib import Path
 
-from .conftest import LOOP, SCREENSHOTS, Browser, StackFactory, require_browser
+from tests.support.browser import LOOP, SCREENSHOTS, Browser, StackFactory, require_browser
 
 require_browser()
 pytestmark = LOOP
 
 from playwright.async_api import expect  # noqa: E402
 
-from ._helpers import (  # noqa: E402
+from tests.support.pages import (  # noqa: E402
     FAST_HEALTH,
     TIMEOUT_MS,
     assert_matches_server,

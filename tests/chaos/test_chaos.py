@@ -1,23 +1,23 @@
 """Chaos: real processes, real `kill -9`, a real PostgreSQL restart (DESIGN §3–§7).
 
-What this module proves, with every process started by the test itself:
+What this module proves, with every process started by the test itself
+(tests/support/processes.py):
 
 1. `test_sqlite_file_survives_kill9_of_serve` — an embedded `outlive serve` on a SQLite file
    is `kill -9`ed mid-stream; a new `outlive serve` on the same file resumes the sessions
    (`session_resumed{reason:"crash"}` after the lease TTL), settles them, and the log stored
    before the kill is an unchanged prefix of the final gapless log.
-2. `test_serve_accepts_a_short_lease_ttl` — `outlive serve --lease-ttl 2` starts (it does not
-   today: see the assertion message; the failing check is kept on purpose).
-3. `test_chaos_kill9_workers_under_load` — PostgreSQL, 2 API processes, 3 worker processes;
+2. `test_chaos_kill9_workers_under_load` — PostgreSQL, 2 API processes, 3 worker processes;
    200 demo sessions with tool calls, follow-ups (steer/queue/interrupt, with
    client_request_ids and retried posts), ~10 % cancels, streaming clients that drop and
-   reattach at random (switching API process), and a worker `kill -9`ed (and replaced) every
-   ~2 s for ~55 s. Afterwards, from the database (read-only SQL) and the API: every session
-   settled; seqs gapless; every user message consumed exactly once (none twice, none lost);
-   no assistant message committed twice; every accepted cancel honoured; fences monotonic;
-   every client saw exactly the stored log. On failure it prints the offending sessions'
-   events and the tails of the worker/API logs.
-4. `test_postgres_restart_mid_run` (LAST on purpose) — 1 API process and 2 workers run
+   reattach at random (switching API process), a worker `kill -9`ed (and replaced) every
+   ~2 s and another frozen (SIGSTOP) past its lease TTL every ~5 s, for 50 s. Afterwards,
+   from the database (read-only SQL) and the API: every session settled; seqs gapless; every
+   user message consumed exactly once (none twice, none lost); no assistant message committed
+   twice; every accepted cancel honoured; fences monotonic (a frozen worker's stale writes
+   were refused); every client saw exactly the stored log. On failure it prints the
+   offending sessions' events and the tails of the worker/API logs.
+3. `test_postgres_restart_mid_run` (LAST on purpose) — 1 API process and 2 workers run
    "run long" sessions while clients stream; the PostgreSQL cluster is restarted
    (`pg_ctlcluster --skip-systemctl-redirect <ver> main restart`). No process is restarted by
    the test, yet all streams finish with the full log and all sessions settle with nothing lost.
@@ -36,26 +36,32 @@ import itertools
 import json
 import os
 import random
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 
 from outlive.client import AsyncClient
-
-from ..conftest import empty_postgres, fast_dsn
-from ..runtime.procs import REPO, Processes, WorkerProcess, wait_listening
+from tests.support.databases import empty_postgres, fast_dsn
+from tests.support.processes import (
+    REPO,
+    LoggedProcess,
+    Processes,
+    ServeProcess,
+    WorkerProcess,
+    child_env,
+    postgres_url,
+    tail,
+    wait_listening,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -66,89 +72,6 @@ SEED = int(os.environ.get("OUTLIVE_CHAOS_SEED", str(random.randrange(1 << 30))))
 # ---------------------------------------------------------------------------------------
 # processes
 # ---------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OUTLIVE_", "OPENAI_", "ANTHROPIC_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "200"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-class ServeProcess:
-    """One `outlive serve` process (API, and the in-process worker unless --no-worker)."""
-
-    def __init__(self, db: str, cwd: Path, name: str, *extra: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.name = name
-        self.log_path = cwd / f"{name}.log"
-        self.args = [sys.executable, "-m", "outlive", "serve", "--port", str(self.port),
-                     "--db", db, "--key-file", str(cwd / "serve.key"), *extra]
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(self.args, cwd=cwd, env=child_env(), stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    async def ready(self, timeout: float = 40.0) -> None:
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(timeout=2.0) as http:
-            while True:
-                if not self.alive():
-                    raise AssertionError(
-                        f"{self.name} exited with {self.popen.returncode} before it served:\n"
-                        f"{tail(self.log(), 6)}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{self.name} not healthy in {timeout}s:\n"
-                                         f"{tail(self.log(), 25)}")
-                await asyncio.sleep(0.1)
-
-    def kill9(self) -> float:
-        t = time.time()
-        os.kill(self.popen.pid, signal.SIGKILL)
-        self.popen.wait(10)
-        return t
-
-    def reap(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(10)
-
-
-def as_url(dsn: str) -> str:
-    """A libpq DSN as a `postgresql://` URL for `--db`. (tests/runtime/procs.py's `as_url`
-    encodes spaces as '+', which libpq does not decode: `options=-c x=y` breaks there.)"""
-    from urllib.parse import quote, urlencode
-
-    from psycopg.conninfo import conninfo_to_dict
-
-    return "postgresql://?" + urlencode(
-        {k: str(v) for k, v in conninfo_to_dict(dsn).items()}, quote_via=quote)
-
-
-def tail(text: str, n: int = 30) -> str:
-    return "\n".join(text.splitlines()[-n:])
 
 
 def create_key(db: str, owner: str) -> str:
@@ -162,7 +85,7 @@ def create_key(db: str, owner: str) -> str:
 
 
 @contextlib.contextmanager
-def reaping(items: list[Any]) -> Iterator[None]:
+def reaping(items: Sequence[LoggedProcess]) -> Iterator[None]:
     try:
         yield
     finally:
@@ -285,7 +208,7 @@ def check_session(sid: str, st: Stored, *, allow_undelivered: bool = False) -> l
                    f"{last_input}")
     for m in user_msgs:
         # Up to the delivery cursor: consumed exactly once by a run, except that a cancel
-        # marks the messages sent before it consumed without a run (store/_core.py
+        # marks the messages sent before it consumed without a run (the store's
         # `_revive_or_drop`), so in a cancelled session: at most once. Beyond it: never.
         want = {1} if m["seq"] <= delivered else {0}
         if m["seq"] <= delivered and s["status"] == "cancelled":
@@ -338,12 +261,11 @@ def describe(sid: str, st: Stored) -> str:
     return "\n".join(lines)
 
 
-def logs_tail(procs: list[Any], sid: str | None = None, n: int = 25) -> str:
+def logs_tail(procs: Sequence[LoggedProcess], sid: str | None = None, n: int = 25) -> str:
     parts = []
     for p in procs:
         text = p.log()
-        name = getattr(p, "id", None) or getattr(p, "name", "?")
-        parts.append(f"----- {name} (exit {p.popen.returncode}) last {n} lines:\n{tail(text, n)}")
+        parts.append(f"----- {p.name} (exit {p.returncode}) last {n} lines:\n{tail(text, n)}")
         if sid:
             hits = [ln for ln in text.splitlines() if sid in ln]
             if hits:
@@ -444,11 +366,11 @@ async def _wait_sqlite(path: Path, pred: Any, timeout: float, what: str) -> Stor
 async def test_sqlite_file_survives_kill9_of_serve(tmp_path: Path) -> None:
     db_path = tmp_path / "x.db"
     db = f"sqlite:///{db_path}"
-    ttl = 3.0  # `--lease-ttl 2` does not start, see test_serve_accepts_a_short_lease_ttl
+    ttl = 3.0  # the sessions of the killed serve resume this long after the kill
     started: list[ServeProcess] = []
     with reaping(started):
-        first = ServeProcess(db, tmp_path, "serve-1", "--demo-speed", "6",
-                             "--lease-ttl", f"{ttl:g}")
+        first = ServeProcess(tmp_path, "serve-1", "--demo-speed", "6", "--lease-ttl", f"{ttl:g}",
+                             db=db, key_file=tmp_path / "serve.key")
         started.append(first)
         await first.ready()
         key = (tmp_path / "serve.key").read_text().strip()
@@ -462,12 +384,13 @@ async def test_sqlite_file_survives_kill9_of_serve(tmp_path: Path) -> None:
 
         await _wait_sqlite(db_path, streaming, 30, "every long session streaming")
         killed_at = first.kill9()
+        await first.exited(10)
         before = await asyncio.to_thread(read_sqlite, db_path)
         running = [s for s in sids if before.sessions[s]["status"] == "running"]
         assert running, "every session ended before the kill: not a mid-run crash"
 
-        second = ServeProcess(db, tmp_path, "serve-2", "--demo-speed", "6",
-                              "--lease-ttl", f"{ttl:g}")
+        second = ServeProcess(tmp_path, "serve-2", "--demo-speed", "6", "--lease-ttl",
+                              f"{ttl:g}", db=db, key_file=tmp_path / "serve.key")
         started.append(second)
         await second.ready()
         try:
@@ -499,16 +422,6 @@ async def test_sqlite_file_survives_kill9_of_serve(tmp_path: Path) -> None:
         assert not problems, "\n".join(problems)
 
 
-async def test_serve_accepts_a_short_lease_ttl(tmp_path: Path) -> None:
-    """`outlive serve --lease-ttl 2` must start. It exits with `ValueError: heartbeat_interval
-    must be shorter than lease_ttl` because serve passes only lease_ttl to RuntimeSettings
-    (heartbeat stays 2.0 s). Kept failing on purpose until cli.py is fixed."""
-    p = ServeProcess(f"sqlite:///{tmp_path / 'y.db'}", tmp_path, "serve-ttl2",
-                     "--demo-speed", "0", "--lease-ttl", "2")
-    with reaping([p]):
-        await p.ready()
-
-
 # ---------------------------------------------------------------------------------------
 # PostgreSQL fixtures
 # ---------------------------------------------------------------------------------------
@@ -524,7 +437,6 @@ def chaos_db(pg_dsn: str) -> str:
 @pytest.fixture
 def procs(chaos_db: str, tmp_path: Path) -> Iterator[Processes]:
     ps = Processes(chaos_db, tmp_path)
-    ps.dsn = as_url(chaos_db)
     try:
         yield ps
     finally:
@@ -545,13 +457,13 @@ async def start_apis(n: int, db: str, tmp_path: Path, out: list[ServeProcess]) -
     for i in range(n):
         d = tmp_path / f"api{i}"
         d.mkdir()
-        out.append(ServeProcess(as_url(db), d, f"api{i}", "--no-worker", "--log-level",
-                                "WARNING"))
+        out.append(ServeProcess(d, f"api{i}", "--no-worker", "--log-level", "WARNING",
+                                db=postgres_url(db), key_file=d / "serve.key"))
     await asyncio.gather(*(p.ready() for p in out))
 
 
 # ---------------------------------------------------------------------------------------
-# 3. the chaos run
+# 2. the chaos run
 # ---------------------------------------------------------------------------------------
 
 N_SESSIONS = 200
@@ -618,7 +530,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
     print(f"chaos seed {SEED} (set OUTLIVE_CHAOS_SEED to replay the schedule)")
     t0 = time.monotonic()
     conn = await connect(chaos_db)  # held from the start: the server may be full later
-    key = create_key(as_url(chaos_db), "chaos")
+    key = create_key(postgres_url(chaos_db), "chaos")
     await start_apis(2, chaos_db, tmp_path, apis)
     workers = [await procs.start(*WORKER_ARGS, name=f"w{i}", speed=20, lease_ttl=2,
                                  heartbeat=0.5, wait=False) for i in range(3)]
@@ -680,7 +592,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
             victim = (next(u for u in up if u.id == target[1]) if target is not None
                       else rng.choice(up))
             try:
-                os.kill(victim.popen.pid, signal.SIGSTOP)
+                victim.pause()
                 await asyncio.sleep(PAUSE_FOR)
                 deadline = time.monotonic() + PAUSE_FOR
                 while target is not None and time.monotonic() < deadline:
@@ -692,8 +604,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
                         break  # the new owner is writing: wake the old one now
                     await asyncio.sleep(0.05)
             finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(victim.popen.pid, signal.SIGCONT)
+                victim.resume()
             pauses.append(victim.id)
 
     async def creator() -> list[asyncio.Task[None]]:
@@ -796,7 +707,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
 
 
 # ---------------------------------------------------------------------------------------
-# 4. PostgreSQL restart in the middle of a run (keep LAST: it disturbs the whole server)
+# 3. PostgreSQL restart in the middle of a run (keep LAST: it disturbs the whole server)
 # ---------------------------------------------------------------------------------------
 
 
@@ -827,13 +738,13 @@ async def test_postgres_restart_mid_run(chaos_db: str, procs: Processes,
 
     assert shutil.which("pg_ctlcluster"), "pg_ctlcluster is missing: cannot restart PostgreSQL"
     version = _pg_version()
-    key = create_key(as_url(chaos_db), "restart")
+    key = create_key(postgres_url(chaos_db), "restart")
     await start_apis(1, chaos_db, tmp_path, apis)
     workers = [await procs.start("--backstop", "0.5", name=f"w{i}", speed=7, lease_ttl=5,
                                  heartbeat=1, wait=False) for i in range(2)]
     await asyncio.gather(*(w.ready() for w in workers))
     pids = [w.pid for w in workers]
-    api_pid = apis[0].popen.pid
+    api_pid = apis[0].pid
     client = AsyncClient(apis[0].url, key, timeout=30.0)
     deadline = time.monotonic() + 120
     restarted = False
@@ -870,8 +781,8 @@ async def test_postgres_restart_mid_run(chaos_db: str, procs: Processes,
                                 f"{st.sessions[w.sid]['error_code']}")
         for p in [*procs.started, *apis]:
             if not p.alive():
-                problems.append(f"process {p.popen.pid} exited ({p.popen.returncode})")
-        assert [w.pid for w in procs.started] == pids and apis[0].popen.pid == api_pid
+                problems.append(f"process {p.pid} exited ({p.returncode})")
+        assert [w.pid for w in procs.started] == pids and apis[0].pid == api_pid
         if problems:
             for w in watches[:2]:
                 print(describe(w.sid, st))

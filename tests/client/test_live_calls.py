@@ -12,8 +12,8 @@ from outlive.client import (
     SessionInfo,
     ValidationFailedError,
 )
-
-from .conftest import Live, eventually
+from tests.support.live import Live
+from tests.support.waiting import eventually
 
 
 async def _ended(live: Live, session_id: str) -> SessionInfo:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from outlive.client import CancelResult, ConflictError, NotFoundError
-
-from .conftest import Live, eventually
+from tests.support.live import Live
+from tests.support.waiting import eventually
 
 
 async def _ended(live: Live, session_id: str, status: str) -> None:

@@ -20,8 +20,8 @@ from outlive.client import (
     UnauthorizedError,
 )
 from outlive.domain.reducer import fold
-
-from .conftest import Live, Proxy, eventually
+from tests.support.live import Live, Proxy
+from tests.support.waiting import eventually
 
 
 def _key(e: EventRecord) -> tuple[Any, ...]:

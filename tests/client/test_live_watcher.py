@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from outlive.client import SessionInfo, SessionWatcher
-
-from .conftest import Live, Proxy, eventually
+from tests.support.live import Live, Proxy
+from tests.support.waiting import eventually
 
 
 def view(sessions: list[SessionInfo]) -> list[tuple[Any, ...]]:

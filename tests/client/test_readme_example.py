@@ -1,7 +1,5 @@
-"""The README's client example runs against a real server and prints what it promises.
-
-It reads the ```python block of README.md that contains `from outlive.client import`, or,
-until that block is pasted in, tests/client/readme_example.py."""
+"""The README's client example (the ```python block of README.md that contains
+`from outlive.client import`) runs against a real server and prints what it promises."""
 
 from __future__ import annotations
 
@@ -11,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Live, eventually
+from tests.support.live import Live
+from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "from outlive.client import"
 
 
 def example_source() -> str:
-    readme = ROOT / "README.md"
-    if readme.exists():
-        for block in re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S):
-            if MARKER in block:
-                return str(block)
-    return (Path(__file__).parent / "readme_example.py").read_text()
+    blocks = [str(b) for b in re.findall(r"```python\n(.*?)```",
+                                         (ROOT / "README.md").read_text(), flags=re.S)
+              if MARKER in b]
+    assert len(blocks) == 1, f"README.md has {len(blocks)} python blocks with {MARKER!r}"
+    return blocks[0]
 
 
 def test_the_example_is_short_and_uses_the_public_surface():

@@ -30,8 +30,7 @@ from outlive.client._constants import (
     RECONCILE_INTERVAL,
     RECONCILE_JITTER,
 )
-
-from .fakes import (
+from tests.support.watcher_fakes import (
     CAUGHT_UP,
     T0,
     FakeClock,

@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import socket
+import asyncio
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OUTLIVE_", "OPENAI_", "ANTHROPIC_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+from tests.support.processes import ServeProcess, child_env
 
 
 def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "outlive", *args], cwd=cwd, env=_env(),
+    return subprocess.run([sys.executable, "-m", "outlive", *args], cwd=cwd, env=child_env(),
                           capture_output=True, text=True, timeout=timeout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_demo_tour_exits_zero(tmp_path: Path) -> None:
@@ -43,42 +29,16 @@ def test_demo_tour_exits_zero(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def served(tmp_path: Path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "outlive", "serve", "--port", str(port), "--demo-speed", "0"],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    key = None
-    assert proc.stdout is not None
-    while time.monotonic() < deadline and key is None:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if re.fullmatch(r"olk_\S+\n", line):
-            key = line.strip()
-    if key is None:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        pytest.fail("serve printed no key:\n" + "".join(lines))
-    # Keep reading its logs so a full pipe never blocks the server.
-    drain = threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True)
-    drain.start()
-    yield f"http://127.0.0.1:{port}", key, "".join(lines), tmp_path
-    proc.send_signal(signal.SIGTERM)
+def served(tmp_path: Path) -> Iterator[tuple[str, str, str, Path]]:
+    """`outlive serve` with its defaults in an empty folder: the URL, the key it printed, all
+    it printed until then, and the folder."""
+    proc = ServeProcess(tmp_path, "serve", "--demo-speed", "0")
     try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail("serve did not stop on SIGTERM")
+        key = asyncio.run(proc.key())
+        yield proc.url, key, proc.log(), tmp_path
+        assert proc.stop(20) is not None, "serve did not stop on SIGTERM"
     finally:
-        drain.join(5)
-        proc.stdout.close()
+        proc.reap()
 
 
 def test_serve_prints_url_and_key_and_listens_on_loopback(served) -> None:
@@ -146,3 +106,21 @@ def test_migrate_is_idempotent(tmp_path: Path) -> None:
     assert first.returncode == 0 and "applied 1 migration" in first.stderr
     second = outlive("migrate", "--db", db, cwd=tmp_path)
     assert "applied 0 migration" in second.stderr
+
+
+def test_serve_starts_with_a_short_lease_ttl(tmp_path: Path) -> None:
+    """The heartbeat follows the lease TTL (`RuntimeSettings.heartbeat_for`): a 2 s lease
+    starts, and its in-process worker runs a session to the end."""
+    proc = ServeProcess(tmp_path, "serve-ttl2", "--demo-speed", "0", "--lease-ttl", "2")
+    try:
+        key = asyncio.run(proc.key())
+        headers = {"Authorization": f"Bearer {key}"}
+        r = httpx.post(f"{proc.url}/v1/sessions", json={"prompt": "hello"}, headers=headers)
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 30
+        while (status := httpx.get(f"{proc.url}/v1/sessions/{r.json()['id']}",
+                                   headers=headers).json()["session"]["status"]) != "succeeded":
+            assert time.monotonic() < deadline, f"session still {status}:\n{proc.log()}"
+            time.sleep(0.1)
+    finally:
+        proc.reap()

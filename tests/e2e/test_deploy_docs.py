@@ -12,16 +12,15 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict
+
+from tests.support.processes import free_port, postgres_url
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 BLOCK = re.compile(r"<!-- test: (runs|background) -->\s*\n```sh\n(.*?)```", re.S)
@@ -31,12 +30,6 @@ pytestmark = pytest.mark.slow
 
 def blocks() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in BLOCK.finditer(DOC.read_text())]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str, key: str | None = None) -> tuple[int, bytes]:
@@ -55,8 +48,7 @@ def test_doc_has_runnable_and_background_blocks() -> None:
 
 
 def test_deploy_doc_commands_run_on_loopback(pg_dsn: str, tmp_path: Path) -> None:
-    info = {k: str(v) for k, v in conninfo_to_dict(pg_dsn).items()}
-    env = dict(os.environ, OUTLIVE_DB="postgresql://?" + urlencode(info),
+    env = dict(os.environ, OUTLIVE_DB=postgres_url(pg_dsn),
                PORT=str(free_port()),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     port = env["PORT"]

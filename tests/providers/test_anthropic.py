@@ -22,9 +22,8 @@ from outlive.providers import (
     collect,
 )
 from outlive.providers.anthropic import AnthropicProvider, to_anthropic_messages
-
-from .conftest import assert_cancel_closes_the_connection, events_of
-from .fakeserver import FakeServer, Reply, fixture_json
+from tests.support.fakeserver import FakeServer, Reply, fixture_json
+from tests.support.providers import assert_cancel_closes_the_connection, events_of
 
 LOOKUP = ToolSpec("lookup", "Look something up.", {
     "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})

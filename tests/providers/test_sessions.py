@@ -23,8 +23,7 @@ from outlive.runtime import Agent, AgentRegistry, RuntimeSettings, Worker
 from outlive.store import PostgresStore
 from outlive.tools import demo_tools
 from outlive.tools.demo import lookup_answer
-
-from .fakeserver import FakeServer, Reply, fixture_json
+from tests.support.fakeserver import FakeServer, Reply, fixture_json
 
 SETTINGS = dict(lease_ttl=5.0, heartbeat_interval=1.0, backstop_interval=0.5,
                 abandon_check_interval=0.5, retry_base=0.01, retry_max=0.05, grace=0.5)

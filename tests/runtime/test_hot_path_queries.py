@@ -10,8 +10,8 @@ or backstop during the run), so what is recorded is the work itself.
 from __future__ import annotations
 
 from outlive.domain import Status
-
-from .conftest import settled, wait_for
+from tests.support.sessions import settled
+from tests.support.waiting import eventually
 
 
 def create_statements(dialect: str) -> list[str]:
@@ -70,6 +70,6 @@ async def test_one_demo_session_runs_exactly_these_statements(store, store_facto
     async def looked_again() -> bool:
         return ran.count("claim_candidates") == 2
 
-    await wait_for(looked_again)
+    await eventually(looked_again)
     await workers.stop(w)
     assert ran == run_statements(store.dialect)

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from outlive.domain import SessionBusy, Status
-
-from .conftest import all_events, event_appears, settled, wait_for
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
 
 
 def user_entries(entries):
@@ -108,7 +108,7 @@ async def test_fifty_messages_with_a_crash_are_each_consumed_once(store, workers
         cur = await store.load_session(s.id)
         return cur.status.terminal and not await store.undelivered_inputs(s.id)
 
-    await wait_for(quiet, timeout=60)
+    await eventually(quiet, timeout=60)
     consumed = [e.data["seq"] for e in user_entries(await store.read_entries(s.id))]
     assert sorted(consumed) == sorted([1, *posted])
     assert len(consumed) == len(set(consumed))

@@ -1,10 +1,11 @@
 """Real `outlive worker` processes and real signals, on PostgreSQL (DESIGN §4, §5, §10).
 
-Each test starts worker processes (`python -m outlive worker`, see procs.py), drives a session
-through the Store and hits a process at a chosen point: `kill -9` mid-stream, mid-tool and
-inside an idempotent tool, SIGTERM (handoff to a running peer), a crash in the middle of 50
-follow-ups, and a lease taken away under a streaming worker. Times compare the database's
-event timestamps with the wall clock of the signal; both come from this machine's clock.
+Each test starts worker processes (`python -m outlive worker`, tests/support/processes.py),
+drives a session through the Store and hits a process at a chosen point: `kill -9` mid-stream,
+mid-tool and inside an idempotent tool (tests/support/ledger_agent.py), SIGTERM (handoff to a
+running peer), a crash in the middle of 50 follow-ups, and a lease taken away under a
+streaming worker. Times compare the database's event timestamps with the wall clock of the
+signal; both come from this machine's clock.
 """
 
 from __future__ import annotations
@@ -23,26 +24,22 @@ import pytest
 
 from outlive.domain import Delivery, Event, Status
 from outlive.store import PostgresStore
-
-from .conftest import all_events, event_appears, settled, wait_for
-from .procs import LEDGER_ENV, Processes, WorkerProcess, read_ledger, wait_listening
+from tests.support.databases import TRUNCATE_ALL
+from tests.support.ledger_agent import LEDGER_ENV, read_ledger
+from tests.support.processes import Processes, WorkerProcess, wait_listening
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.slow
 
 LEASE_TTL = 2.0
 """Lease time-to-live of the crash tests (heartbeat 0.5 s, backstop scan 0.5 s)."""
 
-_TABLES = (
-    "message_requests, owner_events, session_snapshots, session_entries, session_events, "
-    "sessions, api_keys, owners"
-)
-
-
 @pytest.fixture
 async def pg_store(pg_dsn: str) -> AsyncIterator[PostgresStore]:
     """The module's PostgreSQL database, emptied for this test."""
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
-        await conn.execute(f"TRUNCATE {_TABLES}")
+        await conn.execute(TRUNCATE_ALL.encode())
     store = await PostgresStore(pg_dsn, max_size=4).open()
     yield store
     await store.close()
@@ -57,7 +54,7 @@ async def owner_id(pg_store: PostgresStore) -> str:
 def procs(request: pytest.FixtureRequest, pg_dsn: str, tmp_path: Path) -> Iterator[Processes]:
     """Worker processes for this test; leftovers are killed; logs are printed on failure."""
     failed_before = request.session.testsfailed
-    ps = Processes(pg_dsn, tmp_path, extra_env={LEDGER_ENV: str(tmp_path / "ledger.jsonl")})
+    ps = Processes(pg_dsn, tmp_path, **{LEDGER_ENV: str(tmp_path / "ledger.jsonl")})
     try:
         yield ps
     finally:
@@ -90,7 +87,7 @@ async def holder(store: PostgresStore, procs: Processes, session_id: str,
             return True
         return False
 
-    await wait_for(leased, timeout)
+    await eventually(leased, timeout)
     return procs.by_id(found[0])
 
 
@@ -198,7 +195,7 @@ async def test_kill9_inside_an_idempotent_tool_reruns_it_with_the_same_key(
 ) -> None:
     store = pg_store
     ledger = tmp_path / "ledger.jsonl"
-    await two_workers(procs, "--backstop", "0.5", "--agents", "tests.runtime.procs",
+    await two_workers(procs, "--backstop", "0.5", "--agents", "tests.support.ledger_agent",
                       lease_ttl=LEASE_TTL, heartbeat=0.5)
     s = await store.create_session(owner_id, agent="procs", model="demo:scripted",
                                    prompt="count")
@@ -206,7 +203,7 @@ async def test_kill9_inside_an_idempotent_tool_reruns_it_with_the_same_key(
     async def effect_done() -> bool:
         return any(r["op"] == "effect" for r in read_ledger(ledger))
 
-    await wait_for(effect_done, timeout=10)  # the side effect happened; the tool now waits
+    await eventually(effect_done, timeout=10)  # the side effect happened; the tool now waits
     (effect,) = [r for r in read_ledger(ledger) if r["op"] == "effect"]
     key = effect["key"]
     call_id = key.split(":", 1)[1]
@@ -314,7 +311,7 @@ async def test_fifty_follow_ups_across_a_kill9_are_each_consumed_exactly_once(
         session = await store.load_session(s.id)
         return session.status.terminal and not await store.undelivered_inputs(s.id)
 
-    await wait_for(finished, timeout=45)
+    await eventually(finished, timeout=45)
     done = await store.load_session(s.id)
     assert done.status is Status.SUCCEEDED, done.error
 
@@ -359,7 +356,7 @@ async def test_a_process_whose_lease_was_taken_writes_nothing_more(
     async def a_stopped() -> bool:
         return f"lease lost on {s.id}" in a.log()
 
-    await wait_for(a_stopped, timeout=5)
+    await eventually(a_stopped, timeout=5)
     done = await settled(store, s.id, timeout=30)  # someone resumes after the lease expires
     assert done.status is Status.SUCCEEDED, done.error
     assert a.alive()  # losing a lease is not a crash of the worker

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 
 from outlive.domain import ClaimReason, Lease, NewEvent, Status
-
-from .conftest import all_events, event_appears, raw_execute, settled, wait_for
+from tests.support.databases import raw_execute
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
 
 
 async def ghost(store, ttl=0.2) -> Lease:
@@ -131,7 +132,7 @@ async def test_worker_whose_lease_was_taken_writes_nothing_more(
     await asyncio.to_thread(raw_execute, db_url,
                             "UPDATE sessions SET fence = fence + 1 WHERE id = %s", (s.id,))
     mark = (await store.load_session(s.id)).last_seq
-    await wait_for(lambda: _no_runs(w), timeout=5)
+    await eventually(lambda: _no_runs(w), timeout=5)
     await asyncio.sleep(0.5)
     assert (await store.load_session(s.id)).last_seq == mark
     late = [e for e in await store.read_events(s.id, after=mark) if e.fence == old]

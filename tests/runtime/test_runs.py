@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from outlive.domain import Status
-
-from .conftest import all_events, event_appears, settled
+from tests.support.sessions import all_events, event_appears, settled
 
 
 def types(events):

@@ -9,8 +9,7 @@ from collections import Counter
 from typing import Any
 
 from outlive.domain import Status
-
-from .conftest import all_events, settled
+from tests.support.sessions import all_events, settled
 
 WRITES = {"commit", "settle", "append_events", "append_entries", "set_auto_title",
           "mark_delivered", "set_stage", "park"}

@@ -8,8 +8,7 @@ import asyncio
 import pytest
 
 from outlive.domain import AlreadyTerminal, Status
-
-from ._support import (
+from tests.support.store_suite import (
     assert_gapless,
     claim_one,
     expire,

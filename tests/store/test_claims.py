@@ -8,8 +8,7 @@ import random
 
 from outlive.domain import Status
 from outlive.domain.model import ClaimReason, Lease, NewEvent
-
-from ._support import (
+from tests.support.store_suite import (
     LONG_TTL,
     assert_gapless,
     claim_one,

@@ -11,8 +11,7 @@ import pytest
 from outlive.domain import InvalidInput, LeaseLost, NotFound
 from outlive.domain.model import Lease, NewEvent
 from outlive.store import Notice
-
-from ._support import held, new_owner, new_session, world
+from tests.support.store_suite import held, new_owner, new_session, world
 
 
 async def test_unfenced_appends_get_consecutive_seqs(store):

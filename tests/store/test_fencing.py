@@ -12,8 +12,7 @@ import pytest
 
 from outlive.domain import LeaseLost, NotFound, Status
 from outlive.domain.model import ErrorInfo, Lease, NewEvent
-
-from ._support import AnyStore, claim_one, expire, held, new_owner, world
+from tests.support.store_suite import AnyStore, claim_one, expire, held, new_owner, world
 
 Write = Callable[[AnyStore, Lease], Awaitable[Any]]
 

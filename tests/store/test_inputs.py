@@ -9,8 +9,7 @@ import pytest
 
 from outlive.domain import InvalidInput, LeaseLost, SessionBusy, Status
 from outlive.domain.model import Delivery, Lease, PostResult
-
-from ._support import (
+from tests.support.store_suite import (
     assert_gapless,
     claim_one,
     held,

@@ -15,7 +15,7 @@ import pytest
 
 from outlive.store import PostgresStore, SqliteStore
 from outlive.store._migrate import migrations, schema_sql
-from tests.conftest import _admin, dsn_for
+from tests.support.databases import admin, dsn_for
 
 BOOKKEEPING = {"schema_version"}
 
@@ -100,12 +100,12 @@ async def test_sqlite_schema_from_scratch_equals_all_migrations(tmp_path):
 def two_pg_databases() -> Iterator[tuple[str, str]]:
     names = [f"outlive_mig_{uuid.uuid4().hex[:10]}" for _ in range(2)]
     for name in names:
-        _admin(f'CREATE DATABASE "{name}"')
+        admin(f'CREATE DATABASE "{name}"')
     try:
         yield dsn_for(names[0]), dsn_for(names[1])
     finally:
         for name in names:
-            _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def pg_shape(dsn: str) -> dict[str, Any]:

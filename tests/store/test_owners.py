@@ -13,8 +13,7 @@ import pytest
 
 from outlive.domain import InvalidInput, NotFound, TooLarge
 from outlive.domain.model import MAX_TEXT_CHARS, MAX_TITLE_CHARS
-
-from ._support import AnyStore, held, new_owner, new_session, world
+from tests.support.store_suite import AnyStore, held, new_owner, new_session, world
 
 
 def _hash(key: str) -> str:

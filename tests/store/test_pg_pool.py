@@ -7,8 +7,7 @@ import asyncio
 import psycopg
 
 from outlive.store import PostgresStore
-
-from ._support import new_owner
+from tests.support.store_suite import new_owner
 
 
 async def test_a_connection_the_server_ended_is_replaced_not_handed_out(pg_dsn):

@@ -1,11 +1,11 @@
 """Model-based property test: random operation sequences never reach an illegal state.
 
-Every example opens its own Store on an empty database (a new SQLite file, or the module's
-PostgreSQL database emptied), runs a random sequence of operations against a few sessions and,
-after every step, checks each session against a `Lifecycle` model advanced with the pure status
-machine (`outlive.domain.status.transition`), plus the store invariants: terminal ⇒ no lease,
-queued ⇒ no lease, attempt ≤ max_attempts, fence never decreases, event seqs 1..last_seq and
-owner event ids 1..n without gaps.
+Every example opens its own Store on an empty database (a new SQLite file, or the store
+package's PostgreSQL database emptied), runs a random sequence of operations against a few
+sessions and, after every step, checks each session against a `Lifecycle` model advanced with
+the pure status machine (`outlive.domain.status.transition`), plus the store invariants:
+terminal ⇒ no lease, queued ⇒ no lease, attempt ≤ max_attempts, fence never decreases, event
+seqs 1..last_seq and owner event ids 1..n without gaps.
 
 Worker writes are fenced by (worker, fence) alone (DESIGN §5): the holder of the latest claim may
 write even after its lease time lapsed, as long as nobody has claimed the session since. So a
@@ -41,9 +41,8 @@ from outlive.domain import (
 from outlive.domain.model import TERMINAL, Delivery, ErrorInfo, Lease, NewEvent
 from outlive.domain.status import Action, LeaseState, Lifecycle, transition
 from outlive.store import PostgresStore, SqliteStore
-from tests.conftest import empty_postgres
-
-from ._support import AnyStore, World, world
+from tests.support.databases import empty_postgres
+from tests.support.store_suite import AnyStore, World, world
 
 WORKERS = ("w1", "w2", "w3")
 MODES = ("steer", "queue", "interrupt", "reject")

@@ -11,8 +11,14 @@ import pytest
 
 from outlive.domain import NotFound, Status
 from outlive.domain.model import MAX_TITLE_CHARS, NewEvent, TitleState
-
-from ._support import assert_gapless, held, new_owner, new_session, owner_events, world
+from tests.support.store_suite import (
+    assert_gapless,
+    held,
+    new_owner,
+    new_session,
+    owner_events,
+    world,
+)
 
 
 async def test_create_session_is_queued_with_its_prompt_as_first_event(store):

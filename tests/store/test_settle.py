@@ -9,8 +9,7 @@ import pytest
 
 from outlive.domain import InvalidInput, PendingInput, Status
 from outlive.domain.model import ErrorInfo, NewEvent
-
-from ._support import (
+from tests.support.store_suite import (
     assert_gapless,
     claim_one,
     event_types,

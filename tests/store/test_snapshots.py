@@ -4,8 +4,7 @@ count_by_status and ping."""
 from __future__ import annotations
 
 from outlive.domain import Status
-
-from ._support import held, new_owner, new_session
+from tests.support.store_suite import held, new_owner, new_session
 
 
 async def test_snapshots_load_the_latest_at_or_below_a_seq(store):

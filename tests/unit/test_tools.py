@@ -278,10 +278,25 @@ async def test_callbacks_reach_the_tool() -> None:
 
 
 async def test_default_callbacks_do_nothing() -> None:
+    """A tool that reports progress, a stage and a title runs on a bare context (as when it is
+    called directly): the default callbacks accept the reports and return nothing; they do
+    not signal a cancel."""
     context = ctx()
-    await context.progress("x")
-    await context.set_stage("x")
-    await context.set_title("x")
+    assert await context.progress("x") is None
+    assert await context.set_stage("x") is None
+    assert await context.set_title("x") is None
+
+    @tool(name="chatty")
+    async def chatty(args: NoArgs, ctx: ToolContext) -> str:
+        await ctx.progress("half way")
+        await ctx.set_stage("working")
+        await ctx.set_title("A title")
+        return "done"
+
+    assert await chatty(NoArgs(), context) == "done"
+    result = await ToolRegistry([chatty]).run(call("chatty"), context)
+    assert result.ok and result.result == "done"
+    assert not context.cancel.is_set()
 
 
 async def test_tool_can_be_called_directly() -> None:

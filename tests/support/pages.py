@@ -1,4 +1,5 @@
-"""What the browser tests do to and read from the page."""
+"""What the browser tests do to and read from the page (imports playwright: call
+`require_browser()` first)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
-from .conftest import Stack
+from .browser import Stack
 
 TIMEOUT_MS = 40_000
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the store conformance suite (plain functions, no fixtures)."""
+"""What the store conformance suite (tests/store) shares: plain functions, no fixtures."""
 
 from __future__ import annotations
 
