@@ -25,6 +25,7 @@ def test_the_page_has_one_example_and_its_output() -> None:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("speed", [60.0])
 def test_the_example_runs_and_prints_what_the_page_shows(
     server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

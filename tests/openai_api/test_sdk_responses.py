@@ -38,6 +38,13 @@ def test_background_returns_at_once_and_foreground_waits(server: Server) -> None
     waited = client.responses.create(model="demo:scripted", input="hello again")
     assert waited.status == "completed" and "hello again" in waited.output_text
     assert client.responses.retrieve(waited.id).to_dict() == waited.to_dict()
+    # An EventSource that reconnects sends Last-Event-ID: the same as starting_after.
+    by_header = client.responses.retrieve(waited.id, stream=True,
+                                          extra_headers={"Last-Event-ID": "3"})
+    by_query = client.responses.retrieve(waited.id, stream=True, starting_after=3)
+    assert [e.to_dict() for e in by_header] == [e.to_dict() for e in by_query]
+    with client.responses.retrieve(waited.id, stream=True, starting_after=3) as tail:
+        assert next(iter(tail)).sequence_number == 4
 
 
 def test_cancel_a_running_response_then_again_then_a_finished_one(server: Server) -> None:

@@ -15,7 +15,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp
 
 from ...domain.errors import OutliveError
 from .._errors import ApiError, BodyLimit
@@ -132,9 +131,6 @@ def install_openai_errors(app: FastAPI) -> None:
 
 class OpenAIBodyLimit(BodyLimit):
     """The body limit of the main API, refusing in OpenAI's shape."""
-
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
-        super().__init__(app, max_body)
 
     def refusal(self) -> JSONResponse:
         return openai_error(413, f"The request body is larger than {self.max_body} bytes.",
