@@ -27,33 +27,43 @@ def full_replay(client: openai.OpenAI, response_id: str) -> list[Any]:
     return list(client.responses.retrieve(response_id, stream=True))
 
 
+def read_some(stream: Any, k: int | None) -> list[Any]:
+    """Up to `k` events (all when None), then the connection is closed: dropped, as far as
+    the server knows. Closing the iterator and the stream here, not when they are collected,
+    keeps the dropped connection's cleanup out of the next request's way."""
+    it = iter(stream)
+    out: list[Any] = []
+    try:
+        while k is None or len(out) < k:
+            ev = next(it, None)
+            if ev is None:
+                break
+            out.append(ev)
+    finally:
+        it.close()
+        stream.close()
+    return out
+
+
 @settings(max_examples=6, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drops=st.lists(st.integers(1, 30), min_size=1, max_size=4))
 def test_a_background_stream_resumes_exactly_after_random_drops(
     server: Server, drops: list[int]
 ) -> None:
-    client = server.client()
-    stream = client.responses.create(model="demo", input="think, then look it up",
-                                     background=True, stream=True)
-    got: list[Any] = []
-    it = iter(stream)
-    for k in drops:
-        for _ in range(k):
-            ev = next(it, None)
-            if ev is None:
-                break
-            got.append(ev)
-        stream.close()  # the connection drops; a background run goes on
+    with server.client() as client:
+        got = read_some(client.responses.create(model="demo", input="think, then look it up",
+                                                background=True, stream=True), drops[0])
+    response_id = got[0].response.id
+    for k in [*drops[1:], None]:  # each reconnect is a new client, as after a restart
         if got[-1].type in TERMINAL:
             break
-        stream = client.responses.retrieve(got[0].response.id, stream=True,
-                                           starting_after=got[-1].sequence_number)
-        it = iter(stream)
-    got.extend(it)
+        with server.client() as client:
+            got += read_some(client.responses.retrieve(
+                response_id, stream=True, starting_after=got[-1].sequence_number), k)
     assert [e.sequence_number for e in got] == list(range(len(got))), "gapless, no repeats"
     assert got[-1].type == "response.completed"
-    response_id = got[0].response.id
+    client = server.client()
     assert dump(got) == dump(full_replay(client, response_id)), "live equals any replay"
     final = client.responses.retrieve(response_id)
     assert final.status == "completed" and final.output_text
@@ -64,14 +74,9 @@ def test_a_background_stream_resumes_exactly_after_random_drops(
 
 def test_a_foreground_stream_is_cancelled_when_its_client_leaves(server: Server) -> None:
     client = server.client()
-    stream = client.responses.create(model="demo", input="run long", stream=True)
-    response_id = ""
-    for ev in stream:
-        if ev.type == "response.created":
-            response_id = ev.response.id
-        if ev.type == "response.output_text.delta":
-            break
-    stream.close()
+    first = read_some(client.responses.create(model="demo", input="run long", stream=True), 6)
+    response_id = first[0].response.id
+    assert first[-1].type == "response.output_text.delta"
     wait_until(lambda: client.responses.retrieve(response_id).status == "cancelled",
                what="the run cancelled by the disconnect")
     final = client.responses.retrieve(response_id)
@@ -81,9 +86,8 @@ def test_a_foreground_stream_is_cancelled_when_its_client_leaves(server: Server)
 
 def test_a_background_stream_disconnect_does_not_cancel(server: Server) -> None:
     client = server.client()
-    stream = client.responses.create(model="demo", input="hello", background=True, stream=True)
-    first = next(iter(stream))
-    stream.close()
+    (first,) = read_some(client.responses.create(model="demo", input="hello", background=True,
+                                                 stream=True), 1)
     wait_until(lambda: client.responses.retrieve(first.response.id).status != "queued"
                and client.responses.retrieve(first.response.id).status != "in_progress",
                what="the run settled")
@@ -105,15 +109,14 @@ def test_a_worker_killed_mid_answer_still_completes_it_once(
         got: list[Any] = []
         killed_at = -1
         text = ""
-        for ev in stream:
-            got.append(ev)
-            text += getattr(ev, "delta", "") if ev.type == "response.output_text.delta" else ""
-            if killed_at < 0 and LONG_PARAGRAPHS[0][:40] in text:
-                procs.kill9(victim)  # mid-answer: the long text is still streaming
-                killed_at = len(got)
-                srv.start_worker()  # picks the session up once the dead lease lapses
-            if ev.type in TERMINAL:
-                break
+        with stream:
+            for ev in stream:
+                got.append(ev)
+                text += ev.delta if ev.type == "response.output_text.delta" else ""
+                if killed_at < 0 and LONG_PARAGRAPHS[0][:40] in text:
+                    procs.kill9(victim)  # mid-answer: the long text is still streaming
+                    killed_at = len(got)
+                    srv.start_worker()  # picks the session up once the dead lease lapses
         assert killed_at > 0, "the kill happened while text streamed"
         assert [e.sequence_number for e in got] == list(range(len(got)))
         assert got[-1].type == "response.completed"
