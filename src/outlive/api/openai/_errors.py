@@ -4,6 +4,7 @@ code}}`, so the official SDKs raise their usual exceptions (`AuthenticationError
 
 Everything the rest of the API raises is translated here: the shared auth dependency's 401,
 store errors (`NotFound`, `TooLarge`, …), request validation, unknown paths and oversized bodies.
+A store outage is 503 with `Retry-After`, as on the rest of the API (the SDKs retry it).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ...domain.errors import OutliveError
-from .._errors import ApiError, BodyLimit
+from ...domain.errors import OutliveError, StoreUnavailable
+from .._errors import RETRY_AFTER_SECONDS, ApiError, BodyLimit
 
 __all__ = [
     "OpenAIBodyLimit",
@@ -56,6 +57,13 @@ def openai_error(status: int, message: str, *, type: str = INVALID, param: str |
 async def _on_openai(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OpenAIError)
     return openai_error(exc.status, exc.message, type=exc.type, param=exc.param, code=exc.code)
+
+
+async def _on_store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return openai_error(503, "The server is temporarily unable to reach its database; "
+                        "retry shortly.", type="server_error", code="store_unavailable",
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 async def _on_api(request: Request, exc: Exception) -> JSONResponse:
@@ -122,6 +130,7 @@ async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 def install_openai_errors(app: FastAPI) -> None:
     app.add_exception_handler(OpenAIError, _on_openai)
+    app.add_exception_handler(StoreUnavailable, _on_store_unavailable)
     app.add_exception_handler(ApiError, _on_api)
     app.add_exception_handler(OutliveError, _on_outlive)
     app.add_exception_handler(RequestValidationError, _on_validation)
