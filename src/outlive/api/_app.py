@@ -1,7 +1,9 @@
 """`create_app`: the FastAPI application of one API process.
 
 Routes live under `/v1` (sessions, events, login), plus `GET /healthz` and `GET /metrics`
-without auth; the OpenAPI document is `/openapi.json` (docs at `/docs`). The lifespan starts
+without auth; the OpenAPI document is `/openapi.json` (docs at `/docs`). The OpenAI-compatible
+Responses API is a sub-application at `/openai/v1` (its own document at
+`/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The lifespan starts
 the fan-out hub (one store subscription for the process) and stops it, and with it every
 stream still open.
 
@@ -22,6 +24,7 @@ from .. import __version__
 from ..store import Store
 from ..web import mount as mount_web
 from . import _auth, _events, _meta, _metrics, _sessions
+from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
 from ._context import ApiContext, ApiSettings
@@ -75,10 +78,12 @@ def create_app(
     )
     app.state.ctx = ctx
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(BodyLimit, max_body=settings.max_body,
+                       exempt=(openai_surface.PREFIX + "/",))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     for module in (_sessions, _events, _auth, _meta, _metrics):
         app.include_router(module.router)
+    app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)
     return app

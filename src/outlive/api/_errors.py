@@ -220,12 +220,15 @@ class BodyLimit:
     client's disconnect.
     """
 
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, exempt: tuple[str, ...] = ()) -> None:
         self.app = app
         self.max_body = max_body
+        self.exempt = exempt
+        """Path prefixes left to an inner limit that answers in another error shape."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+        if (scope["type"] != "http" or scope["method"] not in _BODY_METHODS
+                or (self.exempt and str(scope.get("path", "")).startswith(self.exempt))):
             await self.app(scope, receive, send)
             return
         length = _content_length(scope)
@@ -271,11 +274,14 @@ class BodyLimit:
             drained += len(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        response = error_json(
+        await self.refusal()(scope, receive, send)
+
+    def refusal(self) -> JSONResponse:
+        """The 413 answer."""
+        return error_json(
             413, "TOO_LARGE", f"request body is larger than {self.max_body} bytes",
             {"limit": self.max_body}, {"Connection": "close"},
         )
-        await response(scope, receive, send)
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -9,9 +9,11 @@ one process never collide, and other modules can register their collectors on it
 
 Metrics now:
 
-* `outlive_api_streams{kind="session"|"owner"}`: open SSE streams (gauge);
+* `outlive_api_streams{kind="session"|"owner"|"openai"}`: open SSE streams (gauge; "openai"
+  counts the Responses streams of `/openai/v1`);
 * `outlive_api_http_requests_total{method, route, status}`: requests by route template (so
-  session ids never become label values; unmatched paths count as route "unmatched");
+  session ids never become label values; unmatched paths count as route "unmatched"; routes
+  of the `/openai/v1` sub-application carry that prefix);
 * the process-wide metrics of `outlive.metrics`: `outlive_sessions{status}` (counted in the
   database at scrape time), and, when a worker runs in this process, claims, lease losses,
   repairs, cancel latency, event-append latency and active runs.
@@ -58,7 +60,7 @@ class ApiMetrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
-        for kind in ("session", "owner"):
+        for kind in ("session", "owner", "openai"):
             self.streams.labels(kind=kind)
 
     def render(self) -> bytes:
@@ -85,6 +87,9 @@ class MetricsMiddleware:
             counted = True
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
+            if path != "unmatched":  # a mounted sub-app's routes are relative to its mount
+                root = str(scope.get("root_path", ""))
+                path = root[len(str(scope.get("app_root_path", root))):] + path
             self.metrics.requests.labels(
                 method=scope.get("method", ""), route=path, status=str(status)
             ).inc()
