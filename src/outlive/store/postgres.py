@@ -112,6 +112,10 @@ class _Listener:
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     def start(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="outlive-listen")
@@ -166,11 +170,14 @@ async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 class PostgresStore(SqlStore):
-    """`acquire_timeout`: how long a call waits for a pooled connection before the store
-    counts as unavailable (a stopped server leaves callers waiting exactly that long)."""
+    """`acquire_timeout`: how long a call waits for a pooled connection when the server is up
+    (a burst of callers queues for the pool). `outage_timeout`: how long it waits while the
+    LISTEN connection is down, i.e. the server is likely gone, so an outage answers quickly
+    instead of holding every caller for the full `acquire_timeout`."""
 
     def __init__(
-        self, dsn: str, *, min_size: int = 1, max_size: int = 10, acquire_timeout: float = 5.0
+        self, dsn: str, *, min_size: int = 1, max_size: int = 10,
+        acquire_timeout: float = 30.0, outage_timeout: float = 2.0,
     ) -> None:
         super().__init__(PostgresDialect())
         self.dsn = dsn
@@ -183,6 +190,8 @@ class PostgresStore(SqlStore):
             check=_check_connection,
             timeout=acquire_timeout,
         )
+        self._acquire_timeout = acquire_timeout
+        self._outage_timeout = outage_timeout
         self._opened = False
         self._listener = _Listener(dsn)
 
@@ -233,7 +242,8 @@ class PostgresStore(SqlStore):
                 # Pipeline mode: statements whose results are not read (BEGIN, INSERTs, the
                 # NOTIFY, COMMIT) go out without waiting a round trip each.
                 async with (
-                    self._pool.connection() as conn, conn.pipeline(), conn.transaction()
+                    self._pool.connection(self._wait()) as conn, conn.pipeline(),
+                    conn.transaction(),
                 ):
                     tx = _PgTx(conn, self.on_query)
                     result = await fn(tx, st)
@@ -250,8 +260,14 @@ class PostgresStore(SqlStore):
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()
         with _translated():
-            async with self._pool.connection() as conn:
+            async with self._pool.connection(self._wait()) as conn:
                 return await fn(_PgTx(conn, self.on_query))
+
+    def _wait(self) -> float:
+        """How long to wait for a pooled connection: short while the server looks gone."""
+        if self._listener.running and not self._listener.connected.is_set():
+            return self._outage_timeout
+        return self._acquire_timeout
 
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
