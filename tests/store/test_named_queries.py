@@ -31,6 +31,7 @@ def samples(store: Any) -> dict[str, Any]:
         "requeued": False, "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
+        "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
     }
 
 

@@ -25,7 +25,11 @@ from .waiting import eventually
 
 AnyStore = PostgresStore | SqliteStore
 
-FAST = ApiSettings(ping_interval=15.0, backstop_interval=2.0, watched_interval=0.5)
+METRICS_TOKEN = "metrics-token-of-the-tests"
+FAST = ApiSettings(ping_interval=15.0, backstop_interval=2.0, watched_interval=0.5,
+                   metrics_token=METRICS_TOKEN)
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+"""Headers that read `/metrics` on a server started with `FAST`."""
 
 
 # ---- servers ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ..domain.model import (
     Status,
     TitleState,
 )
+from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -76,9 +77,10 @@ class CreateSession(_Request):
         f"{MAX_METADATA_BYTES} bytes as JSON).",
     )
     abandon_after: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
+        default=None, ge=MIN_ABANDON_AFTER, le=MAX_ABANDON_AFTER, allow_inf_nan=False,
         description="Cancel the run (reason `abandoned`) when no stream has watched it for "
-        "this many seconds. Off by default.",
+        f"this many seconds ({MIN_ABANDON_AFTER:g} to {MAX_ABANDON_AFTER:g}, i.e. 30 days). "
+        "Off by default.",
     )
 
 

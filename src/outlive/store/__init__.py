@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from ._port import ApiKey, Held, Notice, Owner, Store, Subscription
+from ._validation import (
+    MAX_ABANDON_AFTER,
+    MIN_ABANDON_AFTER,
+    check_metadata,
+    check_string,
+    check_title,
+)
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
 __all__ = [
+    "MAX_ABANDON_AFTER",
+    "MIN_ABANDON_AFTER",
     "ApiKey",
     "Held",
     "Notice",
@@ -15,6 +24,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "Subscription",
+    "check_metadata",
+    "check_string",
+    "check_title",
     "open_store",
 ]
 

@@ -43,7 +43,7 @@ class SessionOps(StoreCore):
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
     ) -> Session:
-        clean_title = check_session_args(agent, model, prompt, title, abandon_after)
+        clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         transition(None, Action.CREATE)
         sid = new_id("ses")
 
