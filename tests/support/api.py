@@ -102,10 +102,12 @@ class Harness:
         self.workers.append(running)
         return running.worker
 
-    def client(self, server: Server, key: str | None = None, **kw: Any) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+    def client(self, server: Server, key: str | None = None, *,
+               headers: dict[str, str] | None = None, **kw: Any) -> httpx.AsyncClient:
+        sent = {"Authorization": f"Bearer {key}"} if key else {}
         c = httpx.AsyncClient(
-            base_url=server.url, headers=headers, timeout=httpx.Timeout(10.0), **kw
+            base_url=server.url, headers={**sent, **(headers or {})},
+            timeout=httpx.Timeout(10.0), **kw
         )
         self.clients.append(c)
         return c

@@ -47,35 +47,61 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
 def allowed_methods(routes: Iterable[BaseRoute], scope: Scope) -> set[str]:
-    """The methods some route serves at `scope`'s path (mounted apps included)."""
+    """The methods some route serves at `scope`'s path (mounted apps included): each method
+    is tried the way the router itself would match it."""
     out: set[str] = set()
-    for route in routes:
-        match, child = route.matches(scope)
-        if match is Match.NONE:
-            continue
-        if isinstance(route, Mount):
-            inner: Any = getattr(route.app, "router", route.app)
-            out |= allowed_methods(getattr(inner, "routes", []), {**scope, **child})
-        else:
-            out |= set(getattr(route, "methods", None) or ())
+    for method in _METHODS:
+        probe = {**scope, "method": method}
+        for route in routes:
+            match, child = route.matches(probe)
+            if match is not Match.FULL:
+                continue
+            if isinstance(route, Mount):
+                inner: Any = getattr(route.app, "router", route.app)
+                if method in allowed_methods(getattr(inner, "routes", []), {**probe, **child}):
+                    out.add(method)
+            else:
+                out.add(method)
+            break
     return out
 
 
 class AllowedMethods:
+    """`OPTIONS` answered from the routes, and a 405's `Allow` corrected the same way (the
+    router names only the methods of the first route whose path matched)."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "OPTIONS":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         router: Any = getattr(scope.get("app"), "router", None)
-        methods = allowed_methods(getattr(router, "routes", []), scope)
-        if not methods:
-            await self.app(scope, receive, send)
-            return
-        allow = ", ".join(sorted(methods | {"OPTIONS"}))
-        await send({"type": "http.response.start", "status": 204,
-                    "headers": [(b"allow", allow.encode()), (b"content-length", b"0")]})
-        await send({"type": "http.response.body", "body": b""})
+
+        def allow() -> bytes:
+            methods = allowed_methods(getattr(router, "routes", []), scope)
+            return ", ".join(sorted(methods | {"OPTIONS"})).encode() if methods else b""
+
+        if scope["method"] == "OPTIONS":
+            allowed = allow()
+            if allowed:
+                await send({"type": "http.response.start", "status": 204,
+                            "headers": [(b"allow", allowed), (b"content-length", b"0")]})
+                await send({"type": "http.response.body", "body": b""})
+                return
+
+        async def send_with_allow(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                allowed = allow()
+                if allowed:
+                    headers = [(k, v) for k, v in message.get("headers", [])
+                               if k.lower() != b"allow"]
+                    message = {**message, "headers": [*headers, (b"allow", allowed)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_allow)
