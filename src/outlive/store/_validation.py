@@ -48,10 +48,12 @@ MAX_LIST_LIMIT = 500
 MAX_CLIENT_REQUEST_ID = 200
 MAX_OWNER_NAME = 100
 MIN_ABANDON_AFTER = 30.0
+"""The shortest `abandon_after` the HTTP API accepts: shorter would cancel runs whose watcher
+is merely reconnecting. (The Store itself takes any positive value, for embedding programs
+and tests.)"""
 MAX_ABANDON_AFTER = 30 * 86400.0
-"""`abandon_after` bounds: shorter would cancel runs between two reconnects; longer would
-overflow nothing today but means "never" in practice (and once overflowed PostgreSQL's
-interval in the sweep that serves every tenant)."""
+"""The longest `abandon_after`: longer means "never" in practice, and once overflowed
+PostgreSQL's interval in the sweep that serves every tenant."""
 MAX_METADATA_DEPTH = 32
 _CURSOR = re.compile(r"^ses_[0-9A-Z]{26}$")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -134,10 +136,10 @@ def check_abandon_after(abandon_after: float | None) -> None:
         return
     if (isinstance(abandon_after, bool) or not isinstance(abandon_after, int | float)
             or not math.isfinite(abandon_after)
-            or not MIN_ABANDON_AFTER <= abandon_after <= MAX_ABANDON_AFTER):
+            or not 0 < abandon_after <= MAX_ABANDON_AFTER):
         raise InvalidInput(
-            f"abandon_after must be between {MIN_ABANDON_AFTER:g} seconds and "
-            f"{MAX_ABANDON_AFTER:g} seconds (30 days)"
+            f"abandon_after must be a positive number of seconds, at most "
+            f"{MAX_ABANDON_AFTER:g} (30 days)"
         )
 
 
