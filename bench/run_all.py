@@ -1,4 +1,4 @@
-"""All the benches, then one table of ratios against the DESIGN §10 targets (`make bench`).
+"""All the benches, then one table of ratios against the targets in docs/benchmarks.md (`make bench`).
 
 Run:  .venv/bin/python bench/run_all.py [--full]
       (--full: each bench at its default sample sizes; without it, their --quick forms, which

@@ -1,4 +1,4 @@
-"""Session endpoints over a real server: success shapes and every error code of DESIGN §7."""
+"""Session endpoints over a real server: success shapes and every error code of docs/http-api.md."""
 
 from __future__ import annotations
 

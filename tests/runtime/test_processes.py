@@ -1,4 +1,4 @@
-"""Real `outlive worker` processes and real signals, on PostgreSQL (DESIGN §4, §5, §10).
+"""Real `outlive worker` processes and real signals, on PostgreSQL (docs/architecture.md §4, §5).
 
 Each test starts worker processes (`python -m outlive worker`, tests/support/processes.py),
 drives a session through the Store and hits a process at a chosen point: `kill -9` mid-stream,

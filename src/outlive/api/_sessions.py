@@ -1,4 +1,4 @@
-"""Session routes (DESIGN §7): create, list, read, retitle, delete, follow-up, cancel.
+"""Session routes (docs/http-api.md): create, list, read, retitle, delete, follow-up, cancel.
 
 All of them are owner-scoped through the Store, which raises the same `NotFound` for missing
 and foreign sessions, so the two give byte-identical 404 bodies. The API checks what only it

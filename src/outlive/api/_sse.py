@@ -1,6 +1,6 @@
 """Server-Sent Events: the response that carries a stream, and the two streams' frames.
 
-Session stream (DESIGN §6), in order:
+Session stream (docs/architecture.md §6), in order:
 
 1. `attached {last_seq, status}` (no `id:`);
 2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,

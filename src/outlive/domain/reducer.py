@@ -1,4 +1,4 @@
-"""The transcript reducer of DESIGN §6: a pure fold of one session's events into its UI state.
+"""The transcript reducer of docs/architecture.md §6: a pure fold of one session's events into its UI state.
 
 The API caches folded states as snapshots and folds forward from them, the Python client folds
 live events on top of a snapshot frame, and the web page repeats these rules in JS. So the fold
@@ -9,7 +9,7 @@ plain JSON so it survives the database and the wire unchanged.
 States are values: `apply` and `fold` never mutate the state they are given. They share the
 parts an event did not touch with it, so callers must treat every state as read-only.
 
-Rules beyond the event list of DESIGN §6, chosen so a transcript never shows work as still in
+Rules beyond the event list of docs/architecture.md §6, chosen so a transcript never shows work as still in
 flight (or as a success) after the run that did it is gone:
 
 * `session_end` closes open items: streaming messages become "interrupted" ("cancelled" when the
@@ -22,7 +22,7 @@ flight (or as a success) after the run that did it is gone:
   (a resumed run that reuses the id) instead of adding a duplicate.
 * Deltas for a message that is no longer streaming are ignored: its text is already settled.
 * A `user_message` that revives a terminal session also resets attempt to 0 and clears error
-  and incomplete, as the store does (DESIGN §4).
+  and incomplete, as the store does (docs/architecture.md §4).
 """
 
 from __future__ import annotations
@@ -341,7 +341,7 @@ def _new_message(message_id: Any) -> dict[str, Any]:
 
 
 def _on_turn_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    # The run has drained its input before calling the model (DESIGN §5), so every user message
+    # The run has drained its input before calling the model (docs/architecture.md §5), so every user message
     # before this turn is now in the model's view.
     if txn.state["pending_inputs"]:
         pending = txn.top_list("pending_inputs")

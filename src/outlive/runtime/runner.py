@@ -1,4 +1,4 @@
-"""One run: from a claim to a settle or a park (DESIGN §5).
+"""One run: from a claim to a settle or a park (docs/architecture.md §5).
 
 The run decides; its collaborators act. Every write goes through the run's write-behind
 buffer (`writes.RunWrites`), which names the lease, so a run that lost its lease can change

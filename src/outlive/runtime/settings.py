@@ -1,4 +1,4 @@
-"""Runtime knobs, with the defaults of DESIGN §5."""
+"""Runtime knobs, with the defaults of docs/architecture.md §5."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// The transcript reducer of DESIGN §6, in JS: the same rules as outlive/domain/reducer.py.
+// The transcript reducer of docs/architecture.md §6, in JS: the same rules as outlive/domain/reducer.py.
 //
 // A pure fold `state × event → state`. The page starts from the server's snapshot frame and
 // folds the stream's events on top of it, so the fold must give the same result wherever it
