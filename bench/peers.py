@@ -1,4 +1,5 @@
-"""PgQueuer and procrastinate side by side on the same PostgreSQL, in the same run (docs/benchmarks.md).
+"""PgQueuer and procrastinate side by side on the same PostgreSQL, in the same run
+(docs/benchmarks.md).
 
 Run:  .venv/bin/python bench/peers.py [--quick] [--jobs 5000] [--json out.json]
       (needs `pip install -e ".[bench]"`; PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES;

@@ -1,4 +1,5 @@
-"""All the benches, then one table of ratios against the targets in docs/benchmarks.md (`make bench`).
+"""All the benches, then one table of ratios against the targets in docs/benchmarks.md
+(`make bench`).
 
 Run:  .venv/bin/python bench/run_all.py [--full]
       (--full: each bench at its default sample sizes; without it, their --quick forms, which

@@ -1,6 +1,7 @@
 """Fencing: a worker write that names an old (worker, fence) changes nothing and raises
 `LeaseLost`; the current holder's writes go through, even after its lease time lapsed, as long
-as nobody has claimed the session since (docs/architecture.md §5: writes check (session, worker, fence))."""
+as nobody has claimed the session since (docs/architecture.md §5: writes check (session,
+worker, fence))."""
 
 from __future__ import annotations
 

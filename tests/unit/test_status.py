@@ -1,4 +1,5 @@
-"""The status machine of docs/architecture.md §4: an exhaustive transition table and a property test."""
+"""The status machine of docs/architecture.md §4: an exhaustive transition table and a
+property test."""
 
 from __future__ import annotations
 
