@@ -82,6 +82,6 @@ async def test_http_api_doc_lists_every_endpoint(idle_api: Api):
         f"{method.upper()} {path}"
         for path, ops in paths.items()
         for method in ops
-        if f"`{method.upper()} {path.replace('{session_id}', '{id}')}" not in doc
+        if f"`{method.upper()} {path.replace('{session_id}', '{id}')}`" not in doc
     ]
     assert not missing, f"not in docs/http-api.md: {missing}"
