@@ -9,7 +9,7 @@ so a refused request changes nothing.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 
@@ -108,8 +108,13 @@ async def list_sessions(
     cursor: Annotated[
         str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
     ] = None,
+    attention: Annotated[
+        Literal["question"] | None,
+        Query(description="Only sessions waiting on a person for this (`question`)."),
+    ] = None,
 ) -> SessionsPage:
-    page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor)
+    page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
+                                         attention=attention)
     return SessionsPage(
         sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
     )
