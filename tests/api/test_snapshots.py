@@ -206,7 +206,7 @@ async def test_attach_to_100k_events_is_fast_once_a_snapshot_exists(harness: Har
     assert len(expected["items"][-1]["text"]) > 500_000
     # A cursor 100,000 events back gets a snapshot, not the replay: as fast as a fresh attach.
     reattach = []
-    for i in range(4):
+    for _ in range(4):
         snaps._mem.clear()
         t0 = time.perf_counter()
         async with sse(c, f"/v1/sessions/{sid}/events", headers={"Last-Event-ID": "1"}) as st:
