@@ -20,7 +20,6 @@ from ._registry import ToolContext, ToolFailure, ToolRegistry, tool
 __all__ = [
     "AskUserArgs",
     "CounterArgs",
-    "DemoToolError",
     "FlakyArgs",
     "LookupArgs",
     "SlowTaskArgs",
