@@ -224,3 +224,14 @@ async def test_watched_session_is_not_abandoned(store, workers, owner):
 
         await asyncio.sleep(0.1)
     assert (await store.load_session(s.id)).cancel_requested_at is None
+
+
+async def test_a_turn_past_its_wall_clock_cap_fails_the_session(store, workers, owner):
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="run long")
+    await workers.start(speed=1, turn_timeout=0.4)
+    done = await settled(store, s.id, timeout=10)
+    assert done.status is Status.FAILED and done.error.code == "provider_error"
+    assert "turn_timeout" in done.error.message
+    events = await all_events(store, s.id)
+    assert [e.data["message"] for e in events if e.type == "error"][-1] == done.error.message
