@@ -187,6 +187,34 @@ async def test_full_session_with_a_tool_call(harness: Harness, owner: str) -> No
     assert json.loads(content) == lookup_answer("durable sessions")
 
 
+async def test_signed_thinking_goes_back_with_the_tool_result(
+    store: PostgresStore, server: FakeServer, owner: str
+) -> None:
+    """With thinking and tools, Anthropic refuses a follow-up that lacks the signed thinking
+    block of the turn that called the tool: it is kept in history and sent back as it came."""
+    harness = Harness(store, server, KINDS["anthropic"])
+    try:
+        server.script(Reply(fixture="anthropic/thinking_tool_use.sse"),
+                      Reply(fixture="anthropic/final_answer.sse"))
+        sid = await harness.session(owner, "Think, then look up 'durable sessions'")
+        await harness.start()
+        done = await harness.settled(sid)
+        assert done.status is Status.SUCCEEDED, done.error
+        thinking = {"type": "thinking",
+                    "thinking": "The user asks about durable sessions. A short answer will do.",
+                    "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxfakeSignature=="}
+        entries = await harness.store.read_entries(sid)
+        assert entries[1].data["reasoning"] == [thinking]
+        follow_up = server.requests[1].body["messages"]
+        assert follow_up[-2]["role"] == "assistant"
+        assert follow_up[-2]["content"][0] == thinking  # first, before the tool_use
+        assert follow_up[-2]["content"][-1]["type"] == "tool_use"
+        assert "".join(e.data["text"] for e in await harness.events(sid)
+                       if e.type == "thinking_delta") == thinking["thinking"]
+    finally:
+        await harness.stop()
+
+
 @pytest.mark.parametrize("failure", ["429", "500", "cut", "stall"])
 async def test_transient_failure_then_success(store: PostgresStore, server: FakeServer,
                                               kind: Kind, owner: str, failure: str) -> None:

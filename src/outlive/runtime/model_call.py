@@ -21,6 +21,7 @@ from ..providers import (
     ModelSettings,
     ProviderError,
     ProviderEvent,
+    ReasoningBlock,
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
@@ -123,6 +124,8 @@ class ModelCaller:
                     buf.add("thinking", ev.text)
                 elif isinstance(ev, ToolCallEvent):
                     buf.tool_calls.append(ev.call)
+                elif isinstance(ev, ReasoningBlock):
+                    buf.reasoning.append(ev.block)
                 elif isinstance(ev, Finish):
                     buf.stop_reason = ev.stop_reason
                     buf.usage = ev.usage

@@ -302,7 +302,8 @@ class Run:
         if buf.usage is not None:
             end["usage"] = {"input_tokens": buf.usage.input_tokens,
                             "output_tokens": buf.usage.output_tokens}
-        answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop)]
+        answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop,
+                                  reasoning=buf.reasoning)]
         ended = [*buf.drain(), NewEvent("message_end", end)]
         if stop == "length":
             await self.writes.settle(
