@@ -184,8 +184,9 @@ async def test_commit_writes_entries_events_and_the_cursor_together(store):
         delivered_through=post.seq,
     )
     assert [(e.seq, e.kind, e.fence) for e in entries] == [(1, "user", 1), (2, "assistant", 1)]
+    # the message reset the attempt count, and events carry the session's count
     assert [(e.seq, e.type, e.fence, e.attempt) for e in events] == [
-        (post.seq + 1, "message_end", 1, 1)
+        (post.seq + 1, "message_end", 1, 0)
     ]
     assert await store.read_entries(s.id) == entries
     assert (await store.read_events(s.id))[-1:] == events

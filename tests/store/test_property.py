@@ -259,14 +259,14 @@ class Scenario:
         res = await call
         assert res.seq == last_seq + 1
         assert res.delivery is (Delivery(mode) if in_flight else Delivery.START)
-        assert res.requeued is out.changed
+        assert res.requeued is (t.model.status in TERMINAL)
         t.last_input = res.seq
         t.inputs.append(res.seq)
         # SQLite's clock ticks in milliseconds: keep a later cancel request strictly after
         await asyncio.sleep(0.002)
-        if out.changed:
-            t.model = out.state
+        if res.requeued:
             t.error_code = None
+        t.model = out.state
 
     async def delete(self, t: Tracked) -> None:
         if t.model.deleted:

@@ -24,6 +24,12 @@ class RuntimeSettings:
     retry_base: float = 0.5
     retry_max: float = 8.0
     abandon_check_interval: float = 5.0
+    stall_timeout: float = 90.0
+    """A model stream that yields nothing (no token, no tool call) for this long is aborted
+    and counts as a transient provider error: retried within `provider_retries`."""
+    turn_timeout: float = 900.0
+    """Wall-clock cap on a turn's model call, retries and backoff included; past it the run
+    settles `failed` (`provider_error`)."""
 
     @staticmethod
     def heartbeat_for(lease_ttl: float) -> float:
@@ -35,3 +41,5 @@ class RuntimeSettings:
             raise ValueError("heartbeat_interval must be shorter than lease_ttl")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not (self.stall_timeout > 0 and self.turn_timeout > 0):
+            raise ValueError("stall_timeout and turn_timeout must be positive")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..domain.model import NewEvent
 from ..providers import ToolCall, Usage
 from .activity import Abort
@@ -32,6 +34,8 @@ class TurnBuffer:
         self._pending: list[tuple[str, list[str]]] = []
         self.flushed_any = False
         self.tool_calls: list[ToolCall] = []
+        self.reasoning: list[dict[str, Any]] = []
+        """Reasoning blocks the provider wants back with this answer (`ReasoningBlock`)."""
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
         self.aborted: Abort | None = None

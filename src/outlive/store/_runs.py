@@ -23,7 +23,7 @@ from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._core import StoreCore, held, session_end, status_data
 from ._port import Held
-from ._validation import auto_title, check_event_types, settle_status
+from ._validation import auto_title, check_attention, check_event_types, settle_status
 
 __all__ = ["RunOps"]
 
@@ -92,9 +92,11 @@ class RunOps(StoreCore):
         await self._apply(tx, row, out.state, **extra)
         status = out.state.status
         reason = None if error is not None else (row["cancel_reason"] or "user")
-        await self._append(tx, sid, [session_end(status, error, reason)], fenced=None)
+        dropped = await self._dropped_inputs(tx, row) if status is Status.CANCELLED else []
+        await self._append(tx, sid, [session_end(status, error, reason, dropped=dropped)],
+                           fenced=None)
         owner_events.append((owner, sid, "session_status",
-                             status_data(status, int(row["attempt"]))))
+                             status_data(status, int(row["attempt"]), error=error)))
         if (status is Status.CANCELLED
                 and int(row["last_input_seq"]) > int(row["delivered_input_seq"])):
             if await self._revive_or_drop(tx, row, status, owner_event=False):
@@ -260,10 +262,13 @@ class RunOps(StoreCore):
         error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (),
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        attention: str | None = None,
     ) -> Session:
         """End the run; `entries` and `events` (before `session_end`) commit with it, so a
-        cancel costs one transaction from abort to settled."""
+        cancel costs one transaction from abort to settled. `attention` ("question") marks
+        a run that ended waiting on a person; it holds only on a `succeeded` end."""
         status = settle_status(status)
+        check_attention(attention)
 
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._fenced(tx, lease)
@@ -277,12 +282,18 @@ class RunOps(StoreCore):
             out = transition(held(row), _SETTLE_ACTION[final])
             await self._insert_entries(tx, row, lease, entries)
             reason = row["cancel_reason"] if final is Status.CANCELLED else None
+            waits = attention if final is Status.SUCCEEDED else None
+            dropped = []
+            if pending and final is Status.CANCELLED:
+                dropped = await self._dropped_inputs(tx, row)
             await self._apply(
                 tx, row, out.state,
                 error_code=error.code if error else None,
                 error_message=error.message if error else None,
+                attention=waits,
             )
-            await self._end_events(tx, row, final, error, reason, events, stamp=lease)
+            await self._end_events(tx, row, final, error, reason, events, stamp=lease,
+                                   attention=waits, dropped=dropped)
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
