@@ -247,9 +247,10 @@ class PostgresStore(SqlStore):
                 ):
                     tx = _PgTx(conn, self.on_query)
                     result = await fn(tx, st)
-                    if st.notices:
-                        payload = encode_notices(list(st.notices.values()))
-                        await tx.execute(self.q.notify, {"channel": CHANNEL, "payload": payload})
+                    if st.notices:  # one commit's notices: a few payloads at most
+                        for payload in encode_notices(list(st.notices.values())):
+                            await tx.execute(self.q.notify,
+                                             {"channel": CHANNEL, "payload": payload})
                 return result
             except _RETRYABLE:
                 if attempt == 4:
