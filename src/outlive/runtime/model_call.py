@@ -55,7 +55,7 @@ class ModelCaller:
         that is not retried settles the session."""
         attempt = 0
         while True:
-            buf = TurnBuffer(message_id, self.settings.flush_bytes)
+            buf = TurnBuffer(message_id, self.settings.flush_bytes, self.settings.buffer_bytes)
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
@@ -115,6 +115,8 @@ class ModelCaller:
                 elif isinstance(ev, Finish):
                     buf.stop_reason = ev.stop_reason
                     buf.usage = ev.usage
+                if buf.full:  # the writes are behind: let the provider's stream wait
+                    await buf.room()
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from ._port import ApiKey, Held, Notice, Owner, Store, Subscription
+from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
 __all__ = [
     "ApiKey",
+    "Commit",
+    "CommitOutcome",
     "Held",
     "Notice",
     "Owner",
