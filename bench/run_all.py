@@ -115,7 +115,7 @@ def main() -> None:
         rt = runtime_numbers(run("runtime_bench.py", *quick))
         sj, pj = Path(tmp) / "stream.json", Path(tmp) / "peers.json"
         run("stream_bench.py", *quick, "--json", str(sj))
-        run("peers.py", *quick, "--jobs", "5000" if args.full else "2000", "--json", str(pj))
+        run("peers.py", *quick, "--jobs", "20000" if args.full else "5000", "--json", str(pj))
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         peers: dict[str, dict[str, Any]] = (
             {p["peer"]: p for p in json.loads(pj.read_text())} if pj.exists() else {})
