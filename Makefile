@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser clean
+.PHONY: run test lint bench postgres browser pgbouncer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,15 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# Store tests also run through Debian's pgbouncer in transaction mode (started by the suite).
+pgbouncer:
+	@sh scripts/install_pgbouncer.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser lint
+test: $(VENV)/.installed-test postgres browser pgbouncer lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

@@ -20,6 +20,9 @@ from tests.support.store_suite import (
     owner_events,
 )
 
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
 
 async def test_claim_hands_out_a_lease_with_fence_and_attempt(store):
     owner = await new_owner(store)

@@ -13,6 +13,9 @@ from outlive.domain.model import Lease, NewEvent
 from outlive.store import Notice
 from tests.support.store_suite import held, new_owner, new_session, world
 
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
 
 async def test_unfenced_appends_get_consecutive_seqs(store):
     owner = await new_owner(store)

@@ -65,7 +65,7 @@ class ModelCaller:
         attempt = 0
         deadline = time.monotonic() + self.settings.turn_timeout
         while True:
-            buf = TurnBuffer(message_id, self.settings.flush_bytes)
+            buf = TurnBuffer(message_id, self.settings.flush_bytes, self.settings.buffer_bytes)
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
@@ -129,6 +129,8 @@ class ModelCaller:
                 elif isinstance(ev, Finish):
                     buf.stop_reason = ev.stop_reason
                     buf.usage = ev.usage
+                if buf.full:  # the writes are behind: let the provider's stream wait
+                    await buf.room()
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:

@@ -43,7 +43,7 @@ from .inputs import Inbox, to_deliver
 from .model_call import ModelCaller
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
-from .writes import LeaseState, RunWrites, Stopped
+from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
 
 __all__ = ["Run"]
 
@@ -72,7 +72,10 @@ class Run:
         provider: ModelProvider,
         model_name: str,
         settings: RuntimeSettings,
+        sink: LeaseWrites | None = None,
     ) -> None:
+        """`sink`: where the run's fenced writes go (the worker's group committer), else
+        straight to the store."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -81,7 +84,7 @@ class Run:
         self.agent = agent
         self.settings = settings
         self.task: asyncio.Task[None] | None = None
-        self.writes = RunWrites(store, self.lease)
+        self.writes = RunWrites(sink or store, self.lease)
         self.activity = Supervisor(self.writes, settings.flush_interval)
         self.inbox = Inbox(store, claim.session, settings.backstop_interval)
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,

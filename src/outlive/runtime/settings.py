@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RuntimeSettings"]
+__all__ = ["DEFAULT_CONCURRENCY", "RuntimeSettings"]
+
+DEFAULT_CONCURRENCY = 200
+"""Sessions one worker runs at once. A run mostly waits on its model's stream, so a process
+carries hundreds; its writes are grouped into one transaction per flush window, and claims
+pause while the database falls behind (see docs/deploy.md for sizing)."""
 
 
 @dataclass(frozen=True)
@@ -14,12 +19,20 @@ class RuntimeSettings:
     """Must be shorter than `lease_ttl`; `for_ttl` picks one that is."""
     backstop_interval: float | None = 1.0
     """Seconds between claim scans when no wakeup came; None turns the scan off (tests)."""
-    concurrency: int = 8
+    concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int = 5
     grace: float = 10.0
     """On shutdown, how long runs may go on before they are parked for another worker."""
+    group_commit: bool = True
+    """The writes of all runs ready together go in one transaction (`group_commit.py`)."""
+    max_write_lag: float = 1.0
+    """Seconds a write may wait for the database before the worker stops claiming new
+    sessions until it catches up (back-pressure)."""
     flush_interval: float = 0.05
     flush_bytes: int = 1024
+    buffer_bytes: int = 256 * 1024
+    """Model output a run holds unwritten before it stops reading its model's stream until
+    the database catches up: back-pressure to the provider, bounded memory per run."""
     provider_retries: int = 3
     retry_base: float = 0.5
     retry_max: float = 8.0

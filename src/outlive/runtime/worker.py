@@ -19,6 +19,7 @@ from ..domain.model import Claim, ErrorInfo, Status, new_id
 from ..providers import ProviderRegistry
 from ..store import Store, Subscription
 from .agents import AgentRegistry
+from .group_commit import GroupCommitter
 from .runner import Run
 from .settings import RuntimeSettings
 
@@ -47,6 +48,7 @@ class Worker:
         self.settings = settings or RuntimeSettings()
         self.id = worker_id or default_worker_id()
         self.runs: dict[str, Run] = {}
+        self.committer = GroupCommitter(store) if self.settings.group_commit else None
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -109,7 +111,8 @@ class Worker:
             self._wake.clear()
             free = self.settings.concurrency - len(self.runs)
             claims: list[Claim] = []
-            if free > 0:
+            behind = self._behind()
+            if free > 0 and not behind:
                 self._claiming = True
                 try:
                     claims = await self.store.claim(
@@ -136,9 +139,18 @@ class Worker:
             if claims and len(claims) == free:
                 continue  # there may be more waiting
             timeout = self.settings.backstop_interval
+            if behind:  # look again soon: the database may have caught up
+                timeout = behind if timeout is None else min(timeout, behind)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
+
+    def _behind(self) -> float:
+        """While the database is behind our writes, how long to wait before looking again
+        (0: it keeps up, claim)."""
+        if self.committer is None or self.committer.lag <= self.settings.max_write_lag:
+            return 0.0
+        return self.settings.max_write_lag / 4
 
     def _start(self, claim: Claim) -> None:
         assert claim.lease is not None
@@ -153,7 +165,8 @@ class Worker:
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
             return
-        run = Run(self.store, claim, agent, provider, model_name, self.settings)
+        run = Run(self.store, claim, agent, provider, model_name, self.settings,
+                  self.committer)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id
