@@ -34,7 +34,8 @@ server = FastMCP("test", host="127.0.0.1", port=HTTP_PORT or 8000, log_level="WA
 def record(event: str, tool: str, ctx: Context) -> None:  # type: ignore[type-arg]
     meta = ctx.request_context.meta
     key = (meta.model_extra or {}).get("idempotency_key") if meta is not None else None
-    line = json.dumps({"event": event, "tool": tool, "key": key, "t": time.time()})
+    line = json.dumps({"event": event, "tool": tool, "key": key, "pid": os.getpid(),
+                       "t": time.time()})
     with open(RECORD / "calls.jsonl", "a") as f:
         f.write(line + "\n")
 
@@ -87,8 +88,35 @@ async def hang(ctx: Context, seconds: float = 3600) -> str:  # type: ignore[type
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=True, destructiveHint=False))
 async def ledger(ctx: Context, seconds: float = 0) -> str:  # type: ignore[type-arg]
-    """Idempotent: safe to run again with the same idempotency key."""
-    return await _wait("ledger", seconds, ctx)
+    """Idempotent: a repeat of a key it has seen returns at once instead of working again."""
+    meta = ctx.request_context.meta
+    key = (meta.model_extra or {}).get("idempotency_key") if meta is not None else None
+    seen = [c for c in _calls() if c["tool"] == "ledger" and c["key"] == key]
+    return await _wait("ledger", 0 if seen else seconds, ctx)
+
+
+def _calls() -> list[dict[str, object]]:
+    path = RECORD / "calls.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@server.tool()
+async def die(ctx: Context) -> str:  # type: ignore[type-arg]
+    """The server process exits in the middle of the call."""
+    os._exit(1)
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Adds the tool `extra` and tells the client its tool list changed."""
+
+    def extra() -> str:
+        """Added at run time."""
+        return "extra"
+
+    server.add_tool(extra, name="extra")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 def main() -> None:

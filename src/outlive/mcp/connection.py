@@ -194,7 +194,7 @@ class ServerConnection:
 
         async def forward() -> None:
             try:
-                async with send:
+                async with read, send:
                     async for message in read:
                         await send.send(message)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -209,6 +209,8 @@ class ServerConnection:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+            await read.aclose()
+            await recv.aclose()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ServerNotification) and isinstance(
