@@ -12,7 +12,7 @@ from outlive.domain import Status
 from outlive.mcp import HttpServer
 from outlive.store import SqliteStore
 from tests.mcp.conftest import McpWorkers, calls, mcp_agent, stdio_server
-from tests.support.sessions import all_events, event_appears, settled
+from tests.support.sessions import all_events, settled
 from tests.support.waiting import eventually
 
 
