@@ -4,7 +4,8 @@
 streamable HTTP on 127.0.0.1:PORT), writes its pid to RECORD_DIR/pid-<transport>, and
 appends one JSON line per tool event to RECORD_DIR/calls.jsonl: `start` (with the
 idempotency key it was given in `_meta`), `done` and `cancelled`. `--crash` writes an error
-to stderr and exits before serving, like a server with a bad configuration.
+to stderr and exits before serving, like a server with a bad configuration; `--stubborn`
+stays alive after its stdin closes, like a server that ignores the end of its session.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ def main() -> None:
     RECORD.mkdir(parents=True, exist_ok=True)
     (RECORD / f"pid-{'http' if HTTP_PORT else 'stdio'}").write_text(str(os.getpid()))
     server.run("streamable-http" if HTTP_PORT else "stdio")
+    if "--stubborn" in sys.argv:
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
