@@ -94,11 +94,10 @@ async def test_kill9_mid_call_then_resume_and_sigterm_leave_no_server_behind(
     await eventually(lambda: starts(record, "hang") and starts(record, "ledger"), timeout=15,
                      what="both calls reached the server")
     server_a = int(starts(record, "hang")[0]["pid"])  # type: ignore[arg-type]
+    b = await procs.start("--agents", str(toml), name="b", wait=False)  # a holds both
     a.kill9()
     await a.exited()
     await eventually(lambda: gone(server_a), timeout=5, what="a's MCP server ended with it")
-
-    b = await procs.start("--agents", str(toml), name="b")
     done = await settled(pg_store, plain.id, timeout=20)
     assert done.status is Status.SUCCEEDED, done.error
     ends = [e for e in await all_events(pg_store, plain.id) if e.type == "tool_end"]
