@@ -32,7 +32,7 @@ if "--crash" in sys.argv:
 server = FastMCP("test", host="127.0.0.1", port=HTTP_PORT or 8000, log_level="WARNING")
 
 
-def record(event: str, tool: str, ctx: Context) -> None:  # type: ignore[type-arg]
+def record(event: str, tool: str, ctx: Context) -> None:
     meta = ctx.request_context.meta
     key = (meta.model_extra or {}).get("idempotency_key") if meta is not None else None
     line = json.dumps({"event": event, "tool": tool, "key": key, "pid": os.getpid(),
@@ -42,14 +42,14 @@ def record(event: str, tool: str, ctx: Context) -> None:  # type: ignore[type-ar
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def add(a: int, b: int, ctx: Context) -> str:  # type: ignore[type-arg]
+async def add(a: int, b: int, ctx: Context) -> str:
     """Add two integers."""
     record("start", "add", ctx)
     return str(a + b)
 
 
 @server.tool()
-async def slow(steps: int, ctx: Context, delay: float = 0.05) -> str:  # type: ignore[type-arg]
+async def slow(steps: int, ctx: Context, delay: float = 0.05) -> str:
     """Take `steps` steps, reporting progress after each."""
     for i in range(1, steps + 1):
         await asyncio.sleep(delay)
@@ -58,19 +58,19 @@ async def slow(steps: int, ctx: Context, delay: float = 0.05) -> str:  # type: i
 
 
 @server.tool()
-async def broken(ctx: Context) -> str:  # type: ignore[type-arg]
+async def broken(ctx: Context) -> str:
     """Always fails."""
     raise ToolError("the disk is on fire")
 
 
 @server.tool()
-async def picture(ctx: Context) -> list[TextContent | ImageContent]:  # type: ignore[type-arg]
+async def picture(ctx: Context) -> list[TextContent | ImageContent]:
     """A caption and a tiny image."""
     return [TextContent(type="text", text="a red dot"),
             ImageContent(type="image", mimeType="image/png", data="iVBORw0KGgo=")]
 
 
-async def _wait(tool: str, seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
+async def _wait(tool: str, seconds: float, ctx: Context) -> str:
     record("start", tool, ctx)
     try:
         await asyncio.sleep(seconds)
@@ -82,13 +82,13 @@ async def _wait(tool: str, seconds: float, ctx: Context) -> str:  # type: ignore
 
 
 @server.tool()
-async def hang(ctx: Context, seconds: float = 3600) -> str:  # type: ignore[type-arg]
+async def hang(ctx: Context, seconds: float = 3600) -> str:
     """Wait (an hour by default); records a cancellation."""
     return await _wait("hang", seconds, ctx)
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=True, destructiveHint=False))
-async def ledger(ctx: Context, seconds: float = 0) -> str:  # type: ignore[type-arg]
+async def ledger(ctx: Context, seconds: float = 0) -> str:
     """Idempotent: a repeat of a key it has seen returns at once instead of working again."""
     meta = ctx.request_context.meta
     key = (meta.model_extra or {}).get("idempotency_key") if meta is not None else None
@@ -102,13 +102,13 @@ def _calls() -> list[dict[str, object]]:
 
 
 @server.tool()
-async def die(ctx: Context) -> str:  # type: ignore[type-arg]
+async def die(ctx: Context) -> str:
     """The server process exits in the middle of the call."""
     os._exit(1)
 
 
 @server.tool()
-async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+async def grow(ctx: Context) -> str:
     """Adds the tool `extra` and tells the client its tool list changed."""
 
     def extra() -> str:

@@ -93,7 +93,7 @@ async def test_kill9_mid_call_then_resume_and_sigterm_leave_no_server_behind(
                                           prompt='call test__ledger {"seconds": 60}')
     await eventually(lambda: starts(record, "hang") and starts(record, "ledger"), timeout=15,
                      what="both calls reached the server")
-    server_a = int(starts(record, "hang")[0]["pid"])  # type: ignore[arg-type]
+    server_a = int(starts(record, "hang")[0]["pid"])
     b = await procs.start("--agents", str(toml), name="b", wait=False)  # a holds both
     a.kill9()
     await a.exited()
@@ -114,7 +114,7 @@ async def test_kill9_mid_call_then_resume_and_sigterm_leave_no_server_behind(
     call_id = next(e for e in events if e.type == "tool_start").data["call_id"]
     assert ledger[0]["key"] == f"{again.id}:{call_id}"
 
-    server_b = int(ledger[1]["pid"])  # type: ignore[arg-type]
+    server_b = int(ledger[1]["pid"])
     assert server_b != server_a and not gone(server_b)
     assert b.stop() == 0
     await eventually(lambda: gone(server_b), timeout=5, what="b's MCP server ended with it")
