@@ -21,12 +21,11 @@ from typing import IO, Any, TextIO, cast
 import anyio
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
-
-from mcp import ClientSession, McpError, StdioServerParameters, types
 
 from .config import HttpServer, McpServer, StdioServer
 
