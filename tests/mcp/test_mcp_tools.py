@@ -94,7 +94,8 @@ async def test_calls_over_stdio_and_http(sqlite_store: SqliteStore, mcp_workers:
 async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
                                               mcp_workers: McpWorkers, owner: str,
                                               record: Path):
-    w = await mcp_workers.start(mcp_agent(stdio_server(record)), backstop_interval=None,
+    server = stdio_server(record, tool_timeouts={"ledger": 0.3})
+    w = await mcp_workers.start(mcp_agent(server), backstop_interval=None,
                                 heartbeat_interval=5, lease_ttl=20)
     conn = w.mcp.connection("test")
 
@@ -114,6 +115,13 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
     await eventually(lambda: {"event": "cancelled", "key": key} in [
         {"event": c["event"], "key": c["key"]} for c in calls(record)],
         what="the server recorded notifications/cancelled")
+
+    # A per-tool timeout: a failed result, and the server is told to stop too.
+    done, events = await ask(sqlite_store, owner, 'call test__ledger {"seconds": 30}')
+    assert by_type(events, "tool_end")[0].data["error"] == "timed out after 0.3s"
+    await eventually(lambda: [c for c in calls(record)
+                              if c["tool"] == "ledger" and c["event"] == "cancelled"],
+                     what="the server saw the timed-out call cancelled")
 
     # tools/list_changed: the worker lists the tools again.
     done, _ = await ask(sqlite_store, owner, "call test__grow {}")

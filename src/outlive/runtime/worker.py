@@ -69,7 +69,11 @@ class Worker:
 
     async def run(self) -> None:
         """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
-        await self.mcp.start()
+        try:
+            await self.mcp.start()
+        except BaseException:
+            await self.mcp.close()
+            raise
         sub = self.store.subscribe()
         self._tasks = [
             asyncio.create_task(self._listen(sub), name="worker-listen"),
@@ -180,7 +184,10 @@ class Worker:
         if not agent.mcp_servers:
             return agent
         extra = self.mcp.tools_for(agent.mcp_servers)
-        return replace(agent, tools=ToolRegistry([*agent.tools, *extra]))
+        try:
+            return replace(agent, tools=ToolRegistry([*agent.tools, *extra]))
+        except ValueError as exc:  # an MCP tool named like one of the agent's own
+            raise McpUnavailable(f"agent {agent.name!r}: {exc}") from exc
 
     def _refuse_later(self, claim: Claim, error: ErrorInfo) -> None:
         task = asyncio.create_task(self._refuse(claim, error))
