@@ -29,7 +29,8 @@ async def add(a: float, b: float) -> str:
 async def countdown(seconds: int, ctx: Context) -> str:
     """Count down, one progress message a second (cancel it from the workbench)."""
     for left in range(seconds, 0, -1):
-        await ctx.report_progress(seconds - left, seconds, f"{left} seconds left")
+        await ctx.report_progress(seconds - left, seconds,
+                                  f"{left} second{'s' if left != 1 else ''} left")
         await asyncio.sleep(1)
     return "lift-off"
 

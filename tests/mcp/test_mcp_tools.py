@@ -58,7 +58,7 @@ async def test_calls_over_stdio_and_http(sqlite_store: SqliteStore, mcp_workers:
     done, events = await ask(sqlite_store, owner, 'call test__add {"a": 2, "b": 3}')
     assert done.status is Status.SUCCEEDED, done.error
     start, end = by_type(events, "tool_start")[0], by_type(events, "tool_end")[0]
-    assert end.data["ok"] is True and end.data["result"]["text"] == "5"
+    assert end.data["ok"] is True and end.data["result"] == {"text": "5"}
     assert "answered: 5." in by_type(events, "message_end")[-1].data["text"]
     assert [c["key"] for c in calls(record)] == [f"{done.id}:{start.data['call_id']}"]
 

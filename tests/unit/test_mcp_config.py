@@ -119,6 +119,13 @@ def test_results_keep_text_content_and_structure_apart():
     assert resource == {"type": "resource", "uri": "file:///a.txt",
                         "mime_type": "text/plain", "text": "hello"}
     assert link["uri"] == "file:///b.bin" and link["name"] == "b"
+    # One copy of structured content, whichever way the server doubled it.
+    twice = types.CallToolResult(content=[types.TextContent(type="text", text='{"n": 2}')],
+                                 structuredContent={"n": 2})
+    assert convert_result(twice) == {"structured": {"n": 2}}
+    wrapped = types.CallToolResult(content=[types.TextContent(type="text", text="5")],
+                                   structuredContent={"result": "5"})
+    assert convert_result(wrapped) == {"text": "5"}
     with pytest.raises(McpToolError, match="no such file"):
         convert_result(types.CallToolResult(
             content=[types.TextContent(type="text", text="no such file")], isError=True))

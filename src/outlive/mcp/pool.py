@@ -8,7 +8,6 @@ not need the `mcp` extra.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from .connection import ServerConnection
 
 __all__ = ["McpPool", "McpUnavailable", "unique_servers"]
-
-log = logging.getLogger("outlive.mcp")
 
 
 class McpUnavailable(Exception):
@@ -63,9 +60,6 @@ class McpPool:
             self._connections[s.name] = conn
             conn.start()
         await asyncio.gather(*(c.wait_started() for c in self._connections.values()))
-        for c in self._connections.values():
-            if c.ready:
-                log.info("MCP server %s: %d tools", c.name, len(c.tools))
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self._connections.values()),

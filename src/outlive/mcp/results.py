@@ -8,6 +8,7 @@ the tool raises `McpToolError`, which the registry records as a failed result.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp import types
@@ -35,14 +36,30 @@ def convert_result(result: types.CallToolResult) -> dict[str, Any]:
     if result.isError:
         message = "\n".join(texts).strip() or "the tool reported an error"
         raise McpToolError(message)
+    text = "\n".join(texts)
+    structured = result.structuredContent
+    if structured is not None and texts:
+        # Servers send structured content twice (as JSON text too), and SDKs wrap a plain
+        # return value as {"result": text}: keep one copy.
+        if _parses_to(text, structured):
+            texts = []
+        elif structured == {"result": text}:
+            structured = None
     out: dict[str, Any] = {}
     if texts:
-        out["text"] = "\n".join(texts)
+        out["text"] = text
     if blocks:
         out["content"] = blocks
-    if result.structuredContent is not None:
-        out["structured"] = result.structuredContent
+    if structured is not None:
+        out["structured"] = structured
     return out
+
+
+def _parses_to(text: str, value: Any) -> bool:
+    try:
+        return bool(json.loads(text) == value)
+    except ValueError:
+        return False
 
 
 def _binary(kind: str, mime: str | None, data: str) -> dict[str, Any]:
