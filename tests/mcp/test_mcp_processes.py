@@ -15,8 +15,8 @@ import pytest
 
 from outlive.domain import Status
 from outlive.store import PostgresStore
-from tests.mcp.conftest import SERVER, calls
 from tests.support.databases import TRUNCATE_ALL
+from tests.support.mcp_servers import SERVER, calls
 from tests.support.processes import Processes
 from tests.support.sessions import all_events, settled
 from tests.support.waiting import eventually

@@ -11,7 +11,7 @@ from pathlib import Path
 from outlive.domain import Status
 from outlive.mcp import HttpServer
 from outlive.store import SqliteStore
-from tests.mcp.conftest import McpWorkers, calls, mcp_agent, stdio_server
+from tests.support.mcp_servers import McpWorkers, calls, mcp_agent, stdio_server
 from tests.support.sessions import all_events, settled
 from tests.support.waiting import eventually
 
@@ -27,8 +27,8 @@ async def ask(store: SqliteStore, owner: str, prompt: str, agent: str = "mcp"):
     return done, await all_events(store, s.id)
 
 
-async def test_calls_over_stdio_and_http(sqlite_store: SqliteStore, mcp_workers: McpWorkers,
-                                         owner: str, record: Path, http_server: HttpServer):
+async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: SqliteStore,
+                                         mcp_workers: McpWorkers, owner: str, record: Path):
     local = stdio_server(record, deny=("die",))
     crashy = stdio_server(record, "--crash", name="crashy")
     t0 = time.monotonic()
