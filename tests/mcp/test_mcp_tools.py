@@ -8,10 +8,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from outlive.domain import Status
-from outlive.mcp import HttpServer
+from outlive.mcp import HttpServer, McpPool, McpUnavailable, StdioServer
 from outlive.store import SqliteStore
 from tests.support.mcp_servers import McpWorkers, calls, mcp_agent, stdio_server
+from tests.support.processes import free_port
 from tests.support.sessions import all_events, settled
 from tests.support.waiting import eventually
 
@@ -137,3 +140,20 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
                      what="the connection restarted")
     done, events = await ask(sqlite_store, owner, 'call test__add {"a": 1, "b": 1}')
     assert by_type(events, "tool_end")[0].data["result"]["text"] == "2"
+
+
+async def test_servers_that_cannot_be_reached_are_named_with_the_cause():
+    pool = McpPool([HttpServer(name="nohost", url=f"http://127.0.0.1:{free_port()}/mcp"),
+                    StdioServer(name="nocmd", command="/nonexistent/mcp-server")])
+    t0 = time.monotonic()
+    await pool.start()
+    try:
+        assert time.monotonic() - t0 < 5
+        with pytest.raises(McpUnavailable, match="MCP server 'nohost' did not start: "
+                                                 "ConnectError"):
+            pool.tools_for(pool.servers[:1])
+        with pytest.raises(McpUnavailable, match=r"(?s)MCP server 'nocmd' did not start: .*"
+                           r"cannot run '/nonexistent/mcp-server': No such file"):
+            pool.tools_for(pool.servers[1:])
+    finally:
+        await pool.close()

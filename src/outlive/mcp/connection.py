@@ -50,7 +50,11 @@ _LAUNCHER = (
     "    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    sys.exit(70)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as e:\n"
+    "    sys.stderr.write(f'cannot run {sys.argv[2]!r}: {e.strerror}\\n')\n"
+    "    sys.exit(127)\n"
 )
 
 class ServerUnavailable(Exception):
@@ -75,6 +79,7 @@ class ServerConnection:
         self._task: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[Any]] = set()
         self._stderr: IO[str] | None = None
+        self._was_up = False
 
     @property
     def name(self) -> str:
@@ -127,7 +132,7 @@ class ServerConnection:
                 self._attempted.set()
             if self._closing.is_set():
                 return
-            if self.ever_ready and self.failure is None:
+            if self._was_up:
                 delay = BACKOFF_FIRST
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
@@ -135,6 +140,7 @@ class ServerConnection:
             delay = min(delay * 2, BACKOFF_MAX)
 
     async def _connect_once(self) -> None:
+        self._was_up = False
         self._died.clear()
         self.connects += 1
         async with contextlib.AsyncExitStack() as stack:
@@ -148,6 +154,7 @@ class ServerConnection:
                 await session.initialize()
                 self.tools = await _list_tools(session)
             self._session = session
+            self._was_up = True
             self.ever_ready = True
             self.failure = None
             self._ready.set()
@@ -297,7 +304,11 @@ class ServerConnection:
 
     def _describe(self, exc: BaseException) -> str:
         what = "did not start" if not self.ever_ready else "went away"
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]  # the SDK's task groups wrap the real cause
         reason = str(exc) or type(exc).__name__
+        if isinstance(exc, OSError | httpx.HTTPError):
+            reason = f"{type(exc).__name__}: {reason}"
         if isinstance(exc, TimeoutError):
             reason = f"no answer within {self.server.start_timeout:g}s"
         text = f"MCP server {self.name!r} {what}: {reason}"
