@@ -103,6 +103,8 @@ class ServerConnection:
 
     async def close(self) -> None:
         """Disconnect; a stdio server is asked to exit, then terminated, then killed."""
+        if self._side:  # let cancellations of aborted calls reach the server first
+            await asyncio.wait(list(self._side), timeout=1)
         self._closing.set()
         if self._task is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):

@@ -15,9 +15,10 @@ from mcp import types
 
 __all__ = ["INLINE_BINARY_LIMIT", "McpToolError", "convert_result"]
 
-INLINE_BINARY_LIMIT = 64 * 1024
+INLINE_BINARY_LIMIT = 8 * 1024
 """Base64 characters of an image, audio clip or blob kept in the result; larger ones are
-described, not stored."""
+described, not stored (the model is shown the result as JSON: a screenshot in base64 would
+cost it tens of thousands of tokens and tell it nothing)."""
 
 
 class McpToolError(Exception):
