@@ -93,6 +93,13 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
         "step 1 of 3", "step 2 of 3", "step 3 of 3"]
     assert by_type(events, "tool_end")[0].data["result"]["text"] == "took 3 steps"
 
+    # The HTTP server dies mid-call: a failed result at once, not a wait for the timeout.
+    t0 = time.monotonic()
+    done, events = await ask(sqlite_store, owner, "call web__die {}")
+    end = by_type(events, "tool_end")[0]
+    assert end.data["ok"] is False and "MCP server 'web' went away" in end.data["error"]
+    assert time.monotonic() - t0 < 10
+
 
 async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
                                               mcp_workers: McpWorkers, owner: str,

@@ -38,6 +38,10 @@ IDEMPOTENCY_META_KEY = "idempotency_key"
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
+PING_INTERVAL = 2.0
+PING_TIMEOUT = 2.0
+"""An HTTP server is pinged this often: its transport does not report a server that went
+away mid-response, so the calls in flight would wait for their timeouts."""
 STDERR_TAIL_LINES = 12
 
 # Runs `argv[2:]` in place of itself once the kernel will kill it with its parent (Linux
@@ -143,7 +147,7 @@ class ServerConnection:
 
     async def _connect_once(self) -> None:
         self._was_up = False
-        self._died.clear()
+        self._died = asyncio.Event()
         self.connects += 1
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport())
@@ -162,17 +166,31 @@ class ServerConnection:
             self._ready.set()
             self._attempted.set()
             log.info("MCP server %s connected: %d tools", self.name, len(self.tools))
-            closing = asyncio.ensure_future(self._closing.wait())
-            died = asyncio.ensure_future(self._died.wait())
+            waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._closing.wait()),
+                     asyncio.ensure_future(self._died.wait())]
+            if isinstance(self.server, HttpServer):
+                waits.append(asyncio.ensure_future(self._watch(session, self._died)))
             try:
-                await asyncio.wait((closing, died), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                closing.cancel()
-                died.cancel()
+                for w in waits:
+                    w.cancel()
             self._session = None
             self._ready.clear()
             if not self._closing.is_set():
                 raise ServerUnavailable("the connection was lost")
+
+    async def _watch(self, session: ClientSession, died: asyncio.Event) -> None:
+        """Ping until the server stops answering, then say so."""
+        while True:
+            await asyncio.sleep(PING_INTERVAL)
+            try:
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await session.send_ping()
+            except Exception as exc:
+                log.info("MCP server %s does not answer a ping: %r", self.name, exc)
+                died.set()
+                return
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[
@@ -200,6 +218,7 @@ class ServerConnection:
                    ) -> AsyncIterator[MemoryObjectReceiveStream[SessionMessage | Exception]]:
         """Pass messages through, and notice when the server's side ends (it exited)."""
         send, recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        died = self._died
 
         async def forward() -> None:
             try:
@@ -209,7 +228,7 @@ class ServerConnection:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
             finally:
-                self._died.set()
+                died.set()
 
         task = asyncio.create_task(forward(), name=f"mcp-tap:{self.name}")
         try:
@@ -251,22 +270,41 @@ class ServerConnection:
         """Call `tool`; a cancel of the calling task tells the server at once and returns.
         Raises `ServerUnavailable` when the server is down or goes away mid-call."""
         session = await self._wait_ready()
-        # The SDK numbers requests itself and has no cancel of its own: the id it is about
-        # to use is the one `notifications/cancelled` must name.
-        request_id = session._request_id
-        try:
+        died = self._died
+        sent: list[int] = []
+
+        async def send() -> types.CallToolResult:
+            # The SDK numbers requests itself and has no cancel of its own: the id it is
+            # about to use (taken without yielding) is the one `notifications/cancelled`
+            # must name.
+            sent.append(session._request_id)
             return await session.call_tool(tool, arguments, progress_callback=progress,
                                            meta={IDEMPOTENCY_META_KEY: key})
+
+        request = asyncio.create_task(send(), name=f"mcp-call:{self.name}:{tool}")
+        gone = asyncio.create_task(died.wait())
+        try:
+            await asyncio.wait((request, gone), return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            self._notify_cancelled(session, request_id)
+            if sent:
+                self._notify_cancelled(session, sent[0])
             raise
+        finally:
+            gone.cancel()
+            if not request.done():
+                request.cancel()
+                self._spawn(_settle(request))
+        if not request.done():
+            raise ServerUnavailable(self._describe(ServerUnavailable("the connection was lost")))
+        try:
+            return request.result()
         except McpError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
-                self._died.set()
+                died.set()
                 raise ServerUnavailable(self._describe(exc)) from None
             raise
         except (httpx.HTTPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            self._died.set()
+            died.set()
             raise ServerUnavailable(self._describe(exc)) from None
 
     async def _wait_ready(self) -> ClientSession:
@@ -316,6 +354,12 @@ class ServerConnection:
         text = f"MCP server {self.name!r} {what}: {reason}"
         tail = self.stderr_tail()
         return f"{text}; its stderr ends with:\n{tail}" if tail else text
+
+
+async def _settle(task: asyncio.Task[Any]) -> None:
+    """Wait out an abandoned request task and swallow its outcome."""
+    with contextlib.suppress(BaseException):
+        await task
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
