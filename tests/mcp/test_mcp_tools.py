@@ -136,7 +136,9 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
     # tools/list_changed: the worker lists the tools again.
     done, _ = await ask(sqlite_store, owner, "call test__grow {}")
     assert done.status is Status.SUCCEEDED
+    before = {t.name for t in w.mcp.tools_for([server])}
     await eventually(lambda: "extra" in {t.name for t in conn.tools}, what="a new tool")
+    assert {t.name for t in w.mcp.tools_for([server])} == before | {"test__extra"}
 
     # The server dies mid-call: a failed result naming it; the connection comes back.
     assert conn.connects == 1

@@ -40,6 +40,8 @@ class McpPool:
     def __init__(self, servers: Iterable[McpServer] = ()) -> None:
         self.servers = unique_servers(servers)
         self._connections: dict[str, ServerConnection] = {}
+        self._adapted: dict[str, tuple[object, list[ToolDefinition]]] = {}
+        """Per server: the tool list last adapted, and the result (a claim reuses it)."""
 
     def __bool__(self) -> bool:
         return bool(self.servers)
@@ -81,5 +83,9 @@ class McpPool:
                 raise McpUnavailable(f"MCP server {s.name!r} is not started on this worker")
             if not conn.ever_ready:
                 raise McpUnavailable(conn.failure or f"MCP server {s.name!r} is still starting")
-            tools.extend(adapt_tools(conn))
+            listed, adapted = self._adapted.get(s.name, (None, []))
+            if listed is not conn.tools:
+                adapted = list(adapt_tools(conn))
+                self._adapted[s.name] = (conn.tools, adapted)
+            tools.extend(adapted)
         return tools
