@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser pgbouncer clean
+.PHONY: run test lint bench postgres browser pgbouncer clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ browser:
 # Store tests also run through Debian's pgbouncer in transaction mode (started by the suite).
 pgbouncer:
 	@sh scripts/install_pgbouncer.sh
+
+# The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
+# `call example__add {"a": 2, "b": 3}`.
+mcp-example: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[mcp]"
+	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench

@@ -48,7 +48,8 @@ ListenDbOption = Annotated[
 ]
 AgentsOption = Annotated[
     list[str] | None,
-    typer.Option("--agents", help="Python module that registers agents (repeatable)."),
+    typer.Option("--agents", help="Python module that registers agents, or an agents .toml "
+                                  "file (repeatable)."),
 ]
 RoutesOption = Annotated[
     str | None,

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .providers import ProviderRegistry, configured_registry
+from .runtime.agent_file import load_agents_file
 from .runtime.agents import AgentRegistry, demo_agent
 
 __all__ = [
@@ -43,11 +44,15 @@ def build_providers(
 
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:
-    """The built-in demo agent, then every agent the user's modules register."""
+    """The built-in demo agent, then every agent the user's modules register; a name ending
+    in `.toml` is an agents file (`runtime.agent_file`)."""
     registry = AgentRegistry([demo_agent(demo_speed)])
     env = os.environ.get("OUTLIVE_AGENTS", "")
     for name in [*modules, *[m for m in env.split(",") if m.strip()]]:
-        registry.load_module(name.strip())
+        if name.strip().endswith(".toml"):
+            load_agents_file(name.strip(), registry, demo_speed=demo_speed)
+        else:
+            registry.load_module(name.strip())
     return registry
 
 

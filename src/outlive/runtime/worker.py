@@ -12,13 +12,16 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 
 from .. import metrics
 from ..domain.errors import OutliveError
 from ..domain.model import Claim, ErrorInfo, Status, new_id
+from ..mcp import McpPool, McpUnavailable
 from ..providers import ProviderRegistry
 from ..store import Store, Subscription
-from .agents import AgentRegistry
+from ..tools import ToolRegistry
+from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
 from .runner import Run
 from .settings import RuntimeSettings
@@ -61,11 +64,18 @@ class Worker:
         self.claimed = 0
         self.finished = 0
         self.started = asyncio.Event()
+        self.mcp = McpPool(agents.mcp_servers())
+        """One client session per MCP server, shared by this worker's runs."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
+        try:
+            await self.mcp.start()
+        except BaseException:
+            await self.mcp.close()
+            raise
         sub = self.store.subscribe()
         self._tasks = [
             asyncio.create_task(self._listen(sub), name="worker-listen"),
@@ -85,6 +95,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await sub.close()
+            await self.mcp.close()
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -158,12 +169,13 @@ class Worker:
         self.claimed += 1
         metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
-            agent = self.agents.get(session.agent)
+            agent = self._with_mcp_tools(self.agents.get(session.agent))
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
-            task = asyncio.create_task(self._refuse(claim, exc))
-            self._side_tasks.add(task)
-            task.add_done_callback(self._side_tasks.discard)
+            self._refuse_later(claim, ErrorInfo("configuration", exc.message))
+            return
+        except McpUnavailable as exc:
+            self._refuse_later(claim, ErrorInfo("mcp_unavailable", str(exc)))
             return
         run = Run(self.store, claim, agent, provider, model_name, self.settings,
                   self.committer)
@@ -179,12 +191,28 @@ class Worker:
         log.info("worker %s runs %s (%s, attempt %d, fence %d)", self.id, session.id,
                  claim.reason.value, session.attempt, claim.lease.fence)
 
-    async def _refuse(self, claim: Claim, exc: OutliveError) -> None:
-        """A session whose agent or route this worker cannot serve fails with the reason."""
+    def _with_mcp_tools(self, agent: Agent) -> Agent:
+        """The agent with the tools of its MCP servers as this worker's connections list
+        them now."""
+        if not agent.mcp_servers:
+            return agent
+        extra = self.mcp.tools_for(agent.mcp_servers)
+        try:
+            return replace(agent, tools=ToolRegistry([*agent.tools, *extra]))
+        except ValueError as exc:  # an MCP tool named like one of the agent's own
+            raise McpUnavailable(f"agent {agent.name!r}: {exc}") from exc
+
+    def _refuse_later(self, claim: Claim, error: ErrorInfo) -> None:
+        task = asyncio.create_task(self._refuse(claim, error))
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _refuse(self, claim: Claim, error: ErrorInfo) -> None:
+        """A session whose agent, route or MCP server this worker cannot serve fails with
+        the reason."""
         assert claim.lease is not None
         with contextlib.suppress(OutliveError):
-            await self.store.settle(claim.lease, Status.FAILED,
-                                    error=ErrorInfo("configuration", exc.message))
+            await self.store.settle(claim.lease, Status.FAILED, error=error)
 
     def _finished(self, session_id: str) -> None:
         if self.runs.pop(session_id, None) is not None:

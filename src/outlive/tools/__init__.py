@@ -2,8 +2,10 @@
 registry that runs them, and the demo agent's tools."""
 
 from ._registry import (
+    InvalidArguments,
     Tool,
     ToolContext,
+    ToolDefinition,
     ToolFailure,
     ToolFunction,
     ToolRegistry,
@@ -13,8 +15,10 @@ from ._registry import (
 from .demo import demo_tools
 
 __all__ = [
+    "InvalidArguments",
     "Tool",
     "ToolContext",
+    "ToolDefinition",
     "ToolFailure",
     "ToolFunction",
     "ToolRegistry",
