@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser clean
+.PHONY: run test lint bench postgres browser node clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,20 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# The front-end acceptance tests drive the real AI SDK and AG-UI clients in Node (20 or newer),
+# pinned by tests/frontends/node/package-lock.json; reinstalled when the lockfile changes.
+NODE_TESTS := tests/frontends/node
+
+$(NODE_TESTS)/node_modules/.package-lock.json: $(NODE_TESTS)/package-lock.json
+	cd $(NODE_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+
+node: $(NODE_TESTS)/node_modules/.package-lock.json
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser lint
+test: $(VENV)/.installed-test postgres browser node lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres
@@ -48,4 +57,4 @@ bench: $(VENV)/.installed-test postgres
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_TESTS)/node_modules *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -46,6 +46,7 @@ __all__ = [
     "OWNER_BACKLOG_LIMIT",
     "PING",
     "EventStream",
+    "data_frame",
     "frame",
     "owner_frames",
     "session_frames",
@@ -70,6 +71,11 @@ def _data(value: Any) -> bytes:
         if raw in out:
             out = out.replace(raw, escaped)
     return out
+
+
+def data_frame(data: Any) -> bytes:
+    """A frame with only a `data:` line (protocols that name nothing else)."""
+    return b"data: " + _data(data) + b"\n\n"
 
 
 def frame(event: str, data: Any, id: int | None = None) -> bytes:

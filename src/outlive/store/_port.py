@@ -115,8 +115,10 @@ class Store(Protocol):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None: ...
     async def list_sessions(
         self,
         owner_id: str,

@@ -42,8 +42,10 @@ class SessionOps(StoreCore):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> Session:
         clean_title = check_session_args(agent, model, prompt, title, abandon_after)
+        check_client_request_id(client_request_id)
         transition(None, Action.CREATE)
         sid = new_id("ses")
 
@@ -64,11 +66,11 @@ class SessionOps(StoreCore):
                 },
             )
             if prompt is not None:
+                data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
+                if client_request_id is not None:
+                    data["client_request_id"] = client_request_id
                 ev = await self._append(
-                    tx, sid,
-                    [NewEvent("user_message", {"text": prompt, "delivery": Delivery.START})],
-                    fenced=None,
-                )
+                    tx, sid, [NewEvent("user_message", data)], fenced=None)
                 await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
             await self._owner_event(
                 tx, owner_id, sid, "session_created",
@@ -85,6 +87,14 @@ class SessionOps(StoreCore):
             if not rows:
                 raise NotFound(f"session {session_id} not found")
             return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+        async def op(tx: Tx) -> Session | None:
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)
 
