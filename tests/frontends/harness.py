@@ -66,9 +66,12 @@ class Driver:
         return dict(item["done"])
 
     def stderr(self) -> str:
-        if self.popen.stderr is None or self.popen.poll() is None:
+        """What the driver wrote to stderr (once it has exited; "" while it runs)."""
+        try:
+            self.popen.wait(5)
+        except subprocess.TimeoutExpired:
             return ""
-        return self.popen.stderr.read()
+        return self.popen.stderr.read() if self.popen.stderr is not None else ""
 
     def close(self) -> None:
         if self.popen.poll() is None:
