@@ -7,6 +7,7 @@ A driver prints one JSON object a line; its last line is `{"done": …}` (or `{"
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 
 from tests.support.processes import Processes, ServeProcess, child_env
 
@@ -129,6 +131,18 @@ class World:
                 return str(s["id"])
         raise AssertionError(f"no session for chat {chat_id}")
 
+    def kill_the_worker_running(self, session_id: str) -> None:
+        """`kill -9` the worker process that holds the session's lease, and start another so
+        two stay up for the tests that follow."""
+        with psycopg.connect(self.workers.dsn) as conn:
+            row = conn.execute("SELECT lease_worker FROM sessions WHERE id = %s",
+                               (session_id,)).fetchone()
+        holder = self.workers.by_id(row[0] if row else None)
+        holder.kill9()
+        asyncio.run(holder.exited())
+        asyncio.run(self.workers.start(speed=SPEED, lease_ttl=LEASE_TTL, heartbeat=0.5,
+                                       wait=False))
+
     def wait_status(self, session_id: str, wanted: set[str], timeout: float = 30.0) -> str:
         deadline = time.monotonic() + timeout
         while True:
@@ -147,8 +161,6 @@ class World:
 
 def world(dsn: str, log_dir: Path) -> Iterator[World]:
     """Start the server and two workers (generator for a fixture)."""
-    import asyncio
-
     node_ready()
     workers = Processes(dsn, log_dir)
     serve = ServeProcess(log_dir, "serve", "--no-worker", "--log-level", "WARNING",
@@ -157,7 +169,7 @@ def world(dsn: str, log_dir: Path) -> Iterator[World]:
     try:
         key = asyncio.run(serve.key())
         for _ in range(2):
-            asyncio.run(workers.start(speed=SPEED, lease_ttl=2.0, heartbeat=0.5))
+            asyncio.run(workers.start(speed=SPEED, lease_ttl=LEASE_TTL, heartbeat=0.5))
         w = World(serve, workers, key)
         yield w
     finally:
@@ -170,5 +182,7 @@ def world(dsn: str, log_dir: Path) -> Iterator[World]:
                 p.log_path.unlink(missing_ok=True)
 
 
-SPEED = 10.0
-"""Demo pacing: "run long" takes about 3 s, a plain answer well under one."""
+SPEED = 20.0
+"""Demo pacing: "run long" takes about 1.5 s, a plain answer a fraction of that."""
+LEASE_TTL = 1.5
+"""A killed worker's run is taken over this long after its last heartbeat."""

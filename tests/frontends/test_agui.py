@@ -80,3 +80,18 @@ def test_cancel_ends_the_run_cancelled_and_a_dropped_connection_does_not(
     frontends.run("agui.mjs", "drop", dropped, "run long", "12")
     session_id = frontends.session_of_chat(dropped)
     assert frontends.wait_status(session_id, {"succeeded", "cancelled"}) == "succeeded"
+
+
+def test_a_worker_killed_mid_answer_still_completes_in_the_client(frontends: World) -> None:
+    thread = frontends.chat_id()
+    d = frontends.driver("agui.mjs", "run", thread, "run long")
+    session_id = d.read_until(lambda line: "session" in line)["session"]
+    d.read_until(lambda line: line.get("event") == "TEXT_MESSAGE_CONTENT")
+    frontends.kill_the_worker_running(session_id)
+    done = d.done()
+    assert done["failure"] is None and done["finished"]["outcome"]["type"] == "success"
+    events = frontends.events(session_id)
+    assert any(e["type"] == "session_resumed" for e in events), "another worker took over"
+    answers = [e["data"]["text"] for e in events
+               if e["type"] == "message_end" and e["data"]["text"]]
+    assert assistant_texts(done["messages"]) == answers, "each answer once, none abandoned"

@@ -105,3 +105,23 @@ def test_stop_cancels_the_run_and_a_dropped_connection_does_not(frontends: World
     assert frontends.wait_status(session["session"], {"succeeded", "cancelled"}) == "succeeded"
     again = frontends.run("aisdk.mjs", "chat", dropped, "thanks")
     assert again["errors"] == [], "the chat goes on"
+
+
+def test_a_worker_killed_mid_answer_still_completes_in_the_client(frontends: World) -> None:
+    chat = frontends.chat_id()
+    d = frontends.driver("aisdk.mjs", "chat", chat, "run long")
+    session_id = d.read_until(lambda line: "session" in line)["session"]
+    d.read_until(lambda line: line.get("chunk") == "text-delta")
+    frontends.kill_the_worker_running(session_id)
+    done = d.done()
+    assert done["errors"] == [] and done["finishes"][0]["finishReason"] == "stop"
+    events = frontends.events(session_id)
+    assert any(e["type"] == "session_resumed" for e in events), "another worker took over"
+    assert events[-1]["data"]["status"] == "succeeded"
+    assistant = done["messages"][-1]
+    kept = [p for p in parts_of(assistant, "text")
+            if not (p.get("providerMetadata") or {}).get("outlive", {}).get("abandoned")]
+    assert [p["text"] for p in kept] == [e["data"]["text"] for e in events
+                                         if e["type"] == "message_end" and e["data"]["text"]
+                                         and e["data"]["stop_reason"] != "interrupted"]
+    assert {t["state"] for t in parts_of(assistant, "dynamic-tool")} == {"output-available"}

@@ -56,8 +56,14 @@ function cuttingFetch(cutAfter = Infinity) {
   };
 }
 
-function agentFor(threadId, { fetch: fetchImpl } = {}) {
-  return new HttpAgent({ url: BASE, headers: HEADERS, threadId, fetch: fetchImpl });
+function agentFor(threadId, { fetch: fetchImpl = fetch } = {}) {
+  const announcing = async (url, init) => {
+    const res = await fetchImpl(url, init);
+    const sid = res.headers.get("x-outlive-session-id");
+    if (sid) say({ session: sid });
+    return res;
+  };
+  return new HttpAgent({ url: BASE, headers: HEADERS, threadId, fetch: announcing });
 }
 
 // Runs `agent` and records every event it applied; resolves to what the test needs.

@@ -35,6 +35,8 @@ function countingFetch({ cutAfter = Infinity, onCut = null } = {}) {
   let seen = 0;
   const wrapped = async (url, init = {}) => {
     const res = await fetch(url, { ...init, headers: { ...HEADERS, ...(init.headers || {}) } });
+    const sid = res.headers.get("x-outlive-session-id");
+    if (sid) say({ session: sid, run: res.headers.get("x-workflow-run-id") });
     if (!res.body || !(res.headers.get("content-type") || "").includes("text/event-stream")) return res;
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
@@ -110,12 +112,7 @@ async function main() {
     let resolveCut;
     const cutReached = new Promise((r) => { resolveCut = r; });
     const f = countingFetch();
-    const { chat, errors, finishes } = chatWith(id, async (url, init) => {
-      const res = await f(url, init);
-      const sid = res.headers.get("x-outlive-session-id");
-      if (sid) say({ session: sid, run: res.headers.get("x-workflow-run-id") });
-      return res;
-    });
+    const { chat, errors, finishes } = chatWith(id, f);
     const watcher = setInterval(() => { if (f.seen() >= K) resolveCut(); }, 5);
     const sending = chat.sendMessage({ text });
     await cutReached;
