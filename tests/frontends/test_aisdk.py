@@ -4,6 +4,7 @@ mid-answer, a stop and a dropped connection, a worker killed mid-answer."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .harness import World
@@ -81,6 +82,16 @@ def test_the_workflow_transport_resumes_at_its_chunk_index(frontends: World) -> 
 
     tail = frontends.run("aisdk.mjs", "tail", run_id, "3")["chunks"]
     assert [c["type"] for c in tail] == ["text-end", "finish-step", "finish"]
+    by_chat = frontends.http.get(f"/ai-sdk/chat/{chat}/stream?startIndex=-3")
+    assert by_chat.headers["x-workflow-run-id"] == run_id
+    lines = [line for line in by_chat.text.splitlines() if line.startswith("data: ")]
+    assert [json.loads(line[6:])["type"] for line in lines[:-1]] == [c["type"] for c in tail]
+    assert lines[-1] == "data: [DONE]"
+    tail_index = int(by_chat.headers["x-workflow-stream-tail-index"])
+    replay = frontends.http.get(f"/ai-sdk/chat/{run_id}/stream?startIndex=0").text
+    assert tail_index == sum(line.startswith("data: {") for line in replay.splitlines()) - 1
+    assert frontends.http.get(f"/ai-sdk/chat/{chat}/stream").status_code == 204, \
+        "useChat's resume call: no answer running"
 
 
 def test_stop_cancels_the_run_and_a_dropped_connection_does_not(frontends: World) -> None:

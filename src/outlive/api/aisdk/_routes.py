@@ -10,7 +10,7 @@
   client cannot resume inside a part), then live.
 * `GET /ai-sdk/chat/{runId}/stream?startIndex=N` is the workflow transport's cursor: the run's
   chunks from index N on; a negative N counts from the tail, and `x-workflow-stream-tail-index`
-  says where the tail was.
+  says where the tail was. With a chat id and `startIndex`, the cursor is on its latest run.
 * `POST /ai-sdk/chat/{id}/stop` cancels the run in flight (partial answer kept). A closed
   connection never does: the run goes on, and the client resumes it.
 
@@ -64,12 +64,14 @@ async def resume(chat_id: str, owner: CurrentOwner, ctx: Ctx,
     if ref is not None:
         return await _open(ctx, owner.id, ref, start_index=start_index or 0, replay=False)
     session = await find_thread(ctx, owner.id, chat_id)
-    if session is None or session.status in TERMINAL:
+    cursor = start_index is not None
+    if session is None or (session.status in TERMINAL and not cursor):
         return Response(status_code=204)
     start = await latest_run_start(ctx, session)
     if start is None:
         return Response(status_code=204)
-    return await _open(ctx, owner.id, RunRef(session.id, start), start_index=0, replay=True)
+    return await _open(ctx, owner.id, RunRef(session.id, start), start_index=start_index or 0,
+                       replay=not cursor)
 
 
 @router.post("/chat/{chat_id}/stop")
