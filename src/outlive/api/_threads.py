@@ -21,7 +21,7 @@ from ..domain.model import Delivery, Session
 from ._context import ApiContext
 from ._errors import ApiError
 
-__all__ = ["RunRef", "find_thread", "not_found", "start_run"]
+__all__ = ["RunRef", "find_thread", "not_found", "run_for_request", "start_run"]
 
 _RUN = re.compile(r"^run_([0-9A-HJKMNP-TV-Z]{26})_([1-9][0-9]{0,17})$")
 _SESSION = re.compile(r"^ses_[0-9A-HJKMNP-TV-Z]{26}$")
@@ -75,6 +75,10 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
     A conversation that is busy (a run in flight) refuses with 409 `SESSION_BUSY`: these
     protocols stream one run per request and never fold two into one."""
     session = await find_thread(ctx, owner_id, chat_id)
+    if session is not None and request_id is not None:
+        known = await run_for_request(ctx, session, request_id)
+        if known is not None:  # the same request again: the run it opened
+            return known
     if session is None:
         name, model = _agent(ctx, agent)
         metadata = None if _SESSION.match(chat_id) else {"chat_id": chat_id}
@@ -94,6 +98,16 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
                        "a run is in flight in this conversation; stop it or wait for it",
                        session_id=session.id)
     return RunRef(session.id, posted.seq)
+
+
+async def run_for_request(ctx: ApiContext, session: Session, request_id: str) -> RunRef | None:
+    """The run a client's request id opened in this session, if any (newest first)."""
+    _, state = await ctx.snapshots.at(session.id, session.last_seq)
+    for item in reversed(state.get("items", [])):
+        if (item.get("kind") == "user" and item.get("delivery") == Delivery.START.value
+                and item.get("client_request_id") == request_id):
+            return RunRef(session.id, int(item["seq"]))
+    return None
 
 
 def _agent(ctx: ApiContext, wanted: str | None) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from .._errors import ApiError
 from .._hub import StreamClosed
 from .._run_feed import RunFeed, latest_run_start, watch_session
 from .._sse import PING, EventStream
-from .._threads import RunRef, find_thread, not_found, start_run
+from .._threads import RunRef, find_thread, not_found, run_for_request, start_run
 from ._projection import RunHeader, RunProjection
 from ._requests import parse_input, pending_question, run_text
 
@@ -97,12 +97,10 @@ async def _run(ctx: ApiContext, session: Session, run_id: str) -> RunRef:
     ref = RunRef.parse(run_id)
     if ref is not None and ref.session_id == session.id:
         return ref
-    _, state = await ctx.snapshots.at(session.id, session.last_seq)
-    for item in reversed(state.get("items", [])):
-        if (item.get("kind") == "user" and item.get("delivery") == "start"
-                and item.get("client_request_id") == run_id):
-            return RunRef(session.id, int(item["seq"]))
-    raise not_found(f"run {run_id}")
+    found = await run_for_request(ctx, session, run_id)
+    if found is None:
+        raise not_found(f"run {run_id}")
+    return found
 
 
 # ---- streams ---------------------------------------------------------------------------------
