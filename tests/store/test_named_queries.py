@@ -24,7 +24,7 @@ def samples(store: Any) -> dict[str, Any]:
         "abandon": 60.0, "after": 0, "attention": None,
         "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
-        "channel": "outlive", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
+        "channel": "outlive", "chat": "chat-1", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
         "data": d.json({}), "delivery": "steer", "fence": 1, "fences": [1], "hash": "h",
         "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
         "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,

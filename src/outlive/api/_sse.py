@@ -49,6 +49,7 @@ __all__ = [
     "PING",
     "SESSION_REPLAY_LIMIT",
     "EventStream",
+    "data_frame",
     "frame",
     "owner_frames",
     "session_frames",
@@ -76,6 +77,11 @@ def _data(value: Any) -> bytes:
         if raw in out:
             out = out.replace(raw, escaped)
     return out
+
+
+def data_frame(data: Any) -> bytes:
+    """A frame with only a `data:` line (protocols that name nothing else)."""
+    return b"data: " + _data(data) + b"\n\n"
 
 
 def frame(event: str, data: Any, id: int | None = None) -> bytes:

@@ -80,11 +80,11 @@ class SessionOps(StoreCore):
                 },
             )
             if prompt is not None:
+                data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
+                if client_request_id is not None:
+                    data["client_request_id"] = client_request_id
                 ev = await self._append(
-                    tx, sid,
-                    [NewEvent("user_message", {"text": prompt, "delivery": Delivery.START})],
-                    fenced=None,
-                )
+                    tx, sid, [NewEvent("user_message", data)], fenced=None)
                 await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
             if client_request_id is not None:
                 await tx.execute(self.q.insert_create_request,
@@ -104,6 +104,14 @@ class SessionOps(StoreCore):
             if not rows:
                 raise NotFound(f"session {session_id} not found")
             return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+        async def op(tx: Tx) -> Session | None:
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)
 
