@@ -11,13 +11,40 @@ from collections.abc import Sequence
 from .providers import ProviderRegistry, configured_registry
 from .runtime.agents import AgentRegistry, demo_agent
 
-__all__ = ["DEFAULT_DB", "build_agents", "build_providers", "configure_logging", "database_url"]
+__all__ = [
+    "DEFAULT_DB",
+    "build_agents",
+    "build_providers",
+    "configure_logging",
+    "database_url",
+    "parse_duration",
+]
 
 DEFAULT_DB = "sqlite:///./outlive.db"
 
 
 def database_url(option: str | None) -> str:
     return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_FOREVER = frozenset({"off", "never", "forever", "none"})
+
+
+def parse_duration(text: str | None) -> float | None:
+    """`30d`, `12h`, `5m`, `45s` or plain seconds; `off`/`never` (or nothing) is None."""
+    if text is None or not text.strip() or text.strip().lower() in _FOREVER:
+        return None
+    raw = text.strip().lower()
+    unit = _UNITS.get(raw[-1])
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30d, 12h, 5m, 45s or off)") from None
+    if value < 0:
+        raise ValueError(f"a duration cannot be negative: {text!r}")
+    return value
 
 
 def build_providers(

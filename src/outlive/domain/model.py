@@ -145,6 +145,9 @@ class Session:
     """Seq of the newest user message; above `delivered_input_seq` while one waits."""
     last_entry_seq: int = 0
     """Seq of the newest model-history entry (0: the run starts from an empty history)."""
+    compacted_through: int = 0
+    """Deltas (`text_delta`, `thinking_delta`, `tool_progress`) at or below this seq were
+    folded into the snapshot at this seq and deleted; other events remain (no renumbering)."""
 
     @property
     def cancel_requested(self) -> bool:
