@@ -4,6 +4,7 @@ and the environment."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -42,8 +43,8 @@ def parse_duration(text: str | None) -> float | None:
         value = float(number) * (unit or 1.0)
     except ValueError:
         raise ValueError(f"not a duration: {text!r} (use e.g. 30d, 12h, 5m, 45s or off)") from None
-    if value < 0:
-        raise ValueError(f"a duration cannot be negative: {text!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a duration: {text!r} (it must be a finite, positive number)")
     return value
 
 
