@@ -12,6 +12,11 @@ Folding 100,000 events on every attach would be far too slow, so states are cach
 `at(session_id, seq)` therefore starts from the nearest cached state at or below `seq` (memory,
 else the store) and folds only the tail; it never folds from zero when a usable snapshot exists.
 A cached state of another reducer version is ignored and rebuilt from zero.
+
+A compacted session (docs/retention.md) has gaps where its deltas were: folding across one
+restarts from the snapshot the compaction left at `compacted_through`. A state below that seq
+cannot be rebuilt exactly any more; folding what remains gives every item but the deltas' text
+(the OpenAI surface uses such states only for the user messages they list).
 """
 
 from __future__ import annotations
@@ -88,6 +93,14 @@ class Snapshots:
                 )
                 if not batch:
                     break
+                if batch[-1].seq - reached != len(batch):
+                    # A gap: this range was compacted since `state` was folded. Its snapshot
+                    # (at the compaction's seq) replaces what the gap lost.
+                    stored = await self._store.load_snapshot(session_id, at_most=seq)
+                    if stored is not None and stored[0] > reached and _usable(stored[1]):
+                        reached, state = stored
+                        saved = max(saved, reached)
+                        continue
                 state = fold(batch, state)
                 reached = batch[-1].seq
             if reached - saved >= self.every:

@@ -4,7 +4,9 @@ Session stream (docs/architecture.md §6), in order:
 
 1. `attached {last_seq, status}` (no `id:`);
 2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
-   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot;
+   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
+   compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
+   "compacted", last_seq}` and then that snapshot;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
@@ -210,9 +212,14 @@ async def session_frames(
     sid = session.id
     yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
     terminal = session.status in TERMINAL
-    if cursor is None or cursor > session.last_seq:
-        if cursor is not None:
-            yield frame("resync", {"reason": "cursor_ahead", "last_seq": session.last_seq})
+    resync = None
+    if cursor is not None and cursor > session.last_seq:
+        resync = "cursor_ahead"
+    elif cursor is not None and cursor < session.compacted_through:
+        resync = "compacted"  # the deltas after the cursor were folded into the snapshot
+    if cursor is None or resync is not None:
+        if resync is not None:
+            yield frame("resync", {"reason": resync, "last_seq": session.last_seq})
         seq, state = await ctx.snapshots.at(sid, session.last_seq)
         yield frame("snapshot", {"seq": seq, "state": state}, seq)
         sent = seq
