@@ -6,7 +6,7 @@ Session stream (docs/architecture.md §6), in order:
 2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
    `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
    compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
-   "compacted", last_seq}` and then that snapshot;
+   "compacted", last_seq}` and the snapshot at `compacted_through`, whose tail follows;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
@@ -220,7 +220,9 @@ async def session_frames(
     if cursor is None or resync is not None:
         if resync is not None:
             yield frame("resync", {"reason": resync, "last_seq": session.last_seq})
-        seq, state = await ctx.snapshots.at(sid, session.last_seq)
+        # After a compaction the snapshot it left is the nearest exact state; the tail follows.
+        upto = session.compacted_through if resync == "compacted" else session.last_seq
+        seq, state = await ctx.snapshots.at(sid, upto)
         yield frame("snapshot", {"seq": seq, "state": state}, seq)
         sent = seq
         terminal = state.get("status") in TERMINAL
