@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from outlive.domain.model import Event, NewEvent, Status
 from outlive.domain.reducer import fold
 from outlive.store import PostgresStore, SqliteStore
-from outlive.store._retention import COMPACTED_TYPES
+from outlive.store._retention import COMPACTED_TYPES, TEXT_DELTAS
 from tests.support.databases import empty_postgres
 from tests.support.event_strategies import run_events
 from tests.support.store_suite import AnyStore, claim_one, new_owner, new_session
@@ -39,21 +39,28 @@ async def _all(store: AnyStore, sid: str, after: int = 0) -> list[Event]:
 
 
 async def _rebuilt(store: AnyStore, sid: str) -> dict:
-    """What a client attaching now folds: the latest snapshot, then every event after it."""
+    """What a client attaching now folds: the latest snapshot (if any), then every event
+    after it."""
     snap = await store.load_snapshot(sid)
-    assert snap is not None
-    seq, state = snap
+    seq, state = snap if snap is not None else (0, None)
     return fold(await _all(store, sid, after=seq), state)
 
 
 async def _check_compaction(store: AnyStore, sid: str, full: list[Event]) -> None:
     """Compact, then check every promise against `full`, the log as it was written."""
+    since = (await store.load_session(sid)).compacted_through
+    prior = [(e.seq, e.type, e.data) for e in await _all(store, sid) if e.seq <= since]
     assert await store.compact_session(sid)
     session = await store.load_session(sid)
     assert session.compacted_through == session.last_seq == full[-1].seq
-    left = await _all(store, sid)
-    kept = [e for e in full if e.type not in COMPACTED_TYPES]
-    assert [(e.seq, e.type, e.data) for e in left] == [(e.seq, e.type, e.data) for e in kept]
+    left = [(e.seq, e.type, e.data) for e in await _all(store, sid)]
+    new = [e for e in full if e.seq > since]
+    snap = await store.load_snapshot(sid)
+    if snap is not None and snap[0] == session.compacted_through:  # the log alone is not enough
+        gone = COMPACTED_TYPES
+    else:  # only the text and thinking deltas went: `message_end` repeats what they said
+        gone = TEXT_DELTAS
+    assert left == prior + [(e.seq, e.type, e.data) for e in new if e.type not in gone]
     assert await _rebuilt(store, sid) == fold(full)
     assert not await store.compact_session(sid)  # nothing left to do
 
@@ -118,16 +125,27 @@ async def test_only_finished_sessions_old_enough_are_compacted(store):
     assert (await store.load_session(s.id)).compacted_through == 3
 
 
-async def test_a_snapshot_cached_before_is_folded_forward_not_refolded(store):
+async def test_a_snapshot_is_stored_only_when_the_log_left_would_not_give_the_transcript(store):
     owner = await new_owner(store)
-    s = await new_session(store, owner.id, prompt="go")
-    await _run(store, [NewEvent("turn_start", {"turn": 1, "message_id": "m"}),
-                       NewEvent("text_delta", {"message_id": "m", "text": "hello"}),
-                       NewEvent("message_end", {"message_id": "m", "text": "hello",
-                                                "stop_reason": "end_turn"})])
-    full = await _all(store, s.id)
-    await store.save_snapshot(s.id, 2, fold(full[:2]))
-    await _check_compaction(store, s.id, full)
-    snap = await store.load_snapshot(s.id, at_most=10**6)
-    assert snap is not None and snap[0] == full[-1].seq
-    assert await store.load_snapshot(s.id, at_most=2) is None  # older snapshots are dropped
+    answer = [NewEvent("turn_start", {"turn": 1, "message_id": "m"}),
+              NewEvent("text_delta", {"message_id": "m", "text": "hello"}),
+              NewEvent("tool_start", {"call_id": "c", "tool": "t", "arguments": {}}),
+              NewEvent("tool_progress", {"call_id": "c", "message": "half way"}),
+              NewEvent("tool_end", {"call_id": "c", "ok": True, "result": 1}),
+              NewEvent("message_end", {"message_id": "m", "text": "hello",
+                                       "stop_reason": "end_turn"})]
+    thinking = [answer[0], NewEvent("thinking_delta", {"message_id": "m", "text": "hmm"}),
+                *answer[1:]]
+    for events, stored in ((answer, False), (thinking, True)):
+        s = await new_session(store, owner.id, prompt="go")
+        await _run(store, events)
+        full = await _all(store, s.id)
+        await store.save_snapshot(s.id, 2, fold(full[:2]))  # a cache an API process saved
+        await _check_compaction(store, s.id, full)
+        snap = await store.load_snapshot(s.id)
+        assert (snap is not None) is stored
+        if snap is not None:
+            assert snap[0] == full[-1].seq
+        types = [e.type for e in await _all(store, s.id)]
+        assert ("tool_progress" in types) is not stored
+        assert "text_delta" not in types and "thinking_delta" not in types

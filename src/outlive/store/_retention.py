@@ -10,6 +10,7 @@ short write transaction, after which the freed pages are given back to the file 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain.model import TERMINAL, Status
@@ -17,10 +18,12 @@ from ..domain.reducer import REDUCER_VERSION, empty_state, fold
 from ._base import Row, Tx, TxState, to_event
 from ._core import StoreCore
 
-__all__ = ["COMPACTED_TYPES", "RetentionOps"]
+__all__ = ["COMPACTED_TYPES", "TEXT_DELTAS", "RetentionOps"]
 
-COMPACTED_TYPES = frozenset({"text_delta", "thinking_delta", "tool_progress"})
-"""Events a compaction deletes: what they said survives in the snapshot and `message_end`."""
+TEXT_DELTAS = frozenset({"text_delta", "thinking_delta"})
+"""What every compaction deletes (`message_end` carries the text they streamed)."""
+COMPACTED_TYPES = TEXT_DELTAS | {"tool_progress"}
+"""What a compaction that stores a snapshot deletes: what they said is in the snapshot."""
 
 _EVENT_BUDGET = 20_000
 """A purge batch stops adding sessions once it holds this many events (at least one)."""
@@ -36,6 +39,19 @@ def _within_budget(rows: Sequence[Row]) -> list[str]:
         ids.append(row["id"])
         total += int(row["last_seq"])
     return ids
+
+
+@dataclass(frozen=True)
+class _Plan:
+    last: int
+    """The seq compacted through (the session's last)."""
+    since: int
+    """The previous `compacted_through`: deltas at or below it are gone already."""
+    base: int
+    """Seq of the snapshot the fold started from (0: none); a snapshot-less compaction keeps
+    it and drops the cached ones above it, which would be folded across the new gaps."""
+    snapshot: dict[str, Any] | None
+    """The transcript at `last` when the remaining events alone would not give it back."""
 
 
 class RetentionOps(StoreCore):
@@ -118,33 +134,43 @@ class RetentionOps(StoreCore):
         return done
 
     async def compact_session(self, session_id: str) -> bool:
-        """Fold a finished session's log into a snapshot at its last seq, mark that seq as
-        `compacted_through` and delete the deltas up to it. Seqs are never renumbered. False
+        """Delete a finished session's deltas up to its last seq and mark that seq as
+        `compacted_through`; seqs are never renumbered. When the remaining events fold to
+        the same transcript (every message ended with its authoritative text, no thinking),
+        only the text and thinking deltas go and no snapshot is stored; otherwise the
+        transcript is stored as a snapshot at that seq and `tool_progress` goes too. False
         (and nothing changed) when the session is running or grew since it was read."""
-        head = await self._fold_to_head(session_id)
-        if head is None:
+        plan = await self._plan_compaction(session_id)
+        if plan is None:
             return False
-        last, state, since = head
 
         async def op(tx: Tx, st: TxState) -> bool:
             row = await self._locked(tx, session_id, None)
-            if Status(row["status"]) not in TERMINAL or int(row["last_seq"]) != last:
+            if Status(row["status"]) not in TERMINAL or int(row["last_seq"]) != plan.last:
                 return False
-            await tx.execute(self.q.put_snapshot,
-                             {"sid": session_id, "seq": last, "state": self.d.json(state)})
-            await tx.execute(self.q.set_compacted_through, {"seq": last, "id": session_id})
-            await tx.execute(self.q.drop_older_snapshots, {"sid": session_id, "seq": last})
-            await tx.execute(self.q.drop_deltas,
-                             {"sid": session_id, "from": since, "upto": last})
+            if plan.snapshot is None:
+                await tx.execute(self.q.drop_snapshots_above,
+                                 {"sid": session_id, "seq": plan.base})
+                await tx.execute(self.q.drop_text_deltas,
+                                 {"sid": session_id, "from": plan.since, "upto": plan.last})
+            else:
+                await tx.execute(self.q.put_snapshot, {"sid": session_id, "seq": plan.last,
+                                                       "state": self.d.json(plan.snapshot)})
+                await tx.execute(self.q.drop_older_snapshots,
+                                 {"sid": session_id, "seq": plan.last})
+                await tx.execute(self.q.drop_deltas,
+                                 {"sid": session_id, "from": plan.since, "upto": plan.last})
+            await tx.execute(self.q.set_compacted_through, {"seq": plan.last, "id": session_id})
             return True
 
         return await self._write(op)
 
-    async def _fold_to_head(self, session_id: str) -> tuple[int, dict[str, Any], int] | None:
-        """(last seq, the fold of the whole log, compacted_through) of a finished session not
-        yet compacted to its end, read in one consistent view; None otherwise."""
+    async def _plan_compaction(self, session_id: str) -> _Plan | None:
+        """Fold the log from the last exact base (the snapshot at or below the previous
+        compaction's seq, else nothing) twice, with and without the text and thinking
+        deltas, in one consistent read; None if there is nothing to compact."""
 
-        async def op(tx: Tx) -> tuple[int, dict[str, Any], int] | None:
+        async def op(tx: Tx) -> _Plan | None:
             rows = await tx.fetch(self.q.get_session, {"id": session_id})
             if not rows:
                 return None
@@ -152,24 +178,25 @@ class RetentionOps(StoreCore):
             last, since = int(row["last_seq"]), int(row["compacted_through"])
             if Status(row["status"]) not in TERMINAL or since >= last:
                 return None
-            base = await tx.fetch(self.q.load_snapshot, {"sid": session_id, "at_most": last})
-            state: dict[str, Any] = empty_state()
-            reached = 0
-            if base:
-                stored = self.d.load_json(base[0]["state"])
-                if isinstance(stored, dict) and stored.get("version") == REDUCER_VERSION:
-                    state, reached = stored, int(base[0]["seq"])
-            if reached < since:  # the compacted range can only be crossed by its snapshot
-                return None
+            full: dict[str, Any] = empty_state()
+            base = 0
+            if since > 0:
+                stored = await tx.fetch(self.q.load_snapshot,
+                                        {"sid": session_id, "at_most": since})
+                state = self.d.load_json(stored[0]["state"]) if stored else None
+                if isinstance(state, dict) and state.get("version") == REDUCER_VERSION:
+                    full, base = state, int(stored[0]["seq"])
+            light, reached = full, base
             while reached < last:
-                batch = await tx.fetch(self.q.read_events,
-                                       {"sid": session_id, "after": reached,
-                                        "limit": _FOLD_PAGE})
+                batch = [to_event(self.d, r) for r in await tx.fetch(
+                    self.q.read_events,
+                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE})]
                 if not batch:
                     break
-                state = fold([to_event(self.d, r) for r in batch], state)
-                reached = int(batch[-1]["seq"])
-            return last, state, since
+                full = fold(batch, full)
+                light = fold([e for e in batch if e.type not in TEXT_DELTAS], light)
+                reached = batch[-1].seq
+            return _Plan(last, since, base, None if light == full else full)
 
         return await self._read(op)
 

@@ -68,6 +68,15 @@ DELETE FROM session_events
 WHERE session_id = :sid AND seq > :from AND seq <= :upto
   AND type IN ('text_delta', 'thinking_delta', 'tool_progress')
 
+-- name: drop_text_deltas
+-- Only the deltas whose text every `message_end` repeats (no snapshot needed).
+DELETE FROM session_events
+WHERE session_id = :sid AND seq > :from AND seq <= :upto
+  AND type IN ('text_delta', 'thinking_delta')
+
+-- name: drop_snapshots_above
+DELETE FROM session_snapshots WHERE session_id = :sid AND seq > :seq
+
 -- name: owner_log_heads
 SELECT id, last_event_id FROM owners WHERE last_event_id > :keep
 
