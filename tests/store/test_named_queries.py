@@ -32,6 +32,8 @@ def samples(store: Any) -> dict[str, Any]:
         "requeued": False, "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
+        # bounded storage (retention.sql)
+        "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
     }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..domain.errors import NotFound, SessionBusy
+from ..domain.errors import InvalidInput, NotFound, SessionBusy
 from ..domain.model import (
     TERMINAL,
     Delivery,
@@ -167,9 +167,18 @@ class SessionOps(StoreCore):
 
         return await self._write(op)
 
-    async def delete_session(self, owner_id: str, session_id: str) -> None:
+    async def delete_session(
+        self, owner_id: str, session_id: str, *, purge_in: float | None = None
+    ) -> None:
+        """Hide the session (cancelling its run); with `purge_in`, its content is purged
+        that many seconds later, once no run holds it (`purge_due`, `purge_session`)."""
+        if purge_in is not None and purge_in < 0:
+            raise InvalidInput("purge_in must be zero or more seconds")
+
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._locked(tx, session_id, owner_id)
+            if purge_in is not None:
+                await tx.execute(self.q.set_purge_after, {"grace": purge_in, "id": session_id})
             out = transition(lifecycle(row), Action.DELETE)
             extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
             await self._apply(tx, row, out.state, **extra)
