@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser clean
+.PHONY: run test lint bench postgres browser shell-tools clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,15 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# The README's "Try it" commands run as a test; they use curl and jq.
+shell-tools:
+	@sh scripts/install_shell_tools.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser lint
+test: $(VENV)/.installed-test postgres browser shell-tools lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

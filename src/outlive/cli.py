@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_errors import run_cli
+from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
 from .config import build_agents, build_providers, configure_logging, database_url
 from .runtime import Catalog, RuntimeSettings, Worker
@@ -20,9 +22,10 @@ app = typer.Typer(
     help="outlive: durable agent sessions that outlive requests, tabs and workers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts are plain: Rich markup would eat "[env …]"
 )
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 app.add_typer(sessions_app, name="sessions")
 
@@ -174,6 +177,9 @@ def serve(
     from .api import ApiSettings, create_app
 
     configure_logging(log_level)
+    if (problem := port_problem(host, port)) is not None:  # before creating any file
+        console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
     url = database_url(db)
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -295,7 +301,7 @@ def demo(
 
 
 def main() -> None:
-    app()
+    run_cli(app)
 
 
 if __name__ == "__main__":
