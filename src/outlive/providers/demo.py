@@ -12,6 +12,7 @@ Trigger words (case-insensitive, in the latest user message):
 * "fail a tool"   - a `flaky` call that fails, then an answer that admits it;
 * "count" / "idempotent" - a call of the idempotent `counter` tool;
 * "length"        - some text, then stop reason "length";
+* "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
 * "think"         - thinking deltas before each turn's text (combines with the above);
 * "provider error N" - the first N calls for that user message raise
   `TransientProviderError` (N defaults to 2; counted per provider instance, keyed by the

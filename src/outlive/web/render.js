@@ -6,6 +6,7 @@
 // <details> stays open).
 
 import { h, pretty, setText } from "./dom.js";
+import { setMarkdown } from "./markdown.js";
 import { toneOf } from "./watcher.js";
 
 const DELIVERY_HELP = {
@@ -73,7 +74,7 @@ function createAssistant() {
       h("summary", null, "Thinking"),
       h("div", { class: "thinking-text" }),
     ),
-    h("div", { class: "msg-text", "data-testid": "msg-text" }),
+    h("div", { class: "msg-text markdown", "data-testid": "msg-text" }),
   );
 }
 
@@ -95,7 +96,7 @@ function updateAssistant(node, item) {
   const thinking = node.querySelector(".thinking");
   thinking.hidden = !item.thinking;
   setText(node.querySelector(".thinking-text"), item.thinking);
-  setText(node.querySelector(".msg-text"), item.text);
+  setMarkdown(node.querySelector(".msg-text"), item.text);
 }
 
 function createTool() {
