@@ -90,7 +90,8 @@ async def test_phone_layout_drawer_and_dark_mode(
     # 360 px, the narrowest phones: still nothing off screen.
     await page.goto(f"{stack.base_url}/#/s/{sid}")
     await page.set_viewport_size({"width": 360, "height": 740})
-    await expect_status(page, "succeeded")
+    await expect(page.get_by_test_id("question")).to_be_hidden()
+    await expect(page.locator("[data-testid=msg-assistant] h2")).to_be_visible()
     assert await page.evaluate(FITS_JS, VISIBLE_ON_A_PHONE) == {"overflow": 0, "outside": []}
 
     # Wide again: two panes, no drawer button. Then the light/dark pair of the same view.

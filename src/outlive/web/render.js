@@ -7,6 +7,7 @@
 
 import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
+import { fullTime, relativeTime } from "./time.js";
 import { toneOf } from "./watcher.js";
 
 const DELIVERY_HELP = {
@@ -282,17 +283,6 @@ export class TranscriptView {
 
 // ---- rail -------------------------------------------------------------------------------
 
-function shortTime(iso) {
-  if (!iso) return "";
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const now = new Date();
-  if (d.toDateString() === now.toDateString()) {
-    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  }
-  return d.toLocaleDateString([], { month: "short", day: "numeric" });
-}
-
 export function displayTitle(title, id) {
   if (typeof title === "string" && title.trim()) return title;
   return `Untitled · ${String(id).slice(-6)}`;
@@ -349,7 +339,10 @@ export class RailView {
       const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
       setText(node.querySelector(".rail-status"), status);
       setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
-      setText(node.querySelector(".rail-time"), shortTime(s.created_at));
+      const time = node.querySelector(".rail-time");
+      time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
+      setText(time, relativeTime(s.created_at));
+      time.title = fullTime(s.created_at);
       const expected = prev ? prev.nextSibling : this.list.firstChild;
       if (expected !== node) this.list.insertBefore(node, expected);
       prev = node;
