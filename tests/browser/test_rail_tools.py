@@ -112,3 +112,27 @@ async def test_rail_search_filter_dates_title_and_shortcuts(
     await page.wait_for_url("**/#/s/*")
     assert session_id_of(page) not in order
     await expect(items).to_have_count(4)
+
+
+TOOL_CARD_JS = """async () => {
+  const {TranscriptView} = await import('/web/render.js');
+  const box = document.createElement('div');
+  document.body.appendChild(box);
+  const view = new TranscriptView(box);
+  const tool = (status, duration_ms) => ({kind: 'tool', call_id: status, tool: 'slow_task',
+    arguments: {}, status, progress: ['step 1 of 8', 'step 3 of 8'], duration_ms,
+    error: 'interrupted'});
+  view.render({items: [tool('interrupted', 0), tool('done', 8012)], pending_inputs: []});
+  return [...box.querySelectorAll('[data-testid=tool-card]')].map((c) => [
+    c.querySelector('[data-testid=tool-duration]').textContent,
+    c.querySelector('[data-testid=tool-progress]').textContent]);
+}"""
+
+
+async def test_an_interrupted_tool_card_keeps_its_progress_and_claims_no_duration(
+    browser: Browser, static_origin: str
+) -> None:
+    page, _ = await browser.new_page()
+    await page.goto(static_origin + "/web/style.css")
+    assert await page.evaluate(TOOL_CARD_JS) == [
+        ["time unknown", "step 3 of 8 (2 updates)"], ["8.0 s", "step 3 of 8 (2 updates)"]]

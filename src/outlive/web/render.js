@@ -136,7 +136,10 @@ function updateTool(node, item) {
   node.dataset.tool = String(item.tool ?? "");
   setText(node.querySelector(".tool-name"), item.tool ?? "tool");
   setText(node.querySelector(".tool-status"), TOOL_LABEL[item.status] ?? String(item.status));
-  setText(node.querySelector(".tool-duration"), formatDuration(item.duration_ms));
+  // A call cut off by a crash is repaired with no measured time: say so, not "0 ms".
+  const unmeasured = item.status === "interrupted" && !item.duration_ms;
+  setText(node.querySelector(".tool-duration"),
+    unmeasured ? "time unknown" : formatDuration(item.duration_ms));
   const progress = node.querySelector(".tool-progress");
   const steps = Array.isArray(item.progress) ? item.progress : [];
   progress.hidden = steps.length === 0;
