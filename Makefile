@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser pgbouncer node clean mcp-example
+.PHONY: run test lint bench postgres browser pgbouncer node shell-tools clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,11 +55,15 @@ mcp-example: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[mcp]"
 	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
 
+# The README's "Try it" commands run as a test; they use curl and jq.
+shell-tools:
+	@sh scripts/install_shell_tools.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser pgbouncer node lint
+test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_errors import run_cli
+from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
 from .config import (
     build_agents,
@@ -27,9 +29,10 @@ app = typer.Typer(
     help="outlive: durable agent sessions that outlive requests, tabs and workers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts are plain: Rich markup would eat "[env …]"
 )
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 app.add_typer(sessions_app, name="sessions")
 
@@ -226,6 +229,9 @@ def serve(
     from .api import ApiSettings, create_app
 
     configure_logging(log_level)
+    if (problem := port_problem(host, port)) is not None:  # before creating any file
+        console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
     retain_s, compact_s = _storage_settings(retain, compact_after)
     try:
         grace_s = parse_duration(purge_grace) or 0.0
@@ -354,7 +360,7 @@ def demo(
 
 
 def main() -> None:
-    app()
+    run_cli(app)
 
 
 if __name__ == "__main__":

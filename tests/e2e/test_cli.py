@@ -62,7 +62,7 @@ def test_sessions_commands_against_a_server(served) -> None:
     sid = created.stdout.strip()
     assert sid.startswith("ses_")
     tail = outlive("sessions", "tail", sid, *common, cwd=folder)
-    assert tail.returncode == 0 and "session_end" in tail.stdout
+    assert tail.returncode == 0 and "— session succeeded" in tail.stdout
     listed = outlive("sessions", "list", *common, cwd=folder)
     assert sid in listed.stdout and "succeeded" in listed.stdout
     sent = outlive("sessions", "send", sid, "and more", *common, cwd=folder)

@@ -106,6 +106,15 @@ _FANOUTS: dict[str, Fanout] = {}
 """One fan-out per database file, shared by every Store on it in this process."""
 
 
+def _probe(path: str) -> None:
+    """Open the database file and read its header, raising what sqlite3 raises."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version")
+    finally:
+        conn.close()
+
+
 class SqliteStore(SqlStore):
     """One file, one process. Writes are serialised by the file's write lock (`BEGIN IMMEDIATE`),
     which also makes separate connections, even in other processes, wait their turn."""
@@ -131,19 +140,32 @@ class SqliteStore(SqlStore):
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {int(self._busy)}")
-        await conn.execute("PRAGMA journal_mode = WAL")
-        await conn.execute("PRAGMA synchronous = NORMAL")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        # Deleted rows are overwritten in their pages, not just unlinked: a purge removes
-        # content from the file, not only from queries (docs/retention.md).
-        await conn.execute("PRAGMA secure_delete = FAST")
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {int(self._busy)}")
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted rows are overwritten in their pages, not just unlinked: a purge removes
+            # content from the file, not only from queries (docs/retention.md).
+            await conn.execute("PRAGMA secure_delete = FAST")
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def open(self) -> SqliteStore:
         if self._writer is None:
-            self._writer = await self._connect()
-            self._reader = await self._connect()
+            try:
+                # Plain sqlite3 first: aiosqlite's failed connect leaves a stop request that
+                # its thread answers later, on an event loop that may be closed by then.
+                await asyncio.to_thread(_probe, self.path)
+                self._writer = await self._connect()
+                self._reader = await self._connect()
+            except sqlite3.Error as exc:  # a missing folder, no permission, not a database
+                await self.close()
+                raise StoreUnavailable(
+                    f"cannot open the SQLite database {self.path}: {exc}"
+                ) from exc
         return self
 
     async def close(self) -> None:
