@@ -27,7 +27,9 @@ StoreFactory = Callable[[], Awaitable[PostgresStore | SqliteStore]]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "db_backend" in metafunc.fixturenames:
+    marked = any("db_backend" in str(m.args[0])
+                 for m in metafunc.definition.iter_markers("parametrize"))
+    if "db_backend" in metafunc.fixturenames and not marked:
         backends = getattr(metafunc.module, "DATABASES", ("sqlite", "postgres"))
         metafunc.parametrize("db_backend", backends)
 
