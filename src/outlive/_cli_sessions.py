@@ -167,3 +167,47 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
             out.print(msg, highlight=False)
 
     _run(go())
+
+
+@sessions_app.command("purge")
+def purge(
+    older_than: Annotated[str, typer.Option(
+        "--older-than", help="Purge finished sessions untouched this long (30d, 12h, 90m).")],
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Database URL [env OUTLIVE_DB; default sqlite:///./outlive.db]")] = None,
+    batch: Annotated[int, typer.Option(help="Sessions per transaction.")] = 50,
+) -> None:
+    """Purge old finished sessions from the database by hand, whole (docs/retention.md)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .config import database_url, parse_duration
+    from .store import open_store
+
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if age is None:
+        raise typer.BadParameter("--older-than needs a duration, such as 30d")
+
+    async def go() -> int:
+        store = await open_store(database_url(db))
+        try:
+            total = await store.count_expired(older_than=age)
+            done = 0
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                          transient=False) as progress:
+                task = progress.add_task("purging sessions", total=total)
+                while done < total:
+                    n = await store.purge_expired(older_than=age, limit=batch)
+                    if n == 0:
+                        break
+                    done += n
+                    progress.update(task, completed=min(done, total))
+            return done
+        finally:
+            await store.close()
+
+    n = asyncio.run(go())
+    out.print(f"purged {n} session(s) finished more than {older_than} ago")

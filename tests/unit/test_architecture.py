@@ -47,7 +47,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "store":          frozenset({"domain"}),                      # the Store port and SQL
     "providers":      frozenset({"domain"}),                      # the ModelProvider port
     "tools":          frozenset({"domain"}),                      # tool calls live in domain
-    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics"}),
+    # mcp: an adapter like providers: MCP servers' tools as registry tools, nothing more
+    "mcp":            frozenset({"domain", "tools"}),
+    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp"}),
     # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
     "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),
     "config":         ANY,                                        # builds agents and routes
@@ -68,6 +70,7 @@ FORBIDDEN = {
     "providers": {"store"},
     "api": {"runtime"},
     "tools": {"providers"},
+    "mcp": {"store", "runtime", "api", "providers"},
 }
 """The arrows the design names explicitly; `MAY_IMPORT` must exclude every one of them."""
 

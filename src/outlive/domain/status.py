@@ -125,7 +125,8 @@ def transition(
             return Outcome(
                 replace(state, status=Status.QUEUED, attempt=0, cancel_requested=False)
             )
-        return Outcome(state, changed=False)
+        # A person answered: the crash count starts again, as the run goes on.
+        return Outcome(replace(state, attempt=0), changed=state.attempt != 0)
     if action is Action.DELETE:
         deleted = replace(state, deleted=True)
         if state.status in TERMINAL:

@@ -145,6 +145,9 @@ class SqliteStore(SqlStore):
             await conn.execute("PRAGMA journal_mode = WAL")
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted rows are overwritten in their pages, not just unlinked: a purge removes
+            # content from the file, not only from queries (docs/retention.md).
+            await conn.execute("PRAGMA secure_delete = FAST")
         except BaseException:
             await conn.close()
             raise
@@ -176,13 +179,18 @@ class SqliteStore(SqlStore):
         assert self._writer is not None
         async with self._wlock:
             conn = self._writer
-            await conn.execute(SCHEMA_VERSION_DDL)
-            async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as c:
+            async with conn.execute("SELECT COUNT(*) FROM sqlite_master") as c:
                 row = await c.fetchone()
-            current = int(row[0]) if row else 0
+            if row is not None and int(row[0]) == 0:
+                # Only a file with no tables yet can take this: pages freed by a purge are
+                # then given back to the file system (`_reclaim`), not kept for reuse.
+                await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            await conn.execute(SCHEMA_VERSION_DDL)
+            async with conn.execute("SELECT version FROM schema_version") as c:
+                done = {int(r[0]) for r in await c.fetchall()}
             applied = 0
             for m in migrations("sqlite"):
-                if m.version <= current:
+                if m.version in done:
                     continue
                 await conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -239,6 +247,21 @@ class SqliteStore(SqlStore):
                 return await fn(_SqliteTx(conn, self.on_query))
             finally:
                 await conn.execute("COMMIT")
+
+    async def _reclaim(self) -> None:
+        """Hand freed pages back to the file system and fold the WAL (which still holds the
+        old page images) into the file, truncating it; a reader in the way only delays it."""
+        with _translated():
+            await asyncio.shield(self._reclaim_now())
+
+    async def _reclaim_now(self) -> None:
+        if self._writer is None:
+            return
+        async with self._wlock:
+            async with self._writer.execute("PRAGMA incremental_vacuum") as cur:
+                await cur.fetchall()
+            async with self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+                await cur.fetchall()
 
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
