@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser clean mcp-example
+.PHONY: run test lint bench postgres browser pgbouncer clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# Store tests also run through Debian's pgbouncer in transaction mode (started by the suite).
+pgbouncer:
+	@sh scripts/install_pgbouncer.sh
+
 # The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
 # `call example__add {"a": 2, "b": 3}`.
 mcp-example: $(VENV)/.installed
@@ -46,7 +50,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser lint
+test: $(VENV)/.installed-test postgres browser pgbouncer lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

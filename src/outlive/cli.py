@@ -12,8 +12,14 @@ import typer
 from rich.console import Console
 
 from ._cli_sessions import sessions_app
-from .config import build_agents, build_providers, configure_logging, database_url
-from .runtime import Catalog, RuntimeSettings, Worker
+from .config import (
+    build_agents,
+    build_providers,
+    configure_logging,
+    database_url,
+    listen_database_url,
+)
+from .runtime import DEFAULT_CONCURRENCY, Catalog, RuntimeSettings, Worker
 from .store import Store, open_store
 
 app = typer.Typer(
@@ -33,6 +39,12 @@ DbOption = Annotated[
     str | None,
     typer.Option("--db", help="Database URL: sqlite:///path.db or postgresql://… "
                               "[env OUTLIVE_DB; default sqlite:///./outlive.db]"),
+]
+ListenDbOption = Annotated[
+    str | None,
+    typer.Option("--listen-db", help="Direct PostgreSQL URL for LISTEN when --db is a "
+                                     "pooler in transaction mode (PgBouncer) "
+                                     "[env OUTLIVE_LISTEN_DB]"),
 ]
 AgentsOption = Annotated[
     list[str] | None,
@@ -59,7 +71,8 @@ def migrate(db: DbOption = None) -> None:
     """Create or upgrade the database schema."""
 
     async def go() -> int:
-        store = await open_store(database_url(db), migrate=False)
+        store = await open_store(database_url(db), migrate=False,
+                                 listen_url=listen_database_url(None))
         try:
             return await store.migrate()
         finally:
@@ -72,7 +85,10 @@ def migrate(db: DbOption = None) -> None:
 @app.command()
 def worker(
     db: DbOption = None,
-    concurrency: Annotated[int, typer.Option(help="Sessions run at once.")] = 8,
+    listen_db: ListenDbOption = None,
+    concurrency: Annotated[int, typer.Option(
+        help="Sessions run at once (they mostly wait on models; see docs/deploy.md)."
+    )] = DEFAULT_CONCURRENCY,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
     heartbeat: Annotated[
         float | None, typer.Option(help="Heartbeat interval, seconds [default: 2, or TTL/4].")
@@ -100,7 +116,7 @@ def worker(
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
 
     async def go() -> None:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(listen_db))
         w = Worker(store, registry, providers, settings, worker_id=worker_id)
         stop = asyncio.Event()
         _install_stop(stop)
@@ -152,13 +168,15 @@ def _write_key(path: Path, key: str) -> None:
 @app.command()
 def serve(
     db: DbOption = None,
+    listen_db: ListenDbOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API only (for replicas beside `outlive worker`).")
     ] = False,
     workers: Annotated[int, typer.Option("--workers", help="Sessions the in-process worker "
-                                                           "runs at once.")] = 8,
+                                                           "runs at once.")
+                       ] = DEFAULT_CONCURRENCY,
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
     key_file: Annotated[
@@ -180,7 +198,7 @@ def serve(
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
 
     async def go() -> None:
-        store = await open_store(url)
+        store = await open_store(url, listen_url=listen_database_url(listen_db))
         key = await _local_key(store, _key_file(url, key_file))
         api = create_app(store, catalog=Catalog(registry, providers), settings=ApiSettings())
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
@@ -240,7 +258,7 @@ def keys_create(
     key = new_key()
 
     async def go() -> str:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             o = await store.ensure_owner(owner)
             return await store.create_api_key(o.id, hash_key(key), label)
@@ -257,7 +275,7 @@ def keys_list(db: DbOption = None) -> None:
     """List keys (never the keys themselves)."""
 
     async def go() -> None:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             for k in await store.list_api_keys():
                 state = "revoked" if k.revoked else "active"
@@ -273,7 +291,7 @@ def keys_revoke(key_id: str, db: DbOption = None) -> None:
     """Revoke a key by its id (see `outlive keys list`)."""
 
     async def go() -> bool:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             return await store.revoke_api_key(key_id)
         finally:

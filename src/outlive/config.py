@@ -12,13 +12,26 @@ from .providers import ProviderRegistry, configured_registry
 from .runtime.agent_file import load_agents_file
 from .runtime.agents import AgentRegistry, demo_agent
 
-__all__ = ["DEFAULT_DB", "build_agents", "build_providers", "configure_logging", "database_url"]
+__all__ = [
+    "DEFAULT_DB",
+    "build_agents",
+    "build_providers",
+    "configure_logging",
+    "database_url",
+    "listen_database_url",
+]
 
 DEFAULT_DB = "sqlite:///./outlive.db"
 
 
 def database_url(option: str | None) -> str:
     return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
+
+
+def listen_database_url(option: str | None) -> str | None:
+    """A direct PostgreSQL URL for LISTEN when `--db` goes through a pooler in transaction
+    mode (PgBouncer); None when `--db` is direct."""
+    return option or os.environ.get("OUTLIVE_LISTEN_DB") or None
 
 
 def build_providers(

@@ -21,7 +21,8 @@ def samples(store: Any) -> dict[str, Any]:
     d = store.d
     pg = d.name == "postgres"
     return {
-        "abandon": 60.0, "after": 0, "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
+        "abandon": 60.0, "after": 0, "attention": None,
+        "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
         "channel": "outlive", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
         "data": d.json({}), "delivery": "steer", "fence": 1, "fences": [1], "hash": "h",

@@ -22,6 +22,7 @@ from ..providers import ProviderRegistry
 from ..store import Store, Subscription
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
+from .group_commit import GroupCommitter
 from .runner import Run
 from .settings import RuntimeSettings
 
@@ -50,6 +51,7 @@ class Worker:
         self.settings = settings or RuntimeSettings()
         self.id = worker_id or default_worker_id()
         self.runs: dict[str, Run] = {}
+        self.committer = GroupCommitter(store) if self.settings.group_commit else None
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,7 +122,8 @@ class Worker:
             self._wake.clear()
             free = self.settings.concurrency - len(self.runs)
             claims: list[Claim] = []
-            if free > 0:
+            behind = self._behind()
+            if free > 0 and not behind:
                 self._claiming = True
                 try:
                     claims = await self.store.claim(
@@ -147,9 +150,18 @@ class Worker:
             if claims and len(claims) == free:
                 continue  # there may be more waiting
             timeout = self.settings.backstop_interval
+            if behind:  # look again soon: the database may have caught up
+                timeout = behind if timeout is None else min(timeout, behind)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
+
+    def _behind(self) -> float:
+        """While the database is behind our writes, how long to wait before looking again
+        (0: it keeps up, claim)."""
+        if self.committer is None or self.committer.lag <= self.settings.max_write_lag:
+            return 0.0
+        return self.settings.max_write_lag / 4
 
     def _start(self, claim: Claim) -> None:
         assert claim.lease is not None
@@ -165,7 +177,8 @@ class Worker:
         except McpUnavailable as exc:
             self._refuse_later(claim, ErrorInfo("mcp_unavailable", str(exc)))
             return
-        run = Run(self.store, claim, agent, provider, model_name, self.settings)
+        run = Run(self.store, claim, agent, provider, model_name, self.settings,
+                  self.committer)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id

@@ -164,6 +164,7 @@ def to_session(d: Dialect, row: Row) -> Session:
         created_at=_ts_required(d, row["created_at"]),
         updated_at=_ts_required(d, row["updated_at"]),
         deleted_at=d.ts(row["deleted_at"]),
+        attention=row["attention"],
     )
 
 

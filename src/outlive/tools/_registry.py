@@ -31,6 +31,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDefinition",
+    "ToolFailure",
     "ToolFunction",
     "ToolRegistry",
     "ToolResult",
@@ -204,12 +205,32 @@ def _args_model(fn: Callable[..., Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class ToolFailure:
+    """What a tool returns (not raises) when it failed in a way it can describe: the service
+    said no, the record does not exist. The run records `tool_end {ok: false, error:
+    {message, retryable, value?}}`, the page shows it as a failure and the model sees it as
+    an error result, so it can retry (`retryable`) or tell the person."""
+
+    message: str
+    value: Any = None
+    """Anything JSON-ready that helps: the upstream status, the id that was not found."""
+    retryable: bool = False
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"message": self.message, "retryable": self.retryable}
+        if self.value is not None:
+            error["value"] = _jsonable(self.value)
+        return error
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """The outcome of one call. `result` is JSON-ready when ok; `error` says why not."""
+    """The outcome of one call. `result` is JSON-ready when ok; `error` says why not: a line
+    of text, or a tool's own `ToolFailure` as `{message, retryable, value?}`."""
 
     ok: bool
     result: Any | None
-    error: str | None
+    error: str | dict[str, Any] | None
     duration_ms: int
     interrupted: bool = False
 
@@ -315,8 +336,11 @@ class ToolRegistry:
         if error is not None:
             log.info("tool %s failed: %r", t.name, error)
             return ToolResult.failure(f"{type(error).__name__}: {error}", elapsed())
+        outcome = work.result()
         try:
-            value = _jsonable(work.result())
+            if isinstance(outcome, ToolFailure):
+                return ToolResult(False, None, outcome.to_error(), elapsed())
+            value = _jsonable(outcome)
         except (TypeError, ValueError) as err:
             return ToolResult.failure(
                 f"TypeError: result of tool {t.name!r} is not JSON-serialisable: {err}", elapsed()

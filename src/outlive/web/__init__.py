@@ -1,4 +1,4 @@
-"""The workbench page (DESIGN §2, §6, §9): static HTML, CSS and ES modules, no build step.
+"""The workbench page (docs/architecture.md §2, §6): static HTML, CSS and ES modules, no build step.
 
 `mount(app)` serves the page at `/` and its assets at `/web/<file>`. The files are package
 data, read once when mounted; each response carries `Cache-Control: no-cache` with an ETag (so

@@ -43,7 +43,8 @@ CREATE TABLE sessions (
     metadata            JSONB NOT NULL DEFAULT '{}'::jsonb,
     created_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
     updated_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
-    deleted_at          TIMESTAMPTZ
+    deleted_at          TIMESTAMPTZ,
+    attention           TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
@@ -93,4 +94,11 @@ CREATE TABLE message_requests (
     delivery          TEXT NOT NULL,
     requeued          BOOLEAN NOT NULL,
     PRIMARY KEY (session_id, client_request_id)
+);
+
+CREATE TABLE create_requests (
+    owner_id          TEXT NOT NULL REFERENCES owners (id),
+    client_request_id TEXT NOT NULL,
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    PRIMARY KEY (owner_id, client_request_id)
 );

@@ -43,7 +43,8 @@ CREATE TABLE sessions (
     metadata            TEXT NOT NULL DEFAULT '{}',
     created_at          REAL NOT NULL,
     updated_at          REAL NOT NULL,
-    deleted_at          REAL
+    deleted_at          REAL,
+    attention           TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
@@ -93,4 +94,11 @@ CREATE TABLE message_requests (
     delivery          TEXT NOT NULL,
     requeued          INTEGER NOT NULL,
     PRIMARY KEY (session_id, client_request_id)
+) WITHOUT ROWID;
+
+CREATE TABLE create_requests (
+    owner_id          TEXT NOT NULL REFERENCES owners (id),
+    client_request_id TEXT NOT NULL,
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    PRIMARY KEY (owner_id, client_request_id)
 ) WITHOUT ROWID;
