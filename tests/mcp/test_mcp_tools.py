@@ -76,7 +76,9 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
     # isError: a failed result, red in the transcript, an error to the model.
     done, events = await ask(sqlite_store, owner, "call test__broken {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "the disk is on fire" in end.data["error"]
+    assert end.data["ok"] is False
+    assert end.data["error"]["message"].endswith("the disk is on fire")
+    assert end.data["error"]["retryable"] is False
     assert "failed: " in by_type(events, "message_end")[-1].data["text"]
 
     # Text and image content are kept apart, the image inline while it is small.
@@ -97,7 +99,8 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
     t0 = time.monotonic()
     done, events = await ask(sqlite_store, owner, "call web__die {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "MCP server 'web' went away" in end.data["error"]
+    assert end.data["ok"] is False and end.data["error"]["retryable"] is True
+    assert "MCP server 'web' went away" in end.data["error"]["message"]
     assert time.monotonic() - t0 < 10
 
 
@@ -144,7 +147,8 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
     assert conn.connects == 1
     done, events = await ask(sqlite_store, owner, "call test__die {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "MCP server 'test' went away" in end.data["error"]
+    assert end.data["ok"] is False and end.data["error"]["retryable"] is True
+    assert "MCP server 'test' went away" in end.data["error"]["message"]
     await eventually(lambda: conn.ready and conn.connects == 2, timeout=10,
                      what="the connection restarted")
     done, events = await ask(sqlite_store, owner, 'call test__add {"a": 1, "b": 1}')

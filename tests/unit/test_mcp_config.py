@@ -10,12 +10,13 @@ from mcp import types
 
 from outlive.domain.errors import InvalidInput
 from outlive.mcp import HttpServer, StdioServer, server_from_dict
-from outlive.mcp.results import INLINE_BINARY_LIMIT, McpToolError, convert_result
+from outlive.mcp.results import INLINE_BINARY_LIMIT, convert_result
 from outlive.mcp.tool import tool_name
 from outlive.providers import Message, ToolSpec
 from outlive.providers.demo import plan_turn
 from outlive.runtime import AgentRegistry, demo_agent
 from outlive.runtime.agent_file import load_agents_file
+from outlive.tools import ToolFailure
 
 
 def test_stdio_and_http_servers_from_tables(monkeypatch):
@@ -126,9 +127,9 @@ def test_results_keep_text_content_and_structure_apart():
     wrapped = types.CallToolResult(content=[types.TextContent(type="text", text="5")],
                                    structuredContent={"result": "5"})
     assert convert_result(wrapped) == {"text": "5"}
-    with pytest.raises(McpToolError, match="no such file"):
-        convert_result(types.CallToolResult(
-            content=[types.TextContent(type="text", text="no such file")], isError=True))
+    failed = convert_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text="no such file")], isError=True))
+    assert failed == ToolFailure("no such file")
 
 
 def test_tool_names_are_namespaced_and_safe_for_model_apis():
