@@ -11,7 +11,7 @@ from mcp import types
 from outlive.domain.errors import InvalidInput
 from outlive.mcp import HttpServer, StdioServer, server_from_dict
 from outlive.mcp.results import INLINE_BINARY_LIMIT, convert_result
-from outlive.mcp.tool import tool_name
+from outlive.mcp.tool import adapt_tools, tool_name
 from outlive.providers import Message, ToolSpec
 from outlive.providers.demo import plan_turn
 from outlive.runtime import AgentRegistry, demo_agent
@@ -145,3 +145,18 @@ def test_the_demo_model_calls_any_offered_tool_by_name():
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("fs__read", {"path": "a"})]
     assert "no tool `nope`" in plan_turn([Message("user", "call nope {}")], tools).text
     assert "not JSON" in plan_turn([Message("user", "call fs__read {oops")], tools).text
+
+
+def test_a_schema_that_cannot_be_checked_here_leaves_checking_to_the_server():
+    conn = _Listed([types.Tool(name="fetch", inputSchema={
+        "type": "object", "properties": {"x": {"$ref": "https://example.com/x.json"}}})])
+    [t] = adapt_tools(conn)
+    assert callable(t.bind({"x": 1}))  # no network, no crash
+
+
+class _Listed:
+    """Just enough of a connection for `adapt_tools`: a server declaration and its tools."""
+
+    def __init__(self, tools: list[types.Tool]) -> None:
+        self.server = server_from_dict({"name": "s", "command": "x"})
+        self.tools = tools
