@@ -129,6 +129,21 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
         {"event": c["event"], "key": c["key"]} for c in calls(record)],
         what="the server recorded notifications/cancelled")
 
+    # An interrupting follow-up aborts the call the same way, and the run goes on.
+    s = await sqlite_store.create_session(owner, agent="mcp", model="demo:scripted",
+                                          prompt="call test__hang {}")
+    await eventually(lambda: len([c for c in calls(record) if c["event"] == "start"]) == 2,
+                     what="the second hang call reached the server")
+    await sqlite_store.post_message(owner, s.id, "never mind", mode="interrupt")
+    done = await settled(sqlite_store, s.id, timeout=5)
+    assert done.status is Status.SUCCEEDED
+    end = by_type(await all_events(sqlite_store, s.id), "tool_end")[0]
+    assert end.data["interrupted"] is True
+    key = [c for c in calls(record) if c["event"] == "start"][1]["key"]
+    await eventually(lambda: {"event": "cancelled", "key": key} in [
+        {"event": c["event"], "key": c["key"]} for c in calls(record)],
+        what="the server recorded the interrupt's notifications/cancelled")
+
     # A per-tool timeout: a failed result, and the server is told to stop too.
     done, events = await ask(sqlite_store, owner, 'call test__ledger {"seconds": 30}')
     assert by_type(events, "tool_end")[0].data["error"] == "timed out after 0.3s"
