@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser pgbouncer clean mcp-example
+.PHONY: run test lint bench postgres browser pgbouncer node shell-tools clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,17 +40,30 @@ browser:
 pgbouncer:
 	@sh scripts/install_pgbouncer.sh
 
+# The front-end acceptance tests drive the real AI SDK and AG-UI clients in Node (20 or newer),
+# pinned by tests/frontends/node/package-lock.json; reinstalled when the lockfile changes.
+NODE_TESTS := tests/frontends/node
+
+$(NODE_TESTS)/node_modules/.package-lock.json: $(NODE_TESTS)/package-lock.json
+	cd $(NODE_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+
+node: $(NODE_TESTS)/node_modules/.package-lock.json
+
 # The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
 # `call example__add {"a": 2, "b": 3}`.
 mcp-example: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[mcp]"
 	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
 
+# The README's "Try it" commands run as a test; they use curl and jq.
+shell-tools:
+	@sh scripts/install_shell_tools.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser pgbouncer lint
+test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres
@@ -58,4 +71,4 @@ bench: $(VENV)/.installed-test postgres
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_TESTS)/node_modules *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_errors import run_cli
+from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
 from .config import (
     build_agents,
@@ -18,6 +20,7 @@ from .config import (
     configure_logging,
     database_url,
     listen_database_url,
+    parse_duration,
 )
 from .runtime import DEFAULT_CONCURRENCY, Catalog, RuntimeSettings, Worker
 from .store import Store, open_store
@@ -26,9 +29,10 @@ app = typer.Typer(
     help="outlive: durable agent sessions that outlive requests, tabs and workers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts are plain: Rich markup would eat "[env …]"
 )
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 app.add_typer(sessions_app, name="sessions")
 
@@ -58,6 +62,26 @@ RoutesOption = Annotated[
 SpeedOption = Annotated[
     float, typer.Option("--demo-speed", help="Pacing of the demo model; 0 = instant.")
 ]
+RetainOption = Annotated[
+    str | None,
+    typer.Option("--retain", envvar="OUTLIVE_RETAIN",
+                 help="Purge finished sessions untouched this long (30d, 12h, …) "
+                      "[default: keep forever]. See docs/retention.md."),
+]
+CompactOption = Annotated[
+    str,
+    typer.Option("--compact-after", envvar="OUTLIVE_COMPACT_AFTER",
+                 help="Compact a finished session's deltas this long after it ended; off = "
+                      "never."),
+]
+
+
+def _storage_settings(retain: str | None, compact_after: str) -> tuple[float | None, float | None]:
+    """(retain, compact_after) in seconds, from the options' durations."""
+    try:
+        return parse_duration(retain), parse_duration(compact_after)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _install_stop(stop: asyncio.Event) -> None:
@@ -101,16 +125,21 @@ def worker(
     demo_speed: SpeedOption = 1.0,
     worker_id: Annotated[str | None, typer.Option(help="Name in leases and logs.")] = None,
     routes: RoutesOption = None,
+    retain: RetainOption = None,
+    compact_after: CompactOption = "5m",
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
+    retain_s, compact_s = _storage_settings(retain, compact_after)
     settings = RuntimeSettings(
         lease_ttl=lease_ttl,
         heartbeat_interval=heartbeat or RuntimeSettings.heartbeat_for(lease_ttl),
         backstop_interval=backstop or None,
         concurrency=concurrency,
         grace=grace,
+        retain=retain_s,
+        compact_after=compact_s,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -185,6 +214,13 @@ def serve(
     ] = None,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
     routes: RoutesOption = None,
+    retain: RetainOption = None,
+    compact_after: CompactOption = "5m",
+    purge_grace: Annotated[
+        str, typer.Option("--purge-grace", envvar="OUTLIVE_PURGE_GRACE",
+                          help="A deleted session's content is purged this long after the "
+                               "DELETE (?purge=now: at once).")
+    ] = "5m",
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
@@ -193,6 +229,14 @@ def serve(
     from .api import ApiSettings, create_app
 
     configure_logging(log_level)
+    if (problem := port_problem(host, port)) is not None:  # before creating any file
+        console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+    retain_s, compact_s = _storage_settings(retain, compact_after)
+    try:
+        grace_s = parse_duration(purge_grace) or 0.0
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     url = database_url(db)
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -200,7 +244,8 @@ def serve(
     async def go() -> None:
         store = await open_store(url, listen_url=listen_database_url(listen_db))
         key = await _local_key(store, _key_file(url, key_file))
-        api = create_app(store, catalog=Catalog(registry, providers), settings=ApiSettings())
+        api = create_app(store, catalog=Catalog(registry, providers),
+                         settings=ApiSettings(purge_grace=grace_s))
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=3)
 
@@ -217,7 +262,8 @@ def serve(
             w = Worker(store, registry, providers,
                        RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl,
                                        heartbeat_interval=RuntimeSettings.heartbeat_for(
-                                           lease_ttl)))
+                                           lease_ttl),
+                                       retain=retain_s, compact_after=compact_s))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 
@@ -314,7 +360,7 @@ def demo(
 
 
 def main() -> None:
-    app()
+    run_cli(app)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli":            ANY,                                        # `outlive serve|worker|...`
     "__main__":       ANY,                                        # `python -m outlive`
     "_cli_sessions":  ANY,                                        # `outlive sessions ...`
+    "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
+    "_cli_port":      frozenset(),                                # who holds a TCP port
+    "_cli_transcript": frozenset(),                               # events as text
     "_embedded":      ANY,                                        # API+worker+store in-process
     "_tour":          ANY,                                        # `outlive demo`
 }

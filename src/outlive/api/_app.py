@@ -3,7 +3,9 @@
 Routes live under `/v1` (sessions, events, login), plus `GET /healthz` and `GET /metrics`
 without auth; the OpenAPI document is `/openapi.json` (docs at `/docs`). The OpenAI-compatible
 Responses API is a sub-application at `/openai/v1` (its own document at
-`/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The lifespan starts
+`/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The front-end protocols, the AI
+SDK's chat stream at `/ai-sdk` and AG-UI at `/ag-ui`, are plain routes with the same auth,
+left out of `/openapi.json` (their bodies are the protocols' own). The lifespan starts
 the fan-out hub (one store subscription for the process) and stops it, and with it every
 stream still open.
 
@@ -23,7 +25,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..store import Store
 from ..web import mount as mount_web
-from . import _auth, _events, _meta, _metrics, _sessions
+from . import _auth, _events, _meta, _metrics, _sessions, agui, aisdk
 from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
@@ -82,7 +84,7 @@ def create_app(
                        exempt=(openai_surface.PREFIX + "/",))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _events, _auth, _meta, _metrics):
+    for module in (_sessions, _events, _auth, _meta, _metrics, aisdk, agui):
         app.include_router(module.router)
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

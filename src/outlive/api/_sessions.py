@@ -149,10 +149,20 @@ async def patch_session(
     status_code=202,
     response_model=DeletedOut,
     responses=error_responses(401, 404, 422),
-    summary="Delete a session (a running one is cancelled first)",
+    summary="Delete a session (a running one is cancelled first); its content is purged "
+    "after a short grace, or at once with ?purge=now",
 )
-async def delete_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> DeletedOut:
-    await ctx.store.delete_session(owner.id, session_id)
+async def delete_session(
+    session_id: str, owner: CurrentOwner, ctx: Ctx,
+    purge: Annotated[Literal["now"] | None, Query(
+        description="`now`: purge the content at once (a running session: as soon as its "
+        "run has stopped) instead of after the server's grace period")] = None,
+) -> DeletedOut:
+    now = purge == "now"
+    await ctx.store.delete_session(owner.id, session_id,
+                                   purge_in=0.0 if now else ctx.settings.purge_grace)
+    if now:
+        await ctx.store.purge_session(session_id)
     return DeletedOut()
 
 

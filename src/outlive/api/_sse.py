@@ -4,9 +4,11 @@ Session stream (docs/architecture.md §6), in order:
 
 1. `attached {last_seq, status}` (no `id:`);
 2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
-   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with one more than
-   `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync {reason: "too_far_behind"}` and
-   the snapshot;
+   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
+   compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
+   "compacted", last_seq}` and the snapshot at `compacted_through`, whose tail follows; with
+   one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync {reason:
+   "too_far_behind"}` and the snapshot;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
@@ -49,6 +51,7 @@ __all__ = [
     "PING",
     "SESSION_REPLAY_LIMIT",
     "EventStream",
+    "data_frame",
     "frame",
     "owner_frames",
     "session_frames",
@@ -76,6 +79,11 @@ def _data(value: Any) -> bytes:
         if raw in out:
             out = out.replace(raw, escaped)
     return out
+
+
+def data_frame(data: Any) -> bytes:
+    """A frame with only a `data:` line (protocols that name nothing else)."""
+    return b"data: " + _data(data) + b"\n\n"
 
 
 def frame(event: str, data: Any, id: int | None = None) -> bytes:
@@ -216,12 +224,19 @@ async def session_frames(
     sid = session.id
     yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
     terminal = session.status in TERMINAL
-    behind = cursor is not None and session.last_seq - cursor > SESSION_REPLAY_LIMIT
-    if cursor is None or cursor > session.last_seq or behind:
-        if cursor is not None:
-            reason = "too_far_behind" if behind else "cursor_ahead"
-            yield frame("resync", {"reason": reason, "last_seq": session.last_seq})
-        seq, state = await ctx.snapshots.at(sid, session.last_seq)
+    resync = None
+    if cursor is not None and cursor > session.last_seq:
+        resync = "cursor_ahead"
+    elif cursor is not None and cursor < session.compacted_through:
+        resync = "compacted"  # the deltas after the cursor were folded into the snapshot
+    elif cursor is not None and session.last_seq - cursor > SESSION_REPLAY_LIMIT:
+        resync = "too_far_behind"
+    if cursor is None or resync is not None:
+        if resync is not None:
+            yield frame("resync", {"reason": resync, "last_seq": session.last_seq})
+        # After a compaction the snapshot it left is the nearest exact state; the tail follows.
+        upto = session.compacted_through if resync == "compacted" else session.last_seq
+        seq, state = await ctx.snapshots.at(sid, upto)
         yield frame("snapshot", {"seq": seq, "state": state}, seq)
         sent = seq
         terminal = state.get("status") in TERMINAL

@@ -156,6 +156,9 @@ class Session:
     replayed: bool = False
     """True when `create_session` returned the session an earlier create with the same
     client request id made, instead of making a new one."""
+    compacted_through: int = 0
+    """Deltas (`text_delta`, `thinking_delta`, `tool_progress`) at or below this seq were
+    folded into the snapshot at this seq and deleted; other events remain (no renumbering)."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -1,4 +1,5 @@
-"""The transcript reducer of DESIGN §6: a pure fold of one session's events into its UI state.
+"""The transcript reducer of docs/architecture.md §6: a pure fold of one session's events into
+its UI state.
 
 The API caches folded states as snapshots and folds forward from them, the Python client folds
 live events on top of a snapshot frame, and the web page repeats these rules in JS. So the fold
@@ -9,8 +10,8 @@ plain JSON so it survives the database and the wire unchanged.
 States are values: `apply` and `fold` never mutate the state they are given. They share the
 parts an event did not touch with it, so callers must treat every state as read-only.
 
-Rules beyond the event list of DESIGN §6, chosen so a transcript never shows work as still in
-flight (or as a success) after the run that did it is gone:
+Rules beyond the event list of docs/architecture.md §6, chosen so a transcript never shows
+work as still in flight (or as a success) after the run that did it is gone:
 
 * `session_end` closes open items: streaming messages become "interrupted" ("cancelled" when the
   session was cancelled) and running tools "interrupted". `session_interrupted` (a park) and

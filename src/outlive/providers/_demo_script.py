@@ -95,6 +95,32 @@ _COUNT = re.compile(r"\b(?:idempotent|count|counter)\b")
 _LENGTH = re.compile(r"\blength\b")
 _THINK = re.compile(r"\bthink")
 _CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*(.*)$", re.DOTALL)
+_MARKDOWN = re.compile(r"\bmarkdown\b")
+
+MARKDOWN_ANSWER = """## Durable sessions, in short
+
+A session **outlives** the request, the tab and the worker:
+
+1. the database owns it (lease, fence, event log);
+2. workers *borrow* it under a lease;
+3. clients resume from the last `seq` they saw.
+
+| part | keeps | lost on a crash |
+|---|---|---:|
+| database | status, history, events | nothing |
+| worker | the model call in flight | one step |
+
+```python
+async for item in client.stream(session_id, until_end=True):
+    print(item.seq, item.type)  # gapless, never repeated
+```
+
+> A cancel keeps the partial answer, marked `cancelled`.
+
+- [x] stream
+- [ ] reconnect
+
+More in [the architecture notes](https://example.com/outlive/architecture)."""
 _WORD = re.compile(r"[\w'’-]+")
 
 
@@ -437,6 +463,8 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
         turn = _count(ctx)
     elif _LENGTH.search(low):
         turn = _length(ctx)
+    elif _MARKDOWN.search(low):
+        turn = DemoTurn(MARKDOWN_ANSWER, "stop") if ctx.step == 0 else _done(ctx)
     elif ctx.asked is not None:
         turn = _answer(ctx)
     else:

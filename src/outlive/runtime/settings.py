@@ -43,6 +43,17 @@ class RuntimeSettings:
     turn_timeout: float = 900.0
     """Wall-clock cap on a turn's model call, retries and backoff included; past it the run
     settles `failed` (`provider_error`)."""
+    sweep_interval: float | None = 30.0
+    """Seconds between storage sweeps (purge, retention, compaction, owner log; see
+    docs/retention.md); None turns the sweep off."""
+    compact_after: float | None = 300.0
+    """A finished session's deltas are compacted this long after it ended; None: never."""
+    retain: float | None = None
+    """Finished sessions untouched this long are purged whole; None (default): kept forever."""
+    owner_log_keep: int = 10_000
+    """Each owner's lifecycle log keeps its last this many events."""
+    sweep_batch: int = 50
+    """Sessions per purge or compaction batch (each batch is one short transaction)."""
 
     @staticmethod
     def heartbeat_for(lease_ttl: float) -> float:
@@ -52,6 +63,10 @@ class RuntimeSettings:
     def __post_init__(self) -> None:
         if self.heartbeat_interval >= self.lease_ttl:
             raise ValueError("heartbeat_interval must be shorter than lease_ttl")
+        if self.owner_log_keep < 1000:
+            raise ValueError("owner_log_keep must be at least 1000 (streams resync beyond it)")
+        if self.sweep_batch < 1:
+            raise ValueError("sweep_batch must be at least 1")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (self.stall_timeout > 0 and self.turn_timeout > 0):

@@ -23,6 +23,7 @@ from ..store import Store, Subscription
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
+from .housekeeping import sweep
 from .runner import Run
 from .settings import RuntimeSettings
 
@@ -82,6 +83,8 @@ class Worker:
             asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
             asyncio.create_task(self._abandon_scan(), name="worker-abandon"),
         ]
+        if self.settings.sweep_interval is not None:
+            self._tasks.append(asyncio.create_task(self._sweeps(), name="worker-sweep"))
         with contextlib.suppress(Exception):
             await self.store.wait_listening()
         self.started.set()
@@ -269,6 +272,18 @@ class Worker:
                         r.lost()
                 elif h.cancel_requested:
                     r.cancel_seen()
+
+    async def _sweeps(self) -> None:
+        """Bounded storage: the first pass soon after start, then every `sweep_interval`."""
+        interval = self.settings.sweep_interval
+        assert interval is not None
+        await asyncio.sleep(min(interval, 1.0))
+        while True:
+            try:
+                await sweep(self.store, self.settings)
+            except Exception as exc:
+                log.warning("storage sweep failed: %s", exc)
+            await asyncio.sleep(interval)
 
     async def _abandon_scan(self) -> None:
         while True:

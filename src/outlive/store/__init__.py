@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..domain.errors import InvalidInput
 from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
@@ -33,7 +34,7 @@ async def open_store(
         store = await SqliteStore.from_url(url).open()
     else:
         scheme = url.split("://", 1)[0]
-        raise ValueError(
+        raise InvalidInput(
             f"unsupported database URL scheme {scheme!r}; use sqlite:///path.db or postgresql://…"
         )
     if migrate:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..domain.errors import NotFound, SessionBusy
+from ..domain.errors import InvalidInput, NotFound, SessionBusy
 from ..domain.model import (
     TERMINAL,
     Delivery,
@@ -80,11 +80,11 @@ class SessionOps(StoreCore):
                 },
             )
             if prompt is not None:
+                data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
+                if client_request_id is not None:
+                    data["client_request_id"] = client_request_id
                 ev = await self._append(
-                    tx, sid,
-                    [NewEvent("user_message", {"text": prompt, "delivery": Delivery.START})],
-                    fenced=None,
-                )
+                    tx, sid, [NewEvent("user_message", data)], fenced=None)
                 await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
             if client_request_id is not None:
                 await tx.execute(self.q.insert_create_request,
@@ -104,6 +104,14 @@ class SessionOps(StoreCore):
             if not rows:
                 raise NotFound(f"session {session_id} not found")
             return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+        async def op(tx: Tx) -> Session | None:
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)
 
@@ -159,9 +167,18 @@ class SessionOps(StoreCore):
 
         return await self._write(op)
 
-    async def delete_session(self, owner_id: str, session_id: str) -> None:
+    async def delete_session(
+        self, owner_id: str, session_id: str, *, purge_in: float | None = None
+    ) -> None:
+        """Hide the session (cancelling its run); with `purge_in`, its content is purged
+        that many seconds later, once no run holds it (`purge_due`, `purge_session`)."""
+        if purge_in is not None and purge_in < 0:
+            raise InvalidInput("purge_in must be zero or more seconds")
+
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._locked(tx, session_id, owner_id)
+            if purge_in is not None:
+                await tx.execute(self.q.set_purge_after, {"grace": purge_in, "id": session_id})
             out = transition(lifecycle(row), Action.DELETE)
             extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
             await self._apply(tx, row, out.state, **extra)

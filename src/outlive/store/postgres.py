@@ -223,12 +223,11 @@ class PostgresStore(SqlStore):
             # One migrator at a time across every process sharing this database.
             await conn.execute("SELECT pg_advisory_xact_lock(7402135)")
             await conn.execute(SCHEMA_VERSION_DDL)
-            cur = await conn.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version")
-            row = await cur.fetchone()
-            current = int(row["v"]) if row else 0
+            cur = await conn.execute("SELECT version FROM schema_version")
+            done = {int(r["version"]) for r in await cur.fetchall()}
             applied = 0
             for m in migrations("postgres"):
-                if m.version <= current:
+                if m.version in done:
                     continue
                 await conn.execute(m.sql.encode())
                 await conn.execute(

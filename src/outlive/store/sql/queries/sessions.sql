@@ -22,6 +22,13 @@ SELECT {session_row} FROM sessions s WHERE s.id = :id
 SELECT {session_row} FROM sessions s
 WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL
 
+-- name: find_chat
+-- A front end's own id for a conversation (AI SDK chat id, AG-UI thread id), kept in metadata.
+-- `->>` reads a JSON field on both databases (SQLite since 3.38).
+SELECT {session_row} FROM sessions s
+WHERE s.owner_id = :owner AND s.deleted_at IS NULL AND s.metadata ->> 'chat_id' = :chat
+ORDER BY s.id DESC LIMIT 1
+
 -- name: list_sessions
 -- Newest first; the cursor is the last id of the previous page.
 SELECT {session_row} FROM sessions s
