@@ -67,17 +67,18 @@ def test_a_question_is_an_interrupt_answered_with_resume(frontends: World) -> No
 def test_cancel_ends_the_run_cancelled_and_a_dropped_connection_does_not(
     frontends: World,
 ) -> None:
-    thread = frontends.chat_id()
-    d = frontends.driver("agui.mjs", "cancel", thread, "run long", "12")
-    done = d.done()
-    assert [line["cancel"] for line in d.lines if "cancel" in line] == [202]
+    thread, dropped = frontends.chat_id(), frontends.chat_id()
+    cancelling = frontends.driver("agui.mjs", "cancel", thread, "run long", "12")
+    dropping = frontends.driver("agui.mjs", "drop", dropped, "run long", "12")  # side by side
+
+    done = cancelling.done()
+    assert [line["cancel"] for line in cancelling.lines if "cancel" in line] == [202]
     assert done["failure"] is None
     assert done["finished"]["outcome"]["type"] == "cancelled"
     session_id = frontends.session_of_chat(thread)
     assert frontends.wait_status(session_id, {"succeeded", "cancelled"}) == "cancelled"
 
-    dropped = frontends.chat_id()
-    frontends.run("agui.mjs", "drop", dropped, "run long", "12")
+    dropping.done()
     session_id = frontends.session_of_chat(dropped)
     assert frontends.wait_status(session_id, {"succeeded", "cancelled"}) == "succeeded"
 
