@@ -31,7 +31,7 @@ from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._errors import ApiError
 from .._hub import StreamClosed
-from .._run_feed import RunFeed, latest_run_start, watch_session
+from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream
 from .._threads import RunRef, find_thread, not_found, run_for_request, start_run
 from ._projection import RunHeader, RunProjection
@@ -115,7 +115,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run
     feed = RunFeed(ctx, session.id, ref.start, mb)
     try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        if not first or first[0].seq != ref.start or first[0].type != "user_message":
+        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
             raise not_found(f"run {run_id}")
         before = (await ctx.snapshots.at(session.id, ref.start - 1))[1] if ref.start > 1 \
             else empty_state()
