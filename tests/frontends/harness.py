@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -180,9 +179,6 @@ def world(dsn: str, log_dir: Path) -> Iterator[World]:
             w.close()
         workers.close()
         serve.stop(5)
-        if os.environ.get("OUTLIVE_KEEP_LOGS") is None:
-            for p in workers.started:
-                p.log_path.unlink(missing_ok=True)
 
 
 SPEED = 20.0
