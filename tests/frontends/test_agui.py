@@ -21,14 +21,15 @@ def assistant_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_a_whole_run_with_a_tool_call_passes_the_verifier(frontends: World) -> None:
     thread = frontends.chat_id()
-    done = frontends.run("agui.mjs", "run", thread, "What is the weather in Paris?")
+    done = frontends.run("agui.mjs", "run", thread, "think, then look up the weather in Paris")
     assert done["failure"] is None and done["runError"] is None
     types = done["types"]
     assert types[:3] == ["RUN_STARTED", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT"]
     assert types[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     for kind in ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
                  "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                 "STEP_STARTED", "STEP_FINISHED"):
+                 "STEP_STARTED", "STEP_FINISHED", "REASONING_START", "REASONING_MESSAGE_CONTENT",
+                 "REASONING_END"):
         assert kind in types, kind
     assert done["finished"]["outcome"]["type"] == "success"
     session_id = frontends.session_of_chat(thread)

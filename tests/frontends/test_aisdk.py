@@ -22,7 +22,7 @@ def parts_of(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 def test_a_whole_answer_with_a_tool_call_parses_cleanly(frontends: World) -> None:
     chat = frontends.chat_id()
-    done = frontends.run("aisdk.mjs", "chat", chat, "What is the weather in Paris?")
+    done = frontends.run("aisdk.mjs", "chat", chat, "think, then look up the weather in Paris")
     assert done["errors"] == [] and done["status"] == "ready"
     assert done["finishes"] == [{"isAbort": False, "isDisconnect": False, "isError": False,
                                  "finishReason": "stop"}]
@@ -37,6 +37,8 @@ def test_a_whole_answer_with_a_tool_call_parses_cleanly(frontends: World) -> Non
         start["data"]["call_id"], start["data"]["tool"], start["data"]["arguments"])
     texts = [p["text"] for p in parts_of(assistant, "text")]
     assert texts[-1] == answer_text(events)
+    thinking = "".join(e["data"]["text"] for e in events if e["type"] == "thinking_delta")
+    assert thinking and "".join(p["text"] for p in parts_of(assistant, "reasoning")) == thinking
 
     again = frontends.run("aisdk.mjs", "chat", chat, "And in Rome?")
     assert again["errors"] == [] and len(again["messages"]) == 2, "the chat's next answer"
