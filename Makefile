@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser node clean
+.PHONY: run test lint bench postgres browser pgbouncer node shell-tools clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# Store tests also run through Debian's pgbouncer in transaction mode (started by the suite).
+pgbouncer:
+	@sh scripts/install_pgbouncer.sh
+
 # The front-end acceptance tests drive the real AI SDK and AG-UI clients in Node (20 or newer),
 # pinned by tests/frontends/node/package-lock.json; reinstalled when the lockfile changes.
 NODE_TESTS := tests/frontends/node
@@ -45,11 +49,21 @@ $(NODE_TESTS)/node_modules/.package-lock.json: $(NODE_TESTS)/package-lock.json
 
 node: $(NODE_TESTS)/node_modules/.package-lock.json
 
+# The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
+# `call example__add {"a": 2, "b": 3}`.
+mcp-example: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[mcp]"
+	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
+
+# The README's "Try it" commands run as a test; they use curl and jq.
+shell-tools:
+	@sh scripts/install_shell_tools.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser node lint
+test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(VENV)/.installed-test postgres

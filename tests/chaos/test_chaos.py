@@ -1,4 +1,4 @@
-"""Chaos: real processes, real `kill -9`, a real PostgreSQL restart (DESIGN §3–§7).
+"""Chaos: real processes, real `kill -9`, a real PostgreSQL restart (docs/architecture.md §3–§7).
 
 What this module proves, with every process started by the test itself
 (tests/support/processes.py):

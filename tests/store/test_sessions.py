@@ -159,7 +159,8 @@ async def test_delete_queued_session_cancels_it_and_hides_it(store):
     assert gone.deleted_at is not None
     assert gone.status is Status.CANCELLED and gone.lease_worker is None
     [end] = await store.read_events(s.id, after=1)
-    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "deleted"})
+    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "deleted",
+                                                    "dropped_inputs": [1]})
     assert (await owner_events(store, owner.id))[2:] == [
         ("session_status", {"status": "cancelled", "attempt": 0}),
         ("session_deleted", {}),

@@ -26,6 +26,7 @@ from ..domain.model import (
 
 __all__ = [
     "MAX_METADATA_BYTES",
+    "MIN_ABANDON_AFTER",
     "CancelOut",
     "CreateSession",
     "DeletedOut",
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 MAX_METADATA_BYTES = 16 * 1024
+MIN_ABANDON_AFTER = 30.0
+"""Below this a run would be cancelled between two `watched_at` bumps of a live stream."""
 
 
 class _Request(BaseModel):
@@ -76,9 +79,15 @@ class CreateSession(_Request):
         f"{MAX_METADATA_BYTES} bytes as JSON).",
     )
     abandon_after: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
-        description="Cancel the run (reason `abandoned`) when no stream has watched it for "
-        "this many seconds. Off by default.",
+        default=None, ge=MIN_ABANDON_AFTER, allow_inf_nan=False,
+        description="Cancel the run (reason `abandoned`) when no stream (on any API "
+        f"process) has watched it for this many seconds, at least {MIN_ABANDON_AFTER:g}. "
+        "Off by default.",
+    )
+    client_request_id: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Idempotency key (or the `Idempotency-Key` header): a create with a key "
+        "this owner used before returns the first session with 200 and starts no run.",
     )
 
 
@@ -125,6 +134,11 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
+    attention: Literal["question"] | None = Field(
+        default=None,
+        description="What the session waits on a person for: `question` when its run ended "
+        "on a question; cleared by the next message.",
+    )
 
 
 class SessionsPage(BaseModel):
@@ -196,6 +210,7 @@ def session_out(s: Session) -> SessionOut:
         metadata=s.metadata,
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
+        attention=s.attention,  # type: ignore[arg-type]
     )
 
 

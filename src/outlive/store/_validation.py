@@ -13,6 +13,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, TooLarge
 from ..domain.model import (
+    ATTENTION,
     EVENT_TYPES,
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_LIST_LIMIT",
     "auto_title",
     "check_abandon_after",
+    "check_attention",
     "check_client_request_id",
     "check_event_types",
     "check_list",
@@ -116,6 +118,13 @@ def parse_mode(mode: Delivery | str) -> Delivery:
     if parsed is Delivery.START:
         raise InvalidInput("unknown mode 'start'; use steer, queue, interrupt or reject")
     return parsed
+
+
+def check_attention(attention: str | None) -> None:
+    if attention is not None and attention not in ATTENTION:
+        raise InvalidInput(
+            f"unknown attention {attention!r}; use one of {', '.join(sorted(ATTENTION))}"
+        )
 
 
 def check_client_request_id(client_request_id: str | None) -> None:

@@ -3,6 +3,9 @@
 -- name: owner_exists
 SELECT id FROM owners WHERE id = :id
 
+-- name: lock_owner
+SELECT id FROM owners WHERE id = :id {for_update}
+
 -- name: insert_session
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at)
@@ -32,6 +35,7 @@ SELECT {session_row} FROM sessions s
 WHERE s.owner_id = :owner AND s.deleted_at IS NULL
   AND (CAST(:status AS TEXT) IS NULL OR s.status = :status)
   AND (CAST(:cursor AS TEXT) IS NULL OR s.id < :cursor)
+  AND (CAST(:attention AS TEXT) IS NULL OR s.attention = :attention)
 ORDER BY s.id DESC LIMIT :limit
 
 -- name: set_manual_title
@@ -44,6 +48,13 @@ WHERE session_id = :sid AND client_request_id = :crid
 -- name: insert_message_request
 INSERT INTO message_requests (session_id, client_request_id, seq, delivery, requeued)
 VALUES (:sid, :crid, :seq, :delivery, :requeued)
+
+-- name: find_create_request
+SELECT session_id FROM create_requests WHERE owner_id = :owner AND client_request_id = :crid
+
+-- name: insert_create_request
+INSERT INTO create_requests (owner_id, client_request_id, session_id)
+VALUES (:owner, :crid, :sid)
 
 -- name: touch_watched
 UPDATE sessions SET watched_at = {now} WHERE id {in_ids}
