@@ -136,3 +136,40 @@ async def test_an_interrupted_tool_card_keeps_its_progress_and_claims_no_duratio
     await page.goto(static_origin + "/web/style.css")
     assert await page.evaluate(TOOL_CARD_JS) == [
         ["time unknown", "step 3 of 8 (2 updates)"], ["8.0 s", "step 3 of 8 (2 updates)"]]
+
+
+async def test_delete_hides_at_once_and_can_be_undone(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    stack = await stacks(speed=20)
+    key = await stack.new_key("alice")
+    keep = await create_via_api(stack, key, "hello there", title="Keep me")
+    gone = await create_via_api(stack, key, "hello there", title="Throw me away")
+    page, _ = await browser.new_page()
+    await login(page, stack, key, query="?undo_ms=800", hash_=f"#/s/{keep}")
+    shown = page.locator("[data-testid=rail-item]:not([hidden])")
+    await expect(shown).to_have_count(2)
+
+    # Delete, then Undo within the window: nothing was deleted.
+    await page.get_by_test_id("delete").click()
+    await expect(page.get_by_test_id("undo-toast")).to_contain_text("Deleted “Keep me”.")
+    await expect(shown).to_have_count(1)
+    await page.wait_for_url(lambda url: url.endswith("#/new"))
+    await page.get_by_test_id("undo").click()
+    await page.wait_for_url(lambda url: url.endswith(f"#/s/{keep}"))
+    await expect(shown).to_have_count(2)
+    await expect(page.get_by_test_id("undo-toast")).to_be_hidden()
+    await page.wait_for_timeout(1200)
+    async with stack.client(key) as c:
+        assert (await c.get(f"/v1/sessions/{keep}")).status_code == 200
+
+    # Delete and let the window pass: gone on the server and from the rail.
+    await page.goto(f"{stack.base_url}/?undo_ms=800#/s/{gone}")
+    await expect(page.get_by_test_id("session-title")).to_have_text("Throw me away")
+    await page.get_by_test_id("delete").click()
+    await expect(shown).to_have_count(1)
+    await expect(page.get_by_test_id("undo-toast")).to_be_hidden(timeout=5000)
+    await expect(page.get_by_test_id("rail-item")).to_have_count(1)
+    async with stack.client(key) as c:
+        assert (await c.get(f"/v1/sessions/{gone}")).status_code == 404
+        assert (await c.get(f"/v1/sessions/{keep}")).status_code == 200

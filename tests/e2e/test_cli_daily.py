@@ -260,6 +260,24 @@ def test_errors_are_one_line_with_what_to_do(
         assert _flat(err) == want, args
 
 
+def test_a_missing_key_names_the_variable_to_set(
+    served: Served, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model route without its key, and an API key the server refuses, say what to set."""
+    for name in ("OPENAI_API_KEY", "OUTLIVE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    rc, _, err = main("sessions", "create", "hello", "--model", "openai:gpt-4o-mini",
+                      "--url", served.url, "--key", served.key, capsys=capsys,
+                      monkeypatch=monkeypatch)
+    assert rc == 1 and "Traceback" not in err
+    assert "model route 'openai:gpt-4o-mini' is not configured: set OPENAI_API_KEY" in _flat(err)
+    rc, _, err = main("sessions", "list", "--url", served.url, "--key", "olk_wrong",
+                      capsys=capsys, monkeypatch=monkeypatch)
+    assert rc == 1
+    assert _flat(err).startswith("error: the server refused the API key")
+    assert "set OUTLIVE_API_KEY" in err
+
+
 def test_serve_says_who_holds_the_port_before_creating_anything(tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -1,4 +1,4 @@
-// The rail's search box and status filter, its relative dates kept fresh, and the tab title.
+// The rail's search box and status filter (and sessions being deleted: hidden), its relative dates kept fresh, and the tab title.
 // Works on the DOM that app.js and render.js keep up to date: it hides rail items that do
 // not match (the `hidden` attribute, which RailView leaves alone) and re-applies whenever
 // the list changes. Loaded by index.html on its own.
@@ -17,6 +17,7 @@ const TONES = { all: null, live: "live", failed: "error", finished: "idle" };
 
 /** Whether a rail item is shown for this query and filter. */
 export function matches(item, query, tone) {
+  if (item.dataset.deleting) return false; // deleting.js: waiting out its undo window
   if (tone && item.dataset.tone !== tone) return false;
   if (!query) return true;
   const text = item.querySelector(".rail-title")?.textContent ?? "";
@@ -64,7 +65,7 @@ search.addEventListener("keydown", (e) => {
 filter.addEventListener("change", applyFilter);
 new MutationObserver(applyFilter).observe(list, {
   childList: true, subtree: true, characterData: true, attributes: true,
-  attributeFilter: ["data-tone"],
+  attributeFilter: ["data-tone", "data-deleting"],
 });
 new MutationObserver(refreshTitle).observe(title, {
   childList: true, characterData: true, subtree: true,
