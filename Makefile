@@ -3,9 +3,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# Most tests wait on sockets, processes and timers: two pytest processes per run keep both
+# cores busy. Tests marked `serial` (they restart PostgreSQL) run alone afterwards.
+TEST_PROCS ?= 2
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
-.PHONY: run test lint bench postgres browser clean
+.PHONY: run test lint bench postgres browser pgbouncer node shell-tools clean mcp-example
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +39,40 @@ postgres:
 browser:
 	@sh scripts/install_browser.sh
 
+# Store tests also run through Debian's pgbouncer in transaction mode (started by the suite).
+pgbouncer:
+	@sh scripts/install_pgbouncer.sh
+
+# The front-end acceptance tests drive the real AI SDK and AG-UI clients in Node (20 or newer),
+# pinned by tests/frontends/node/package-lock.json; reinstalled when the lockfile changes.
+NODE_TESTS := tests/frontends/node
+
+$(NODE_TESTS)/node_modules/.package-lock.json: $(NODE_TESTS)/package-lock.json
+	cd $(NODE_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+
+node: $(NODE_TESTS)/node_modules/.package-lock.json
+
+# The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
+# `call example__add {"a": 2, "b": 3}`.
+mcp-example: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[mcp]"
+	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
+
+# The README's "Try it" commands run as a test; they use curl and jq.
+shell-tools:
+	@sh scripts/install_shell_tools.sh
+
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: $(VENV)/.installed-test postgres browser lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m serial
 
 bench: $(VENV)/.installed-test postgres
 	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(NODE_TESTS)/node_modules *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

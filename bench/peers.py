@@ -1,13 +1,18 @@
-"""PgQueuer and procrastinate side by side on the same PostgreSQL, in the same run (DESIGN §10).
+"""PgQueuer and procrastinate side by side on the same PostgreSQL, in the same run
+(docs/benchmarks.md).
 
 Run:  .venv/bin/python bench/peers.py [--quick] [--jobs 5000] [--json out.json]
       (needs `pip install -e ".[bench]"`; PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES;
       each peer gets its own fresh scratch database, dropped at the end)
 
 Each peer's worker runs as a subprocess of this script (`peers.py --worker PEER ...`), the way
-each documents running it in production: PgQueuer `QueueManager.run()` (psycopg driver, its
-defaults: batch_size 10, no concurrency cap); procrastinate `App.run_worker_async()` (psycopg
-connector, LISTEN/NOTIFY on, concurrency 10 since the default 1 is for CPU-bound jobs).
+each documents running it in production (docs/benchmarks.md says how, and why):
+PgQueuer `QueueManager.run()` on one dedicated asyncpg connection (`AsyncpgDriver`: the driver
+its docs and its own benchmark use, and "a direct asyncpg connection (not a pool) for the
+QueueManager" for LISTEN), its defaults batch_size 10 and no concurrency cap, producers on
+asyncpg too; procrastinate `App.run_worker_async()` (its psycopg connector, an autocommit
+pool with a dedicated LISTEN connection, LISTEN/NOTIFY on, concurrency 10 since the default 1
+is for CPU-bound jobs).
 Measures, per peer:
 
 1. no-op jobs/s: 1 and 4 worker processes, warmed up; N jobs enqueued in one batch (one
@@ -95,14 +100,15 @@ async def _long_job(record: Callable[[str, str], Awaitable[None]], key: str, sec
 async def worker_pgqueuer(url: str, ttl: float) -> None:
     from datetime import timedelta
 
-    from pgqueuer.db import PsycopgDriver
+    import asyncpg
+    from pgqueuer.db import AsyncpgDriver
     from pgqueuer.models import Context, Job
     from pgqueuer.qm import QueueManager
     from pgqueuer.queries import Queries
 
     record = await _record(url)
-    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-    qm = QueueManager(Queries(PsycopgDriver(conn)))
+    conn = await asyncpg.connect(url)  # one direct connection: LISTEN stays on it
+    qm = QueueManager(Queries(AsyncpgDriver(conn)))
 
     @qm.entrypoint("noop")
     async def noop(job: Job) -> None:
@@ -235,12 +241,13 @@ class PgQueuerPeer(Peer):
     name = "pgqueuer"
 
     async def open(self) -> None:
-        from pgqueuer.db import PsycopgDriver
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
         from pgqueuer.queries import Queries
 
         await super().open()
-        self.qconn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        self.q = Queries(PsycopgDriver(self.qconn))
+        self.qconn = await asyncpg.connect(self.url)
+        self.q = Queries(AsyncpgDriver(self.qconn))
 
     async def close(self) -> None:
         await self.qconn.close()
@@ -431,7 +438,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"pgqueuer {md.version('pgqueuer')}, procrastinate {md.version('procrastinate')}; "
           f"{args.jobs} no-op jobs per throughput run; stalled/heartbeat TTL {args.ttl:g}s\n")
     started = time.perf_counter()
-    results = [await bench_peer(name, args) for name in PEERS]
+    results = [await bench_peer(name, args) for name in args.peers.split(",")]
     keys = ["peer", "jobs/s 1w", "jobs/s 4w", "start p50 ms", "start p99 ms",
             "recovery mean s", "recovery max s", "starts", "duplicates", "cancel p50 ms",
             "cancel p99 ms"]
@@ -453,6 +460,7 @@ def cli() -> None:
     parser.add_argument("--jobs", type=int, default=5000, help="no-op jobs per throughput run")
     parser.add_argument("--ttl", type=float, default=2.0, help="heartbeat/stalled timeout, s")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset")
     parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--recover", action="store_true", help=argparse.SUPPRESS)

@@ -1,12 +1,13 @@
-"""All the benches, then one table of ratios against the DESIGN §10 targets (`make bench`).
+"""All the benches, then one table of ratios against the targets in docs/benchmarks.md
+(`make bench`).
 
 Run:  .venv/bin/python bench/run_all.py [--full]
       (--full: each bench at its default sample sizes; without it, their --quick forms, which
       keep the whole run under 10 minutes on a 2-core machine)
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
-runtime_bench.py, stream_bench.py and peers.py. runtime_bench's numbers are read from its
-printed tables (columns split on two or more spaces); stream_bench and peers write JSON.
+runtime_bench.py, stream_bench.py, scale_bench.py and peers.py. runtime_bench's numbers are
+read from its printed tables (columns split on two or more spaces); the others write JSON.
 """
 
 from __future__ import annotations
@@ -114,9 +115,13 @@ def main() -> None:
         run("store_bench.py", "--no-sqlite", "--seconds", "3" if args.full else "1")
         rt = runtime_numbers(run("runtime_bench.py", *quick))
         sj, pj = Path(tmp) / "stream.json", Path(tmp) / "peers.json"
+        cj = Path(tmp) / "scale.json"
         run("stream_bench.py", *quick, "--json", str(sj))
-        run("peers.py", *quick, "--jobs", "5000" if args.full else "2000", "--json", str(pj))
+        run("scale_bench.py", *quick, "--json", str(cj))
+        run("peers.py", *quick, "--jobs", "20000" if args.full else "5000", "--json", str(pj))
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
+        scale: dict[int, dict[str, Any]] = (
+            {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
         peers: dict[str, dict[str, Any]] = (
             {p["peer"]: p for p in json.loads(pj.read_text())} if pj.exists() else {})
 
@@ -180,6 +185,15 @@ def main() -> None:
          float(a["p99 ms"]) < 50 if a else None,
          f"p50 {float(a.get('p50 ms', NAN)):.1f} ms, p99 {float(a.get('p99 ms', NAN)):.1f} ms"),
     ]
+    for n, limit in ((1000, 10.0), (2000, None)):
+        r = scale.get(n)
+        want = f"all succeed with stretch <= {limit:g} %" if limit is not None else "all succeed"
+        ok = None if r is None else (r["succeeded"] == n and (
+            limit is None or r["stretch max %"] <= limit))
+        got = ("not run" if r is None else f"{r['succeeded']}/{n} succeeded, stretch p50 "
+               f"{r['stretch p50 %']:.1f} %, max {r['stretch max %']:.1f} %, worker CPU "
+               f"{r['worker CPU s']:.0f} s")
+        targets.append((f"{n:,} streaming sessions on one worker process {want}", ok, got))
     print()
     for text, ok, numbers in targets:
         print(f"[{verdict(ok)}] {text}: {numbers}")

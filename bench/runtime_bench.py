@@ -1,4 +1,4 @@
-"""The runtime end to end on PostgreSQL, with real worker processes (DESIGN §10).
+"""The runtime end to end on PostgreSQL, with real worker processes (docs/benchmarks.md).
 
 Run:  .venv/bin/python bench/runtime_bench.py [--sessions 100] [--quick]
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES, default

@@ -1,4 +1,4 @@
-"""SSE fan-out and attach time of one API process on PostgreSQL (DESIGN §10).
+"""SSE fan-out and attach time of one API process on PostgreSQL (docs/benchmarks.md).
 
 Run:  .venv/bin/python bench/stream_bench.py [--quick] [--sessions 100] [--per-session 10]
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and

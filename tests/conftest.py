@@ -1,6 +1,10 @@
 """Fixtures every test package can use: a migrated PostgreSQL template for the whole run, a
 clone of it per test module (tests/store and tests/api share one per package), and `store`,
-which runs a test on a fresh SQLite file and on the emptied PostgreSQL clone."""
+which runs a test on a fresh SQLite file and on the emptied PostgreSQL clone.
+
+A test module that sets `DATABASES = (...)` picks the backends its `db_url` runs on:
+"sqlite", "postgres", and "pgbouncer" (the same PostgreSQL clone through PgBouncer in
+transaction mode, LISTEN on a direct connection). The default is SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,9 +14,24 @@ from pathlib import Path
 import pytest
 
 from outlive.store import PostgresStore, SqliteStore
-from tests.support.databases import empty_postgres, fast_dsn, migrated_template, pg_dsn_fixture
+from tests.support.databases import (
+    BASE_DSN,
+    empty_postgres,
+    fast_dsn,
+    migrated_template,
+    pg_dsn_fixture,
+)
+from tests.support.pgbouncer import PgBouncer, running_pgbouncer
 
 StoreFactory = Callable[[], Awaitable[PostgresStore | SqliteStore]]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marked = any("db_backend" in str(m.args[0])
+                 for m in metafunc.definition.iter_markers("parametrize"))
+    if "db_backend" in metafunc.fixturenames and not marked:
+        backends = getattr(metafunc.module, "DATABASES", ("sqlite", "postgres"))
+        metafunc.parametrize("db_backend", backends)
 
 
 @pytest.fixture(scope="session")
@@ -25,19 +44,37 @@ def pg_template() -> Iterator[str]:
 pg_dsn = pg_dsn_fixture("module", "outlive_t")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[PgBouncer]:
+    """PgBouncer in transaction mode in front of the test server, started once if needed."""
+    with running_pgbouncer(BASE_DSN) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture
+def listen_url(db_backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The direct DSN for LISTEN when `db_url` goes through PgBouncer, else None."""
+    if db_backend != "pgbouncer":
+        return None
+    return fast_dsn(request.getfixturevalue("pg_dsn"))
+
+
+@pytest.fixture
+def db_url(db_backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database URL for this test, empty: a new SQLite file, or the PostgreSQL clone
-    (`pg_dsn`) emptied."""
-    if request.param == "sqlite":
+    (`pg_dsn`) emptied, directly or through PgBouncer."""
+    if db_backend == "sqlite":
         return f"sqlite:///{tmp_path / 'outlive.db'}"
     dsn = fast_dsn(request.getfixturevalue("pg_dsn"))
     empty_postgres(dsn)
+    if db_backend == "pgbouncer":
+        bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
+        return bouncer.dsn_for(dsn)
     return dsn
 
 
 @pytest.fixture
-async def store_factory(db_url: str) -> AsyncIterator[StoreFactory]:
+async def store_factory(db_url: str, listen_url: str | None) -> AsyncIterator[StoreFactory]:
     """Opens more Store instances (separate connections) on the test's database."""
     opened: list[PostgresStore | SqliteStore] = []
 
@@ -46,7 +83,7 @@ async def store_factory(db_url: str) -> AsyncIterator[StoreFactory]:
         if db_url.startswith("sqlite:"):
             s = await SqliteStore.from_url(db_url).open()
         else:
-            s = await PostgresStore(db_url, max_size=4).open()
+            s = await PostgresStore(db_url, listen_dsn=listen_url, max_size=4).open()
         await s.migrate()
         opened.append(s)
         return s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,12 +12,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._cli_errors import explain
+from ._cli_transcript import TranscriptWriter, event_json, item_lines
 from .client import AsyncClient, ClientError, EventRecord
 
 __all__ = ["sessions_app"]
 
 sessions_app = typer.Typer(help="Create, watch, steer and cancel sessions over the API.",
-                           no_args_is_help=True)
+                           no_args_is_help=True, rich_markup_mode=None)
 out = Console(markup=False, highlight=False)
 err = Console(stderr=True, markup=False, highlight=False)
 
@@ -42,13 +45,21 @@ def _run(coro: object) -> None:
     try:
         asyncio.run(coro)  # type: ignore[arg-type]
     except ClientError as exc:
-        err.print(f"error: {exc}")
+        err.print(f"error: {explain(exc)}")
         raise typer.Exit(1) from None
 
 
 @sessions_app.command("create")
-def create(prompt: str, agent: str | None = None, model: str | None = None,
-           title: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
+def create(
+    prompt: str,
+    agent: Annotated[str | None, typer.Option(
+        help="Agent to run [default: the server's default agent, `demo`]")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Model route, provider:model [default: the agent's own]")] = None,
+    title: Annotated[str | None, typer.Option(
+        help="Session title [default: one the agent picks]")] = None,
+    url: UrlOption = None, key: KeyOption = None,
+) -> None:
     """Start a session with PROMPT; prints its id."""
 
     async def go() -> None:
@@ -60,7 +71,12 @@ def create(prompt: str, agent: str | None = None, model: str | None = None,
 
 
 @sessions_app.command("list")
-def list_(status: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
+def list_(
+    status: Annotated[str | None, typer.Option(
+        help="Only sessions in this status: queued, running, succeeded, failed, cancelled")
+    ] = None,
+    url: UrlOption = None, key: KeyOption = None,
+) -> None:
     """List your sessions, newest first."""
 
     async def go() -> None:
@@ -91,13 +107,8 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
             out.print(f"{s.id}  {s.status}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
             for item in d.snapshot.state.get("items", []):
-                if item["kind"] == "user":
-                    out.print(f"> {item['text']}", style="bold", highlight=False)
-                elif item["kind"] == "assistant":
-                    out.print(item["text"], highlight=False)
-                elif item["kind"] == "tool":
-                    out.print(f"  [{item['tool']}: {item['status']}]", style="yellow",
-                              highlight=False)
+                for line in item_lines(item):
+                    out.print(line, highlight=False, soft_wrap=True)
 
     _run(go())
 
@@ -105,22 +116,27 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
 @sessions_app.command("tail")
 def tail(session_id: str,
          after: Annotated[int, typer.Option(help="Start after this seq (0: the whole log).")] = 0,
+         json_lines: Annotated[bool, typer.Option(
+             "--json", help="One JSON object per event (seq, ts, type, data) instead of the "
+                            "readable transcript.")] = False,
          url: UrlOption = None, key: KeyOption = None) -> None:
     """Print a session's events from AFTER on and follow it until it ends (reconnects on its
-    own)."""
+    own): a readable transcript, or JSON lines with --json."""
 
     async def go() -> None:
         async with _client(url, key) as c:
+            await c.get_session(session_id)  # a missing session or server fails here, at once
+            writer = TranscriptWriter()
             async for item in c.stream(session_id, after=after, until_end=True):
                 if not isinstance(item, EventRecord):
                     continue
-                if item.type in ("text_delta", "thinking_delta"):
-                    out.print(item.data["text"], end="", highlight=False, soft_wrap=True,
-                              style="dim" if item.type == "thinking_delta" else None)
-                elif item.type != "message_end":
-                    out.print(f"\n[{item.seq} {item.type}] {item.data}", style="dim",
-                              highlight=False, soft_wrap=True)
-            out.print()
+                if json_lines:
+                    typer.echo(event_json(item.seq, item.ts.isoformat(), item.type, item.data))
+                else:
+                    sys.stdout.write(writer.feed(item.type, item.data))
+                    sys.stdout.flush()
+            if not json_lines:
+                sys.stdout.write(writer.close())
 
     _run(go())
 
@@ -151,3 +167,47 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
             out.print(msg, highlight=False)
 
     _run(go())
+
+
+@sessions_app.command("purge")
+def purge(
+    older_than: Annotated[str, typer.Option(
+        "--older-than", help="Purge finished sessions untouched this long (30d, 12h, 90m).")],
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Database URL [env OUTLIVE_DB; default sqlite:///./outlive.db]")] = None,
+    batch: Annotated[int, typer.Option(help="Sessions per transaction.")] = 50,
+) -> None:
+    """Purge old finished sessions from the database by hand, whole (docs/retention.md)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .config import database_url, parse_duration
+    from .store import open_store
+
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if age is None:
+        raise typer.BadParameter("--older-than needs a duration, such as 30d")
+
+    async def go() -> int:
+        store = await open_store(database_url(db))
+        try:
+            total = await store.count_expired(older_than=age)
+            done = 0
+            with Progress("[progress.description]{task.description}", BarColumn(),
+                          MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                          transient=False) as progress:
+                task = progress.add_task("purging sessions", total=total)
+                while done < total:
+                    n = await store.purge_expired(older_than=age, limit=batch)
+                    if n == 0:
+                        break
+                    done += n
+                    progress.update(task, completed=min(done, total))
+            return done
+        finally:
+            await store.close()
+
+    n = asyncio.run(go())
+    out.print(f"purged {n} session(s) finished more than {older_than} ago")

@@ -13,18 +13,28 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_errors import run_cli
+from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
-from .config import build_agents, build_providers, configure_logging, database_url
-from .runtime import Catalog, RuntimeSettings, Worker
+from .config import (
+    build_agents,
+    build_providers,
+    configure_logging,
+    database_url,
+    listen_database_url,
+    parse_duration,
+)
+from .runtime import DEFAULT_CONCURRENCY, Catalog, RuntimeSettings, Worker
 from .store import Store, open_store
 
 app = typer.Typer(
     help="outlive: durable agent sessions that outlive requests, tabs and workers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,  # help texts are plain: Rich markup would eat "[env …]"
 )
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
 app.add_typer(sessions_app, name="sessions")
 
@@ -36,9 +46,16 @@ DbOption = Annotated[
     typer.Option("--db", help="Database URL: sqlite:///path.db or postgresql://… "
                               "[env OUTLIVE_DB; default sqlite:///./outlive.db]"),
 ]
+ListenDbOption = Annotated[
+    str | None,
+    typer.Option("--listen-db", help="Direct PostgreSQL URL for LISTEN when --db is a "
+                                     "pooler in transaction mode (PgBouncer) "
+                                     "[env OUTLIVE_LISTEN_DB]"),
+]
 AgentsOption = Annotated[
     list[str] | None,
-    typer.Option("--agents", help="Python module that registers agents (repeatable)."),
+    typer.Option("--agents", help="Python module that registers agents, or an agents .toml "
+                                  "file (repeatable)."),
 ]
 RoutesOption = Annotated[
     str | None,
@@ -47,6 +64,26 @@ RoutesOption = Annotated[
 SpeedOption = Annotated[
     float, typer.Option("--demo-speed", help="Pacing of the demo model; 0 = instant.")
 ]
+RetainOption = Annotated[
+    str | None,
+    typer.Option("--retain", envvar="OUTLIVE_RETAIN",
+                 help="Purge finished sessions untouched this long (30d, 12h, …) "
+                      "[default: keep forever]. See docs/retention.md."),
+]
+CompactOption = Annotated[
+    str,
+    typer.Option("--compact-after", envvar="OUTLIVE_COMPACT_AFTER",
+                 help="Compact a finished session's deltas this long after it ended; off = "
+                      "never."),
+]
+
+
+def _storage_settings(retain: str | None, compact_after: str) -> tuple[float | None, float | None]:
+    """(retain, compact_after) in seconds, from the options' durations."""
+    try:
+        return parse_duration(retain), parse_duration(compact_after)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _install_stop(stop: asyncio.Event) -> None:
@@ -60,7 +97,8 @@ def migrate(db: DbOption = None) -> None:
     """Create or upgrade the database schema."""
 
     async def go() -> int:
-        store = await open_store(database_url(db), migrate=False)
+        store = await open_store(database_url(db), migrate=False,
+                                 listen_url=listen_database_url(None))
         try:
             return await store.migrate()
         finally:
@@ -73,7 +111,10 @@ def migrate(db: DbOption = None) -> None:
 @app.command()
 def worker(
     db: DbOption = None,
-    concurrency: Annotated[int, typer.Option(help="Sessions run at once.")] = 8,
+    listen_db: ListenDbOption = None,
+    concurrency: Annotated[int, typer.Option(
+        help="Sessions run at once (they mostly wait on models; see docs/deploy.md)."
+    )] = DEFAULT_CONCURRENCY,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
     heartbeat: Annotated[
         float | None, typer.Option(help="Heartbeat interval, seconds [default: 2, or TTL/4].")
@@ -86,22 +127,27 @@ def worker(
     demo_speed: SpeedOption = 1.0,
     worker_id: Annotated[str | None, typer.Option(help="Name in leases and logs.")] = None,
     routes: RoutesOption = None,
+    retain: RetainOption = None,
+    compact_after: CompactOption = "5m",
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
+    retain_s, compact_s = _storage_settings(retain, compact_after)
     settings = RuntimeSettings(
         lease_ttl=lease_ttl,
         heartbeat_interval=heartbeat or RuntimeSettings.heartbeat_for(lease_ttl),
         backstop_interval=backstop or None,
         concurrency=concurrency,
         grace=grace,
+        retain=retain_s,
+        compact_after=compact_s,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
 
     async def go() -> None:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(listen_db))
         w = Worker(store, registry, providers, settings, worker_id=worker_id)
         stop = asyncio.Event()
         _install_stop(stop)
@@ -161,6 +207,7 @@ def _env_flag(name: str) -> bool:
 @app.command()
 def serve(
     db: DbOption = None,
+    listen_db: ListenDbOption = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     no_worker: Annotated[
@@ -168,7 +215,8 @@ def serve(
                                                " A replica on PostgreSQL makes no local key.")
     ] = False,
     workers: Annotated[int, typer.Option("--workers", help="Sessions the in-process worker "
-                                                           "runs at once.")] = 8,
+                                                           "runs at once.")
+                       ] = DEFAULT_CONCURRENCY,
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
     key_file: Annotated[
@@ -177,6 +225,13 @@ def serve(
     ] = None,
     lease_ttl: Annotated[float, typer.Option(help="Lease time-to-live, seconds.")] = 10.0,
     routes: RoutesOption = None,
+    retain: RetainOption = None,
+    compact_after: CompactOption = "5m",
+    purge_grace: Annotated[
+        str, typer.Option("--purge-grace", envvar="OUTLIVE_PURGE_GRACE",
+                          help="A deleted session's content is purged this long after the "
+                               "DELETE (?purge=now: at once).")
+    ] = "5m",
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     cookie_secure: Annotated[
         bool, typer.Option("--cookie-secure", help="Always mark the login cookie Secure (it "
@@ -208,6 +263,14 @@ def serve(
     from .api import ApiSettings, create_app, metrics_app
 
     configure_logging(log_level)
+    if (problem := port_problem(host, port)) is not None:  # before creating any file
+        console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+    retain_s, compact_s = _storage_settings(retain, compact_after)
+    try:
+        grace_s = parse_duration(purge_grace) or 0.0
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     url = database_url(db)
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -215,6 +278,7 @@ def serve(
         cookie_secure=cookie_secure or _env_flag("OUTLIVE_COOKIE_SECURE"),
         metrics_token=metrics_token or os.environ.get("OUTLIVE_METRICS_TOKEN") or None,
         api_docs=api_docs,
+        purge_grace=grace_s,
     )
     forwarded = (forwarded_allow_ips or os.environ.get("OUTLIVE_FORWARDED_ALLOW_IPS")
                  or "127.0.0.1")
@@ -225,9 +289,10 @@ def serve(
     replica = no_worker and not url.startswith("sqlite")
 
     async def go() -> None:
-        store = await open_store(url)
+        store = await open_store(url, listen_url=listen_database_url(listen_db))
         key = None if replica else await _local_key(store, keys)
-        api = create_app(store, catalog=Catalog(registry, providers), settings=settings)
+        api = create_app(store, catalog=Catalog(registry, providers),
+                         settings=settings)
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=3,
                                 proxy_headers=True, forwarded_allow_ips=forwarded)
@@ -255,7 +320,8 @@ def serve(
             w = Worker(store, registry, providers,
                        RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl,
                                        heartbeat_interval=RuntimeSettings.heartbeat_for(
-                                           lease_ttl)))
+                                           lease_ttl),
+                                       retain=retain_s, compact_after=compact_s))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 
@@ -307,7 +373,7 @@ def keys_create(
     key = new_key()
 
     async def go() -> str:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             o = await store.ensure_owner(owner)
             return await store.create_api_key(o.id, hash_key(key), label)
@@ -324,7 +390,7 @@ def keys_list(db: DbOption = None) -> None:
     """List keys (never the keys themselves)."""
 
     async def go() -> None:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             for k in await store.list_api_keys():
                 state = "revoked" if k.revoked else "active"
@@ -340,7 +406,7 @@ def keys_revoke(key_id: str, db: DbOption = None) -> None:
     """Revoke a key by its id (see `outlive keys list`)."""
 
     async def go() -> bool:
-        store = await open_store(database_url(db))
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
         try:
             return await store.revoke_api_key(key_id)
         finally:
@@ -363,7 +429,7 @@ def demo(
 
 
 def main() -> None:
-    app()
+    run_cli(app)
 
 
 if __name__ == "__main__":

@@ -4,20 +4,56 @@ and the environment."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
 
 from .providers import ProviderRegistry, configured_registry
+from .runtime.agent_file import load_agents_file
 from .runtime.agents import AgentRegistry, demo_agent
 
-__all__ = ["DEFAULT_DB", "build_agents", "build_providers", "configure_logging", "database_url"]
+__all__ = [
+    "DEFAULT_DB",
+    "build_agents",
+    "build_providers",
+    "configure_logging",
+    "database_url",
+    "listen_database_url",
+    "parse_duration",
+]
 
 DEFAULT_DB = "sqlite:///./outlive.db"
 
 
 def database_url(option: str | None) -> str:
     return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
+
+
+def listen_database_url(option: str | None) -> str | None:
+    """A direct PostgreSQL URL for LISTEN when `--db` goes through a pooler in transaction
+    mode (PgBouncer); None when `--db` is direct."""
+    return option or os.environ.get("OUTLIVE_LISTEN_DB") or None
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_FOREVER = frozenset({"off", "never", "forever", "none"})
+
+
+def parse_duration(text: str | None) -> float | None:
+    """`30d`, `12h`, `5m`, `45s` or plain seconds; `off`/`never` (or nothing) is None."""
+    if text is None or not text.strip() or text.strip().lower() in _FOREVER:
+        return None
+    raw = text.strip().lower()
+    unit = _UNITS.get(raw[-1])
+    number = raw[:-1] if unit is not None else raw
+    try:
+        value = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30d, 12h, 5m, 45s or off)") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a duration: {text!r} (it must be a finite, positive number)")
+    return value
 
 
 def build_providers(
@@ -30,11 +66,15 @@ def build_providers(
 
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:
-    """The built-in demo agent, then every agent the user's modules register."""
+    """The built-in demo agent, then every agent the user's modules register; a name ending
+    in `.toml` is an agents file (`runtime.agent_file`)."""
     registry = AgentRegistry([demo_agent(demo_speed)])
     env = os.environ.get("OUTLIVE_AGENTS", "")
     for name in [*modules, *[m for m in env.split(",") if m.strip()]]:
-        registry.load_module(name.strip())
+        if name.strip().endswith(".toml"):
+            load_agents_file(name.strip(), registry, demo_speed=demo_speed)
+        else:
+            registry.load_module(name.strip())
     return registry
 
 

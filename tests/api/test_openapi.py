@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.api import Api
@@ -66,3 +68,20 @@ async def test_openapi_lists_every_endpoint(idle_api: Api):
         k.lower().replace("httpbearer", "bearer").replace("apikeycookie", "cookie")
         for k in doc["components"]["securitySchemes"]
     }
+
+
+def _http_api_doc() -> str:
+    return (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
+
+
+async def test_http_api_doc_lists_every_endpoint(idle_api: Api):
+    """docs/http-api.md is the hand-written reference: a route added without it fails here."""
+    doc = _http_api_doc()
+    paths = (await idle_api.client.get("/openapi.json")).json()["paths"]
+    missing = [
+        f"{method.upper()} {path}"
+        for path, ops in paths.items()
+        for method in ops
+        if f"`{method.upper()} {path.replace('{session_id}', '{id}')}`" not in doc
+    ]
+    assert not missing, f"not in docs/http-api.md: {missing}"

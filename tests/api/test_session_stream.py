@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from outlive.api import ApiSettings
+from outlive.api import ApiSettings, _sse
 from outlive.domain.model import NewEvent
 from outlive.domain.reducer import fold
 from tests.support.api import METRICS_AUTH, METRICS_TOKEN, Api, Frame, sse
@@ -125,6 +125,27 @@ async def test_cursor_ahead_resyncs_with_snapshot(idle_api: Api):
         await idle_api.client.patch(f"/v1/sessions/{s['id']}", json={"title": "renamed"})
         f = await st.next()
         assert (f.event, f.seq, f.data["data"]) == ("title", 2, {"title": "renamed"})
+
+
+async def test_a_cursor_too_far_behind_gets_a_snapshot_and_the_tail(
+    idle_api: Api, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(_sse, "SESSION_REPLAY_LIMIT", 3)
+    s = await idle_api.create("hello")
+    for i in range(4):
+        await idle_api.client.patch(f"/v1/sessions/{s['id']}", json={"title": f"t{i}"})
+    path = f"/v1/sessions/{s['id']}/events"
+    async with sse(idle_api.client, path, headers={"Last-Event-ID": "2"}) as st:  # 3 behind
+        frames = await st.until(lambda f: f.event == "caught_up")
+        assert [f.event for f in frames] == ["attached", "title", "title", "title", "caught_up"]
+    async with sse(idle_api.client, path, headers={"Last-Event-ID": "1"}) as st:  # 4 behind
+        frames = await st.until(lambda f: f.event == "caught_up")
+        assert [f.event for f in frames] == ["attached", "resync", "snapshot", "caught_up"]
+        assert frames[1].data == {"reason": "too_far_behind", "last_seq": 5}
+        assert frames[2].id == "5" and frames[2].data["state"]["title"] == "t3"
+        await idle_api.client.patch(f"/v1/sessions/{s['id']}", json={"title": "live"})
+        f = await st.next()
+        assert (f.event, f.seq) == ("title", 6)
 
 
 async def test_pings_and_disconnect_leave_the_run_alone(harness):

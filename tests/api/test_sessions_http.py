@@ -1,4 +1,4 @@
-"""Session endpoints over a real server: success shapes and every error code of DESIGN §7."""
+"""Session endpoints over a real server: success shapes and every error code of docs/http-api.md."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tests.support.waiting import eventually
 SESSION_FIELDS = {
     "id", "agent", "model", "title", "title_state", "status", "stage", "attempt", "last_seq",
     "error", "created_at", "updated_at", "metadata", "cancel_requested", "abandon_after",
+    "attention",
 }
 
 
@@ -61,6 +62,9 @@ async def test_create_defaults_and_validation(idle_api: Api):
     err(await c.post("/v1/sessions", json={"prompt": "x", "title": "t" * 121}),
         422, "VALIDATION_ERROR")
     err(await c.post("/v1/sessions", json={"prompt": "x", "abandon_after": 0}),
+        422, "VALIDATION_ERROR")
+    # under 30 s a run would be cancelled between two watched_at bumps of a live stream
+    err(await c.post("/v1/sessions", json={"prompt": "x", "abandon_after": 29.5}),
         422, "VALIDATION_ERROR")
     err(await c.post("/v1/sessions", json={"prompt": "x", "metadata": [1]}),
         422, "VALIDATION_ERROR")
@@ -300,3 +304,23 @@ async def test_healthz_and_metrics(idle_api: Api, harness):
         store.ping = original
     assert r.status_code == 503
     assert r.json()["error"]["code"] == "STORE_UNAVAILABLE" and r.json()["ok"] is False
+
+
+async def test_a_retried_create_returns_the_first_session_with_200(idle_api: Api):
+    c = idle_api.client
+    first = await c.post("/v1/sessions", json={"prompt": "once"},
+                         headers={"Idempotency-Key": "create-1"})
+    again = await c.post("/v1/sessions", json={"prompt": "once"},
+                         headers={"Idempotency-Key": "create-1"})
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.json() == first.json()
+    body_key = await c.post("/v1/sessions", json={"prompt": "once",
+                                                  "client_request_id": "create-1"})
+    assert (body_key.status_code, body_key.json()["id"]) == (200, first.json()["id"])
+    other = await c.post("/v1/sessions", json={"prompt": "once"},
+                         headers={"Idempotency-Key": "create-2"})
+    assert other.status_code == 202 and other.json()["id"] != first.json()["id"]
+    page = (await c.get("/v1/sessions")).json()["sessions"]
+    assert len(page) == 2
+    assert [e.type for e in await idle_api.store.read_events(first.json()["id"])] == [
+        "user_message"]

@@ -397,9 +397,12 @@ FEED_JS = """async () => {
   out.firstUrl = es.url;
   es.open();
   es.emit('attached', {last_seq: 3, status: 'running'});
-  const snapState = {version: 1, seq: 3, status: 'running', title: null, stage: null, attempt: 1,
+  const {REDUCER_VERSION} = await import('/web/reducer.js');
+  const snapState = {version: REDUCER_VERSION, seq: 3, status: 'running', title: null, stage: null,
+    attempt: 1,
     error: null, items: [{kind: 'assistant', message_id: 'm', text: 'Hel', thinking: '',
-    status: 'streaming'}], pending_inputs: [], question: null, incomplete: null, resumed: []};
+    status: 'streaming'}], pending_inputs: [], question: null, attention: null, incomplete: null,
+    resumed: []};
   es.emit('snapshot', {seq: 3, state: snapState}, 3);
   es.emit('text_delta', stored(3, 'text_delta', {message_id: 'm', text: 'DUP'}), 3);
   es.emit('text_delta', stored(4, 'text_delta', {message_id: 'm', text: 'lo'}), 4);

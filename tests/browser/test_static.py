@@ -3,6 +3,7 @@ caching, the Content-Security-Policy, and source rules that keep model output ou
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 
@@ -78,10 +79,45 @@ async def test_only_the_page_files_are_served(path: str) -> None:
 
 def test_every_module_the_page_imports_is_package_data() -> None:
     names = set(web.asset_names())
-    assert {"index.html", "app.js", "style.css", "reducer.js"} <= names
+    assert {"index.html", "app.js", "style.css", "reducer.js", "markdown.js"} <= names
     for script in _scripts():
-        for imported in re.findall(r'from "\./([\w.-]+)"', _source(script)):
+        if script.startswith("vendor/"):
+            continue
+        for imported in re.findall(r'from "\./([\w./-]+)"', _source(script)):
             assert imported in names, f"{script} imports {imported}, which is not served"
+    for sheet in re.findall(r'href="/web/([\w./-]+\.css)"', _source("index.html")):
+        assert sheet in names
+
+
+def _vendor_checksums() -> dict[str, str]:
+    readme = _source("vendor/README.md")
+    block = readme.split("## SHA-256", 1)[1]
+    return {name: digest for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", block,
+                                                        re.M)}
+
+
+async def test_vendored_libraries_are_the_published_files_with_their_licences() -> None:
+    """Every vendored module is listed with its checksum (so an edit or a half-done upgrade
+    fails), is served as JavaScript, and has its licence next to it."""
+    sums = _vendor_checksums()
+    served = {n.removeprefix("vendor/") for n in web.asset_names() if n.startswith("vendor/")}
+    assert served == set(sums)
+    assert {"marked.esm.js", "purify.es.mjs", "highlight.core.min.js"} <= served
+    vendor = resources.files("outlive.web") / "vendor"
+    for licence in ("marked.LICENSE", "dompurify.LICENSE", "dompurify.LICENSE-MPL",
+                    "highlight.LICENSE"):
+        assert (vendor / licence).read_text("utf-8").strip()
+    async with _client() as c:
+        for name, digest in sums.items():
+            body = (vendor / name).read_bytes()
+            assert hashlib.sha256(body).hexdigest() == digest, f"vendor/{name} was changed"
+            r = await c.get(f"/web/vendor/{name}")
+            assert r.status_code == 200 and r.content == body
+            assert r.headers["content-type"] == "text/javascript; charset=utf-8"
+            assert r.headers["content-security-policy"] == CSP
+        for path in ("/web/vendor/README.md", "/web/vendor/marked.LICENSE",
+                     "/web/vendor/..%2Fapp.js", "/web/vendor/nope.js"):
+            assert (await c.get(path)).status_code == 404, path
 
 
 def test_page_has_no_inline_code_or_style() -> None:
@@ -94,7 +130,9 @@ def test_page_has_no_inline_code_or_style() -> None:
 
 
 @pytest.mark.parametrize("name", ["app.js", "render.js", "dom.js", "session.js", "watcher.js",
-                                  "reducer.js", "stream.js", "api.js", "config.js"])
+                                  "reducer.js", "stream.js", "api.js", "config.js",
+                                  "markdown.js", "drawer.js", "railtools.js", "shortcuts.js",
+                                  "time.js", "deleting.js"])
 def test_scripts_never_turn_text_into_html(name: str) -> None:
     """Server strings reach the DOM as text only: no HTML parsing sinks, no code from strings."""
     src = _source(name)

@@ -1,4 +1,5 @@
-"""Every rule of the owner-session watcher (DESIGN §6), on a fake clock and a fake stream."""
+"""Every rule of the owner-session watcher (docs/architecture.md §6), on a fake clock and a
+fake stream."""
 
 from __future__ import annotations
 

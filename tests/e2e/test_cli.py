@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from outlive.store._migrate import migrations
 from tests.support.processes import ServeProcess, child_env
+
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -63,7 +64,7 @@ def test_sessions_commands_against_a_server(served) -> None:
     sid = created.stdout.strip()
     assert sid.startswith("ses_")
     tail = outlive("sessions", "tail", sid, *common, cwd=folder)
-    assert tail.returncode == 0 and "session_end" in tail.stdout
+    assert tail.returncode == 0 and "— session succeeded" in tail.stdout
     listed = outlive("sessions", "list", *common, cwd=folder)
     assert sid in listed.stdout and "succeeded" in listed.stdout
     sent = outlive("sessions", "send", sid, "and more", *common, cwd=folder)
@@ -104,8 +105,8 @@ def test_keys_create_list_revoke(served) -> None:
 def test_migrate_is_idempotent(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     first = outlive("migrate", "--db", db, cwd=tmp_path)
-    shipped = len(migrations("sqlite"))
-    assert first.returncode == 0 and f"applied {shipped} migration" in first.stderr
+    every = len(list((SRC / "outlive" / "store" / "sql" / "sqlite").glob("0*.sql")))
+    assert first.returncode == 0 and f"applied {every} migration" in first.stderr
     second = outlive("migrate", "--db", db, cwd=tmp_path)
     assert "applied 0 migration" in second.stderr
 
@@ -126,3 +127,42 @@ def test_serve_starts_with_a_short_lease_ttl(tmp_path: Path) -> None:
             time.sleep(0.1)
     finally:
         proc.reap()
+
+
+def test_sessions_purge_by_hand_removes_old_finished_sessions(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'purge.db'}"
+
+    async def fill() -> list[str]:
+        from outlive.domain.model import Status
+        from outlive.store import open_store
+
+        store = await open_store(db)
+        try:
+            owner = await store.ensure_owner("o")
+            ids = []
+            for i in range(3):
+                s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
+                                               prompt=f"p{i}")
+                ids.append(s.id)
+            claims = await store.claim("w", limit=2, lease_ttl=30)
+            for c in claims:
+                assert c.lease is not None
+                await store.mark_delivered(c.lease, c.session.last_seq)
+                await store.settle(c.lease, Status.SUCCEEDED)
+            return ids
+        finally:
+            await store.close()
+
+    ids = asyncio.run(fill())
+    done = outlive("sessions", "purge", "--older-than", "0s", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "purged 2 session(s)" in done.stdout
+    assert "2/2" in done.stderr  # the progress bar
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "purge.db")
+    try:
+        left = [r[0] for r in conn.execute("SELECT id FROM sessions")]
+    finally:
+        conn.close()
+    assert left == [ids[2]]  # the queued one is never purged

@@ -24,7 +24,7 @@ def test_the_page_has_one_example_and_its_output() -> None:
     assert len(blocks("text")) == 1, "the printed output follows the example"
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("db_backend", ["sqlite"])
 @pytest.mark.parametrize("speed", [60.0])
 def test_the_example_runs_and_prints_what_the_page_shows(
     server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

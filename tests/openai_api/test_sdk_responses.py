@@ -146,7 +146,7 @@ def test_store_false_forgets_and_delete_removes(server: Server) -> None:
     assert refused.value.param == "store"
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("db_backend", ["sqlite"])
 def test_errors_come_in_openais_shape(server: Server) -> None:
     client = server.client()
     with pytest.raises(openai.AuthenticationError) as auth:

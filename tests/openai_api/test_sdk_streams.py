@@ -94,7 +94,7 @@ def test_a_background_stream_disconnect_does_not_cancel(server: Server) -> None:
     assert client.responses.retrieve(first.response.id).status == "completed"
 
 
-@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("db_backend", ["postgres"])
 @pytest.mark.parametrize("speed", [12.0])
 def test_a_worker_killed_mid_answer_still_completes_it_once(
     db_url: str, speed: float, tmp_path: Path

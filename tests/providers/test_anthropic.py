@@ -12,6 +12,7 @@ from outlive.providers import (
     Message,
     ModelSettings,
     PermanentProviderError,
+    ReasoningBlock,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -113,7 +114,8 @@ async def test_thinking_blocks_become_thinking_deltas(server: FakeServer,
     assert "".join(thinking) == (
         "The user asks about durable sessions. A short answer will do.")
     first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
-    assert all(isinstance(e, ThinkingDelta) for e in events[:first_text])
+    assert all(isinstance(e, ThinkingDelta) for e in events[:first_text - 1])
+    assert isinstance(events[first_text - 1], ReasoningBlock)  # the whole signed block
     assert events[-1] == Finish("stop", Usage(44, 48))
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
 
@@ -122,6 +124,36 @@ async def test_max_tokens_is_length(server: FakeServer, provider: Make) -> None:
     server.script(Reply(fixture="anthropic/max_tokens.sse"))
     done = await collect(provider(server).stream([Message.user("go")], [], ModelSettings("m")))
     assert done.stop_reason == "length" and done.text == "It all started"
+
+
+async def test_signed_thinking_is_kept_as_a_reasoning_block(server: FakeServer,
+                                                             provider: Make) -> None:
+    server.script(Reply(fixture="anthropic/thinking_tool_use.sse"))
+    events = [e async for e in provider(server).stream([Message.user("hi")], [],
+                                                       ModelSettings("claude-fake-1"))]
+    blocks = [e for e in events if isinstance(e, ReasoningBlock)]
+    assert blocks == [ReasoningBlock({
+        "type": "thinking",
+        "thinking": "The user asks about durable sessions. A short answer will do.",
+        "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxfakeSignature=="})]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ReasoningBlock") < kinds.index("ToolCallEvent")
+    assert events[-1].stop_reason == "tool_calls"  # type: ignore[union-attr]
+
+
+def test_reasoning_blocks_go_first_in_their_assistant_message() -> None:
+    signed = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    redacted = {"type": "redacted_thinking", "data": "opaque"}
+    _, msgs = to_anthropic_messages([
+        Message.user("hi"),
+        Message.assistant("Checking.", [ToolCall("t1", "lookup", {})],
+                          [signed, redacted, {"type": "other_providers_thing"}]),
+        Message.tool_result("t1", "{}"),
+    ])
+    assert msgs[1]["content"] == [
+        signed, redacted, {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}},
+    ]
 
 
 def test_history_maps_to_messages_api() -> None:

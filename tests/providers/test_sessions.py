@@ -71,7 +71,8 @@ async def owner(store: PostgresStore) -> str:
 
 
 class Harness:
-    def __init__(self, store: PostgresStore, server: FakeServer, kind: Kind) -> None:
+    def __init__(self, store: PostgresStore, server: FakeServer, kind: Kind,
+                 **settings: Any) -> None:
         self.store = store
         self.server = server
         self.kind = kind
@@ -81,7 +82,7 @@ class Harness:
         agent = Agent(name="assistant", system_prompt="You answer briefly and use tools.",
                       model=kind.route, tools=demo_tools(0))
         self.worker = Worker(store, AgentRegistry([agent]), self.registry,
-                             RuntimeSettings(**SETTINGS))
+                             RuntimeSettings(**{**SETTINGS, **settings}))
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -186,12 +187,54 @@ async def test_full_session_with_a_tool_call(harness: Harness, owner: str) -> No
     assert json.loads(content) == lookup_answer("durable sessions")
 
 
-@pytest.mark.parametrize("failure", ["429", "500", "cut"])
-async def test_transient_failure_then_success(harness: Harness, owner: str,
-                                              failure: str) -> None:
+async def test_signed_thinking_goes_back_with_the_tool_result(
+    store: PostgresStore, server: FakeServer, owner: str
+) -> None:
+    """With thinking and tools, Anthropic refuses a follow-up that lacks the signed thinking
+    block of the turn that called the tool: it is kept in history and sent back as it came."""
+    harness = Harness(store, server, KINDS["anthropic"])
+    try:
+        server.script(Reply(fixture="anthropic/thinking_tool_use.sse"),
+                      Reply(fixture="anthropic/final_answer.sse"))
+        sid = await harness.session(owner, "Think, then look up 'durable sessions'")
+        await harness.start()
+        done = await harness.settled(sid)
+        assert done.status is Status.SUCCEEDED, done.error
+        thinking = {"type": "thinking",
+                    "thinking": "The user asks about durable sessions. A short answer will do.",
+                    "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxfakeSignature=="}
+        entries = await harness.store.read_entries(sid)
+        assert entries[1].data["reasoning"] == [thinking]
+        follow_up = server.requests[1].body["messages"]
+        assert follow_up[-2]["role"] == "assistant"
+        assert follow_up[-2]["content"][0] == thinking  # first, before the tool_use
+        assert follow_up[-2]["content"][-1]["type"] == "tool_use"
+        assert "".join(e.data["text"] for e in await harness.events(sid)
+                       if e.type == "thinking_delta") == thinking["thinking"]
+    finally:
+        await harness.stop()
+
+
+@pytest.mark.parametrize("failure", ["429", "500", "cut", "stall"])
+async def test_transient_failure_then_success(store: PostgresStore, server: FakeServer,
+                                              kind: Kind, owner: str, failure: str) -> None:
+    # "stall": the server stops sending mid-answer and keeps the connection open
+    harness = Harness(store, server, kind,
+                      **({"stall_timeout": 1.0} if failure == "stall" else {}))
+    try:
+        await _transient_failure_then_success(harness, owner, failure)
+    finally:
+        await harness.stop()
+
+
+async def _transient_failure_then_success(harness: Harness, owner: str, failure: str) -> None:
     k = harness.kind
-    first = (Reply(fixture=k.tool_fixture, cut_after=4) if failure == "cut"
-             else Reply(int(failure), f"{k.name}/error_{failure}.json"))
+    if failure == "cut":
+        first = Reply(fixture=k.tool_fixture, cut_after=4)
+    elif failure == "stall":
+        first = Reply(fixture=k.tool_fixture, hang_after=4)
+    else:
+        first = Reply(int(failure), f"{k.name}/error_{failure}.json")
     harness.server.script(first, Reply(fixture=k.tool_fixture), Reply(fixture=k.final_fixture))
     sid = await harness.session(owner, "Use the lookup tool to look up 'durable sessions'")
     await harness.start()
@@ -201,7 +244,10 @@ async def test_transient_failure_then_success(harness: Harness, owner: str,
     errors = [e for e in events if e.type == "error"]
     assert len(errors) == 1 and errors[0].data["retrying"] is True
     assert errors[0].data["attempt"] == 1
-    if failure != "cut":
+    if failure == "stall":
+        assert "stalled" in errors[0].data["message"]
+        assert harness.server.disconnected.is_set()  # the stalled request was closed
+    elif failure != "cut":
         provider_message = fixture_json(f"{k.name}/error_{failure}.json")["error"]["message"]
         assert provider_message in errors[0].data["message"]
     assert len(harness.server.requests) == 3

@@ -1,4 +1,4 @@
-"""Real `outlive worker` processes and real signals, on PostgreSQL (DESIGN §4, §5, §10).
+"""Real `outlive worker` processes and real signals, on PostgreSQL (docs/architecture.md §4, §5).
 
 Each test starts worker processes (`python -m outlive worker`, tests/support/processes.py),
 drives a session through the Store and hits a process at a chosen point: `kill -9` mid-stream,
@@ -26,7 +26,8 @@ from outlive.domain import Delivery, Event, Status
 from outlive.store import PostgresStore
 from tests.support.databases import TRUNCATE_ALL
 from tests.support.ledger_agent import LEDGER_ENV, read_ledger
-from tests.support.processes import Processes, WorkerProcess, wait_listening
+from tests.support.pgbouncer import PgBouncer
+from tests.support.processes import Processes, WorkerProcess, postgres_url, wait_listening
 from tests.support.sessions import all_events, event_appears, settled
 from tests.support.waiting import eventually
 
@@ -53,8 +54,19 @@ async def owner_id(pg_store: PostgresStore) -> str:
 @pytest.fixture
 def procs(request: pytest.FixtureRequest, pg_dsn: str, tmp_path: Path) -> Iterator[Processes]:
     """Worker processes for this test; leftovers are killed; logs are printed on failure."""
+    yield from _reported(request, Processes(pg_dsn, tmp_path,
+                                            **{LEDGER_ENV: str(tmp_path / "ledger.jsonl")}))
+
+
+@pytest.fixture
+def pooled_procs(request: pytest.FixtureRequest, pg_dsn: str, pgbouncer: PgBouncer,
+                 tmp_path: Path) -> Iterator[Processes]:
+    """Like `procs`, with the workers' `--db` going through PgBouncer in transaction mode."""
+    yield from _reported(request, Processes(pgbouncer.dsn_for(pg_dsn), tmp_path))
+
+
+def _reported(request: pytest.FixtureRequest, ps: Processes) -> Iterator[Processes]:
     failed_before = request.session.testsfailed
-    ps = Processes(pg_dsn, tmp_path, **{LEDGER_ENV: str(tmp_path / "ledger.jsonl")})
     try:
         yield ps
     finally:
@@ -117,8 +129,27 @@ async def assert_no_duplicate_answers(store: PostgresStore, session_id: str) -> 
 async def test_kill9_mid_stream_is_resumed_after_the_lease_expires_without_duplicates(
     pg_store: PostgresStore, owner_id: str, procs: Processes
 ) -> None:
-    store = pg_store
     await two_workers(procs, "--backstop", "0.5", lease_ttl=LEASE_TTL, heartbeat=0.5)
+    await _kill9_mid_stream(pg_store, owner_id, procs)
+
+
+async def test_kill9_mid_stream_through_pgbouncer_is_resumed_without_duplicates(
+    pg_store: PostgresStore, owner_id: str, pooled_procs: Processes, pg_dsn: str
+) -> None:
+    """The same takeover with both workers' `--db` through PgBouncer in transaction mode and
+    LISTEN on a direct connection: one given `--listen-db`, the other `OUTLIVE_LISTEN_DB`."""
+    direct = postgres_url(pg_dsn)
+    args = ("--backstop", "0.5")
+    a = await pooled_procs.start(*args, "--listen-db", direct, name="a", wait=False,
+                                 lease_ttl=LEASE_TTL)
+    b = await pooled_procs.start(*args, name="b", wait=False, lease_ttl=LEASE_TTL,
+                                 env={"OUTLIVE_LISTEN_DB": direct})
+    await asyncio.gather(a.ready(), b.ready())
+    await wait_listening(pg_dsn, 2)
+    await _kill9_mid_stream(pg_store, owner_id, pooled_procs)
+
+
+async def _kill9_mid_stream(store: PostgresStore, owner_id: str, procs: Processes) -> None:
     s = await store.create_session(owner_id, agent="demo", model="demo:scripted",
                                    prompt="run long")
     first = (await event_appears(store, s.id, "turn_start")).data["message_id"]

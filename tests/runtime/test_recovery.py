@@ -1,8 +1,8 @@
 """Resume after a crash or a handoff, history repair, lost leases and the attempt cap.
 
 A "ghost" worker writes through the Store exactly what a worker process would have written
-before it died, so each cut point of DESIGN §5 is reproduced deterministically; the process
-tests in test_processes.py do the same with real `kill -9`.
+before it died, so each cut point of docs/architecture.md §5 is reproduced deterministically;
+the process tests in test_processes.py do the same with real `kill -9`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from outlive.domain import Status
+from outlive.runtime.history import model_messages
 from tests.support.sessions import all_events, event_appears, settled
 
 
@@ -74,6 +77,14 @@ async def test_tool_failure_is_never_a_success(store, workers, owner):
     events = await all_events(store, s.id)
     end = next(e for e in events if e.type == "tool_end")
     assert end.data["ok"] is False and "error" in end.data and "result" not in end.data
+    # the tool returned a typed failure: its details reach the log and the model, as an error
+    assert end.data["error"]["retryable"] is False
+    assert "failed on purpose" in end.data["error"]["message"]
+    messages = model_messages("", await store.read_entries(s.id))
+    result = next(m for m in messages if m.role == "tool")
+    assert result.is_error and json.loads(result.text) == {"error": end.data["error"]}
+    answer = next(e for e in events if e.type == "message_end" and e.seq > end.seq)
+    assert "failed on purpose" in answer.data["text"]
     assert done.status is Status.SUCCEEDED  # the model saw the error and answered
 
 
@@ -87,10 +98,15 @@ async def test_ask_me_settles_awaiting_the_answer_then_continues(store, workers,
     q = next(e for e in events if e.type == "user_question")
     assert q.data["question"]
     assert "tool_end" not in types(events)  # intercepted, not run
+    # it waits on the person: attention says so until they answer
+    assert done.attention == "question" and events[-1].data["attention"] == "question"
+    assert [x.id for x in (await store.list_sessions(owner, attention="question")).items] == [
+        s.id]
     r = await store.post_message(owner, s.id, "blue")
     assert r.requeued
+    assert (await store.load_session(s.id)).attention is None
     again = await settled(store, s.id)
-    assert again.status is Status.SUCCEEDED
+    assert again.status is Status.SUCCEEDED and again.attention is None
     later = (await all_events(store, s.id))[len(events):]
     assert types(later)[:3] == ["user_message", "session_start", "turn_start"]
     assert later[1].data["reason"] == "follow_up"
@@ -208,3 +224,14 @@ async def test_watched_session_is_not_abandoned(store, workers, owner):
 
         await asyncio.sleep(0.1)
     assert (await store.load_session(s.id)).cancel_requested_at is None
+
+
+async def test_a_turn_past_its_wall_clock_cap_fails_the_session(store, workers, owner):
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="run long")
+    await workers.start(speed=1, turn_timeout=0.4)
+    done = await settled(store, s.id, timeout=10)
+    assert done.status is Status.FAILED and done.error.code == "provider_error"
+    assert "turn_timeout" in done.error.message
+    events = await all_events(store, s.id)
+    assert [e.data["message"] for e in events if e.type == "error"][-1] == done.error.message

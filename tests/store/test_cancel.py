@@ -28,7 +28,9 @@ async def test_cancel_queued_session_settles_it_at_once(store):
     assert (out.lease_worker, out.attempt, out.fence) == (None, 0, 0)
     assert out == await store.load_session(s.id)
     end = (await store.read_events(s.id))[-1]
-    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "user"})
+    # the prompt was never delivered: the cancel dropped it, and says so
+    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "user",
+                                                    "dropped_inputs": [1]})
     assert (await owner_events(store, owner.id))[1:] == [
         ("session_cancel_requested", {"reason": "user"}),
         ("session_status", {"status": "cancelled", "attempt": 0}),
@@ -134,7 +136,7 @@ async def test_abandoned_running_session_gets_a_cancel_request(store):
     assert await store.cancel_abandoned() == []
     await store.settle(claims[0].lease, Status.CANCELLED)
     end = (await store.read_events(a.id))[-1]
-    assert end.data == {"status": "cancelled", "reason": "abandoned"}
+    assert end.data == {"status": "cancelled", "reason": "abandoned", "dropped_inputs": [1]}
     await assert_gapless(store, owner.id)
 
 

@@ -20,6 +20,9 @@ from tests.support.store_suite import (
     owner_events,
 )
 
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
 
 async def test_claim_hands_out_a_lease_with_fence_and_attempt(store):
     owner = await new_owner(store)
@@ -172,7 +175,8 @@ async def test_cancel_requested_session_is_settled_cancelled_at_claim(store):
     )
     assert got == await store.load_session(s.id)
     last = (await store.read_events(s.id))[-1]
-    assert (last.type, last.data) == ("session_end", {"status": "cancelled", "reason": "user"})
+    assert (last.type, last.data) == ("session_end", {"status": "cancelled", "reason": "user",
+                                                      "dropped_inputs": [1]})
     assert (await owner_events(store, owner.id))[-1] == (
         "session_status", {"status": "cancelled", "attempt": 1}
     )
@@ -201,7 +205,8 @@ async def test_attempt_cap_fails_the_claim_after_five_crashes(store):
     assert end.type == "session_end" and end.data["status"] == "failed"
     assert end.data["error"]["code"] == "max_attempts"
     assert (await owner_events(store, owner.id))[-1] == (
-        "session_status", {"status": "failed", "attempt": 5}
+        "session_status", {"status": "failed", "attempt": 5,
+                           "error": {"code": "max_attempts", "message": got.error.message}}
     )
     assert await store.claim("w6", limit=5, lease_ttl=LONG_TTL) == []
     # a new message revives it with a fresh budget

@@ -1,6 +1,7 @@
 """Fencing: a worker write that names an old (worker, fence) changes nothing and raises
 `LeaseLost`; the current holder's writes go through, even after its lease time lapsed, as long
-as nobody has claimed the session since (DESIGN §5: writes check (session, worker, fence))."""
+as nobody has claimed the session since (docs/architecture.md §5: writes check (session,
+worker, fence))."""
 
 from __future__ import annotations
 
@@ -12,9 +13,21 @@ import pytest
 
 from outlive.domain import LeaseLost, NotFound, Status
 from outlive.domain.model import ErrorInfo, Lease, NewEvent
+from outlive.store import Commit
 from tests.support.store_suite import AnyStore, claim_one, expire, held, new_owner, world
 
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
 Write = Callable[[AnyStore, Lease], Awaitable[Any]]
+
+async def _single(outcomes: Awaitable[list[Any]]) -> Any:
+    """The one outcome of a group commit of one item, raised when it is an error."""
+    (out,) = await outcomes
+    if isinstance(out, Exception):
+        raise out
+    return out
+
 
 WRITES: dict[str, Write] = {
     "append_events": lambda st, lease: st.append_events(
@@ -25,6 +38,10 @@ WRITES: dict[str, Write] = {
         lease, entries=[("assistant", {"text": "x"})], events=[NewEvent("stage", {})],
         delivered_through=1,
     ),
+    "commit_many": lambda st, lease: _single(st.commit_many([Commit(
+        lease, entries=[("assistant", {"text": "x"})], events=[NewEvent("stage", {})],
+        delivered_through=1,
+    )])),
     "settle_succeeded": lambda st, lease: st.settle(lease, Status.SUCCEEDED),
     "settle_failed": lambda st, lease: st.settle(
         lease, Status.FAILED, error=ErrorInfo("boom", "stale")

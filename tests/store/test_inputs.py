@@ -12,6 +12,7 @@ from outlive.domain.model import Delivery, Lease, PostResult
 from tests.support.store_suite import (
     assert_gapless,
     claim_one,
+    expire,
     held,
     new_owner,
     new_session,
@@ -41,8 +42,28 @@ async def test_running_session_gets_the_requested_mode(store, mode):
     out = await store.post_message(owner.id, s.id, "more", mode=mode)
     assert (out.delivery, out.requeued) == (Delivery(mode), False)
     got = await store.load_session(s.id)
-    assert (got.status, got.lease_worker, got.attempt) == (Status.RUNNING, "w1", 1)
+    assert (got.status, got.lease_worker, got.attempt) == (Status.RUNNING, "w1", 0)
     assert await store.last_owner_event_id(owner.id) == n_owner
+
+
+async def test_a_message_to_a_crash_looping_session_resets_its_attempt_count(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    for i in range(2, 5):  # three crashes: the claims count 2, 3, 4
+        await expire(store, lease)
+        c = await claim_one(store, f"w{i}", max_attempts=5)
+        assert c.lease is not None and c.session.attempt == i
+        lease = c.lease
+    await store.post_message(owner.id, s.id, "are you stuck?")
+    assert (await store.load_session(s.id)).attempt == 0
+    for i in range(1, 6):  # five more crash claims before the cap, not one
+        await expire(store, lease)
+        c = await claim_one(store, f"v{i}", max_attempts=5)
+        assert c.lease is not None and c.session.attempt == i, i
+        lease = c.lease
+    await expire(store, lease)
+    capped = await claim_one(store, "v6", max_attempts=5)
+    assert capped.lease is None and capped.session.status is Status.FAILED
 
 
 async def test_default_mode_is_steer(store):

@@ -21,9 +21,10 @@ def samples(store: Any) -> dict[str, Any]:
     d = store.d
     pg = d.name == "postgres"
     return {
-        "abandon": 60.0, "after": 0, "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
+        "abandon": 60.0, "after": 0, "attention": None,
+        "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
-        "channel": "outlive", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
+        "channel": "outlive", "chat": "chat-1", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
         "data": d.json({}), "delivery": "steer", "fence": 1, "fences": [1], "hash": "h",
         "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
         "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,
@@ -31,6 +32,8 @@ def samples(store: Any) -> dict[str, Any]:
         "requeued": False, "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
+        # bounded storage (retention.sql)
+        "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
         "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
     }
 

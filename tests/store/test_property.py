@@ -7,9 +7,9 @@ the pure status machine (`outlive.domain.status.transition`), plus the store inv
 terminal ⇒ no lease, queued ⇒ no lease, attempt ≤ max_attempts, fence never decreases, event
 seqs 1..last_seq and owner event ids 1..n without gaps.
 
-Worker writes are fenced by (worker, fence) alone (DESIGN §5): the holder of the latest claim may
-write even after its lease time lapsed, as long as nobody has claimed the session since. So a
-holder's park/settle is modelled on the held view of its session.
+Worker writes are fenced by (worker, fence) alone (docs/architecture.md §5): the holder of the
+latest claim may write even after its lease time lapsed, as long as nobody has claimed the
+session since. So a holder's park/settle is modelled on the held view of its session.
 
 Undelivered messages at a `cancelled` end follow the store's rule (`_revive_or_drop`): those sent
 after the cancel request open the next run, the others count as consumed; the model applies it
@@ -259,14 +259,14 @@ class Scenario:
         res = await call
         assert res.seq == last_seq + 1
         assert res.delivery is (Delivery(mode) if in_flight else Delivery.START)
-        assert res.requeued is out.changed
+        assert res.requeued is (t.model.status in TERMINAL)
         t.last_input = res.seq
         t.inputs.append(res.seq)
         # SQLite's clock ticks in milliseconds: keep a later cancel request strictly after
         await asyncio.sleep(0.002)
-        if out.changed:
-            t.model = out.state
+        if res.requeued:
             t.error_code = None
+        t.model = out.state
 
     async def delete(self, t: Tracked) -> None:
         if t.model.deleted:

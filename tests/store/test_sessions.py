@@ -64,6 +64,24 @@ async def test_get_and_load_return_the_stored_session(store):
     assert await store.load_session(s.id) == s
 
 
+async def test_a_front_ends_chat_id_finds_its_newest_live_session_of_that_owner(store):
+    owner, other = await new_owner(store), await new_owner(store)
+    assert await store.find_chat(owner.id, "chat-1") is None
+    await new_session(store, owner.id, metadata={"chat_id": "chat-1"})
+    newer = await new_session(store, owner.id, metadata={"chat_id": "chat-1", "x": 1},
+                              client_request_id="run-a")
+    await new_session(store, owner.id, metadata={"chat_id": "chat-2"})
+    await new_session(store, other.id, metadata={"chat_id": "chat-3"})
+    found = await store.find_chat(owner.id, "chat-1")
+    assert found is not None and found.id == newer.id
+    assert await store.find_chat(owner.id, "chat-3") is None, "another owner's chat is not found"
+    [ev] = await store.read_events(newer.id)
+    assert ev.data == {"text": "hello", "delivery": "start", "client_request_id": "run-a"}
+    await store.delete_session(owner.id, newer.id)
+    found = await store.find_chat(owner.id, "chat-1")
+    assert found is not None and found.id != newer.id, "a deleted session is not found"
+
+
 async def test_list_is_owner_scoped_and_newest_first(store):
     a, b = await new_owner(store, "a"), await new_owner(store, "b")
     mine = [await new_session(store, a.id) for _ in range(4)]
@@ -141,7 +159,8 @@ async def test_delete_queued_session_cancels_it_and_hides_it(store):
     assert gone.deleted_at is not None
     assert gone.status is Status.CANCELLED and gone.lease_worker is None
     [end] = await store.read_events(s.id, after=1)
-    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "deleted"})
+    assert (end.type, end.data) == ("session_end", {"status": "cancelled", "reason": "deleted",
+                                                    "dropped_inputs": [1]})
     assert (await owner_events(store, owner.id))[2:] == [
         ("session_status", {"status": "cancelled", "attempt": 0}),
         ("session_deleted", {}),

@@ -20,6 +20,9 @@ from tests.support.store_suite import (
     world,
 )
 
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
 
 @pytest.mark.parametrize("status", [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED])
 async def test_settle_writes_session_end_and_owner_status(store, status):
@@ -38,9 +41,11 @@ async def test_settle_writes_session_end_and_owner_status(store, status):
     if error is not None:
         expected["error"] = {"code": "provider_error", "message": "upstream 500"}
     assert end.data == expected
-    assert (await owner_events(store, owner.id))[-1] == (
-        "session_status", {"status": status.value, "attempt": 1}
-    )
+    # the owner event carries the error too, so a list kept from the owner stream has it
+    assert (await owner_events(store, owner.id))[-1] == ("session_status", {
+        "status": status.value, "attempt": 1,
+        **({"error": expected["error"]} if error is not None else {}),
+    })
     assert await store.claim("w2", limit=5, lease_ttl=30) == []
     await assert_gapless(store, owner.id, s.id)
 
@@ -103,8 +108,9 @@ async def test_settle_failed_keeps_undelivered_messages_for_the_next_run(store):
     assert [e.seq for e in await store.undelivered_inputs(s.id)] == [post.seq]
     end = (await store.read_events(s.id))[-1]
     assert (end.type, end.data["status"]) == ("session_end", "failed")
-    assert (await owner_events(store, owner.id))[-1] == (
-        "session_status", {"status": "failed", "attempt": 1}
+    assert (await owner_events(store, owner.id))[-1] == (  # the message reset the attempt
+        "session_status", {"status": "failed", "attempt": 0,
+                           "error": {"code": "boom", "message": "tool crashed"}}
     )
     assert await store.claim("w2", limit=5, lease_ttl=30) == []
     # the next message revives the session and its run gets both messages

@@ -25,7 +25,7 @@ BASE_DSN = os.environ.get(
 )
 
 TABLES = (
-    "message_requests", "owner_events", "session_snapshots", "session_entries",
+    "create_requests", "message_requests", "owner_events", "session_snapshots", "session_entries",
     "session_events", "sessions", "login_sessions", "api_keys", "owners",
 )
 """Every table with rows, children before parents."""

@@ -58,12 +58,14 @@ async def page_state(page: Page) -> dict[str, Any] | None:
 
 
 async def transcript_texts(page: Page) -> dict[str, list[str]]:
-    """The texts the transcript shows, per kind, read from the DOM (textContent: exact)."""
+    """The texts the transcript shows, per kind, read from the DOM (textContent: exact; for
+    answers, rendered as Markdown, the source text the element rendered)."""
     texts: dict[str, list[str]] = await page.evaluate(
         """() => {
+          // An answer shows as Markdown; its element keeps the text it rendered as source.
           const read = (sel) => [...document.querySelectorAll(
             `[data-testid=transcript] [data-testid=${sel}] [data-testid=msg-text]`)]
-            .map((el) => el.textContent);
+            .map((el) => el.dataset.source ?? el.textContent);
           return {assistant: read('msg-assistant'), user: read('msg-user')};
         }"""
     )

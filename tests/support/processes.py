@@ -231,12 +231,13 @@ class Processes:
 
     async def start(self, *args: str, name: str = "w", speed: float = 10.0,
                     lease_ttl: float = 2.0, heartbeat: float = 0.5,
-                    wait: bool = True) -> WorkerProcess:
-        """Start `outlive worker ... --lease-ttl --heartbeat ARGS`; wait until it is ready
-        unless `wait` is false."""
+                    wait: bool = True, env: dict[str, str] | None = None) -> WorkerProcess:
+        """Start `outlive worker ... --lease-ttl --heartbeat ARGS` (with `env` added to its
+        environment); wait until it is ready unless `wait` is false."""
         proc = WorkerProcess(
             self.dsn, "--lease-ttl", f"{lease_ttl:g}", "--heartbeat", f"{heartbeat:g}", *args,
-            log_dir=self.log_dir, name=name, speed=speed, env=child_env(**self.extra_env),
+            log_dir=self.log_dir, name=name, speed=speed,
+            env=child_env(**{**self.extra_env, **(env or {})}),
         )
         self.started.append(proc)
         if wait:

@@ -47,13 +47,18 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "store":          frozenset({"domain"}),                      # the Store port and SQL
     "providers":      frozenset({"domain"}),                      # the ModelProvider port
     "tools":          frozenset({"domain"}),                      # tool calls live in domain
-    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics"}),
+    # mcp: an adapter like providers: MCP servers' tools as registry tools, nothing more
+    "mcp":            frozenset({"domain", "tools"}),
+    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp"}),
     # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
     "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),
     "config":         ANY,                                        # builds agents and routes
     "cli":            ANY,                                        # `outlive serve|worker|...`
     "__main__":       ANY,                                        # `python -m outlive`
     "_cli_sessions":  ANY,                                        # `outlive sessions ...`
+    "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
+    "_cli_port":      frozenset(),                                # who holds a TCP port
+    "_cli_transcript": frozenset(),                               # events as text
     "_embedded":      ANY,                                        # API+worker+store in-process
     "_tour":          ANY,                                        # `outlive demo`
 }
@@ -65,6 +70,7 @@ FORBIDDEN = {
     "providers": {"store"},
     "api": {"runtime"},
     "tools": {"providers"},
+    "mcp": {"store", "runtime", "api", "providers"},
 }
 """The arrows the design names explicitly; `MAY_IMPORT` must exclude every one of them."""
 

@@ -213,6 +213,13 @@ async def test_length_stops_with_length() -> None:
     assert len(run.final_text) > 200
 
 
+async def test_markdown_answers_in_markdown() -> None:
+    run = await drive("show me some markdown")
+    assert run.shapes() == [["text", "finish:stop"]]
+    for part in ("## ", "| part |", "```python", "> A cancel", "- [x]", "](https://"):
+        assert part in run.final_text
+
+
 async def test_provider_error_n_fails_the_first_n_calls() -> None:
     provider = DemoProvider(speed=0)
     messages = [Message.user("hello with provider error 3")]

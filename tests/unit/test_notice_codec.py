@@ -1,10 +1,13 @@
-"""The NOTIFY payload carries every flag of a notice, the cancel bit included."""
+"""The NOTIFY payload carries every flag of a notice, the cancel bit included, and never
+reaches PostgreSQL's 8,000-byte limit however many sessions one commit touches."""
 
 from __future__ import annotations
 
 import itertools
 
+from outlive.domain.model import new_id
 from outlive.store import Notice
+from outlive.store._pg_payload import MAX_PAYLOADS, PAYLOAD_LIMIT
 from outlive.store.postgres import decode_notices, encode_notices
 
 
@@ -13,4 +16,27 @@ def test_every_combination_of_flags_survives_the_payload():
         Notice(f"s{i}", "o1", *flags)
         for i, flags in enumerate(itertools.product([False, True], repeat=4))
     ]
-    assert decode_notices(encode_notices(notices)) == notices
+    assert [n for p in encode_notices(notices) for n in decode_notices(p)] == notices
+    assert len(encode_notices(notices)) == 1
+
+
+def test_a_thousand_notices_split_into_payloads_under_the_limit_in_order():
+    notices = [Notice(new_id("s"), new_id("o"), work=i % 2 == 0, events=True, owner=i % 3 == 0)
+               for i in range(1000)]
+    payloads = encode_notices(notices)
+    assert 1 < len(payloads) <= MAX_PAYLOADS
+    assert all(len(p.encode()) <= PAYLOAD_LIMIT for p in payloads)
+    assert [n for p in payloads for n in decode_notices(p)] == notices
+    # each payload is filled before the next one starts
+    assert all(len(p.encode()) > PAYLOAD_LIMIT - 200 for p in payloads[:-1])
+
+
+def test_past_the_payload_cap_one_rescan_notice_is_sent_instead():
+    notices = [Notice(new_id("s"), new_id("o"), events=True) for _ in range(20_000)]
+    payloads = encode_notices(notices)
+    assert len(payloads) == 1
+    assert [n.is_rescan for n in decode_notices(payloads[0])] == [True]
+
+
+def test_no_notices_send_nothing():
+    assert encode_notices([]) == []

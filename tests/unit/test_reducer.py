@@ -41,10 +41,11 @@ def test_empty_state_shape() -> None:
         "items": [],
         "pending_inputs": [],
         "question": None,
+        "attention": None,
         "incomplete": None,
         "resumed": [],
     }
-    assert REDUCER_VERSION == 1
+    assert REDUCER_VERSION == 2
     assert empty_state() is not empty_state()
 
 
@@ -77,11 +78,11 @@ def test_user_message_adds_item_and_pending_input() -> None:
     assert state["status"] == "queued"
 
 
-def test_turn_start_consumes_pending_inputs_and_opens_a_message() -> None:
+def test_turn_start_consumes_the_inputs_it_names_and_opens_a_message() -> None:
     state = run(
         ("user_message", {"text": "hi", "delivery": "start"}),
         ("session_start", {"attempt": 1}),
-        ("turn_start", {"turn": 1, "message_id": "m1"}),
+        ("turn_start", {"turn": 1, "message_id": "m1", "inputs": [1], "inputs_through": 1}),
         ("user_message", {"text": "steer", "delivery": "steer"}),
     )
     assert state["pending_inputs"] == [{"seq": 4, "text": "steer", "delivery": "steer"}]
@@ -92,7 +93,7 @@ def test_turn_start_consumes_pending_inputs_and_opens_a_message() -> None:
         "thinking": "",
         "status": "streaming",
     }
-    state = apply(state, "turn_start", 5, {"turn": 2, "message_id": "m2"})
+    state = apply(state, "turn_start", 5, {"turn": 2, "message_id": "m2", "inputs": [4]})
     assert state["pending_inputs"] == []
     assert [i.get("message_id") for i in state["items"]] == [None, "m1", None, "m2"]
 
@@ -647,3 +648,49 @@ def test_generated_states_keep_the_documented_shape(events: list[Ev]) -> None:
             assert item["kind"] in {"user", "question", "marker"}
     if events and events[-1][0] == "session_end":
         assert all(i.get("status") not in {"streaming", "running"} for i in state["items"])
+
+
+def test_a_queued_message_waits_until_a_turn_names_it() -> None:
+    state = run(
+        ("user_message", {"text": "hi", "delivery": "start"}),
+        ("session_start", {"attempt": 1}),
+        ("turn_start", {"turn": 1, "message_id": "m1", "inputs": [1]}),
+        ("user_message", {"text": "later", "delivery": "queue"}),
+        ("turn_start", {"turn": 2, "message_id": "m2"}),
+    )
+    assert [p["seq"] for p in state["pending_inputs"]] == [4]
+    state = apply(state, "turn_start", 6, {"turn": 3, "message_id": "m3", "inputs": [4]})
+    assert state["pending_inputs"] == []
+
+
+def test_inputs_through_of_older_logs_delivers_up_to_it() -> None:
+    state = run(
+        ("user_message", {"text": "a", "delivery": "start"}),
+        ("user_message", {"text": "b", "delivery": "queue"}),
+        ("turn_start", {"turn": 1, "message_id": "m1", "inputs_through": 1}),
+    )
+    assert [p["seq"] for p in state["pending_inputs"]] == [2]
+
+
+def test_session_end_drops_the_inputs_it_names() -> None:
+    state = run(
+        ("user_message", {"text": "a", "delivery": "start"}),
+        ("turn_start", {"turn": 1, "message_id": "m1", "inputs": [1]}),
+        ("user_message", {"text": "b", "delivery": "queue"}),
+        ("user_message", {"text": "c", "delivery": "queue"}),
+        ("session_end", {"status": "cancelled", "dropped_inputs": [3]}),
+    )
+    assert [p["seq"] for p in state["pending_inputs"]] == [4]
+    users = [i for i in state["items"] if i["kind"] == "user"]
+    assert [u.get("dropped", False) for u in users] == [False, True, False]
+
+
+def test_attention_is_set_by_the_end_and_cleared_by_the_next_message() -> None:
+    state = run(
+        ("user_message", {"text": "ask me", "delivery": "start"}),
+        ("user_question", {"question": "Which?", "options": ["a", "b"]}),
+        ("session_end", {"status": "succeeded", "attention": "question"}),
+    )
+    assert state["attention"] == "question"
+    state = apply(state, "user_message", 4, {"text": "a", "delivery": "start"})
+    assert state["attention"] is None and state["question"] is None

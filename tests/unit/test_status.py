@@ -1,4 +1,5 @@
-"""The status machine of DESIGN §4: an exhaustive transition table and a property test."""
+"""The status machine of docs/architecture.md §4: an exhaustive transition table and a
+property test."""
 
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ TABLE = {
     (R, NONE, True, Action.REQUEST_CANCEL): (R, NONE, 0, 0, True, None),
     (R, HELD, True, Action.REQUEST_CANCEL): (R, HELD, 0, 0, True, None),
     (R, EXP, True, Action.REQUEST_CANCEL): (R, EXP, 0, 0, True, None),
-    # user messages: revive a terminal session, change nothing otherwise
+    # user messages: revive a terminal session; reset the attempt count of a live one
     **{(t, NONE, c, Action.POST_MESSAGE): (Q, NONE, "0", 0, False, None)
        for t in (S, F, C) for c in (False, True)},
-    **{(s, lease, c, Action.POST_MESSAGE): (s, lease, 0, 0, c, None)
+    **{(s, lease, c, Action.POST_MESSAGE): (s, lease, "0", 0, c, None)
        for s, lease in ((Q, NONE), (R, NONE), (R, HELD), (R, EXP)) for c in (False, True)},
     # delete: soft, cancelling what still runs
     **{(t, NONE, c, Action.DELETE): (t, NONE, 0, 0, c, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from typing import Any
@@ -11,7 +12,15 @@ import pytest
 from pydantic import BaseModel, Field
 
 from outlive.providers import ToolCall, ToolSpec
-from outlive.tools import Tool, ToolContext, ToolRegistry, ToolResult, demo_tools, tool
+from outlive.tools import (
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolRegistry,
+    ToolResult,
+    demo_tools,
+    tool,
+)
 
 
 class EchoArgs(BaseModel):
@@ -21,6 +30,10 @@ class EchoArgs(BaseModel):
 
 class Reply(BaseModel):
     text: str
+
+
+class Amount(BaseModel):
+    cents: int
 
 
 class NoArgs(BaseModel):
@@ -372,9 +385,26 @@ async def test_flaky_fails_clearly_when_told() -> None:
     registry = demo_tools(speed=0)
     failed = await registry.run(call("flaky", fail=True, reason="testing"), ctx())
     assert not failed.ok
-    assert failed.error == "DemoToolError: the flaky tool failed on purpose: testing"
+    assert failed.error == {"message": "the flaky tool failed on purpose: testing",
+                            "retryable": False, "value": {"reason": "testing"}}
     fine = await registry.run(call("flaky"), ctx())
     assert fine.ok
+
+
+async def test_a_returned_tool_failure_is_a_failure_with_its_details() -> None:
+    @tool(name="charge")
+    async def charge(args: Amount, ctx: ToolContext) -> ToolFailure:
+        return ToolFailure("card declined", value={"status": 402, "amount": args.cents},
+                           retryable=True)
+
+    out = await ToolRegistry([charge]).run(call("charge", cents=5), ctx())
+    assert (out.ok, out.result) == (False, None)
+    assert out.error == {"message": "card declined", "retryable": True,
+                         "value": {"status": 402, "amount": 5}}
+    assert out.to_dict()["error"] == out.error and out.to_dict()["ok"] is False
+    assert json.loads(out.model_text()) == {"error": out.error}
+    bare = ToolFailure("no such record")
+    assert bare.to_error() == {"message": "no such record", "retryable": False}
 
 
 async def test_counter_dedups_by_idempotency_key() -> None:

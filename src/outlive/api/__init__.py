@@ -1,4 +1,5 @@
-"""The HTTP API (DESIGN §6, §7, §9): FastAPI app factory, routes, SSE streams, auth.
+"""The HTTP API (docs/http-api.md; docs/architecture.md §6): FastAPI app factory, routes, SSE
+streams, auth.
 
 `create_app(store, catalog=…, settings=ApiSettings(…))` builds the app; the catalog (any
 `AgentCatalog`, e.g. `outlive.runtime.Catalog`) says which agents and model routes sessions

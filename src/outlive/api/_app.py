@@ -4,7 +4,9 @@ Routes live under `/v1` (sessions, events, login), plus `GET /healthz` without a
 `GET /metrics` with the metrics token; the OpenAPI document is `/openapi.json` (`/docs` and
 `/redoc` only with `ApiSettings.api_docs`: they load their scripts from a CDN). The
 OpenAI-compatible Responses API is a sub-application at `/openai/v1` (its own document at
-`/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The lifespan starts
+`/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The front-end protocols, the AI
+SDK's chat stream at `/ai-sdk` and AG-UI at `/ag-ui`, are plain routes with the same auth,
+left out of `/openapi.json` (their bodies are the protocols' own). The lifespan starts
 the fan-out hub (one store subscription for the process) and stops it, and with it every
 stream still open.
 
@@ -24,7 +26,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..store import Store
 from ..web import mount as mount_web
-from . import _events, _login, _meta, _metrics, _sessions
+from . import _events, _login, _meta, _metrics, _sessions, agui, aisdk
 from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
@@ -90,7 +92,7 @@ def create_app(
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _events, _login, _meta, _metrics):
+    for module in (_sessions, _events, _login, _meta, _metrics, aisdk, agui):
         app.include_router(module.router)
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

@@ -64,11 +64,16 @@ class ApiSettings:
     reconnects with Last-Event-ID and loses nothing)."""
     snapshot_cache: int = 256
     """Sessions whose latest folded transcript is kept in memory."""
+    purge_grace: float = 300.0
+    """A deleted session's content is purged this long after the DELETE (by a worker's
+    sweep); `?purge=now` purges at once (docs/retention.md)."""
 
     def __post_init__(self) -> None:
         for name in ("ping_interval", "backstop_interval", "watched_interval"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
+        if self.purge_grace < 0:
+            raise ValueError("purge_grace must not be negative")
         if self.key_cache_ttl < 0 or self.metrics_cache_ttl < 0:
             raise ValueError("key_cache_ttl and metrics_cache_ttl must not be negative")
         if not (self.login_idle > 0 and self.login_max_age > 0 and self.auth_fail_window > 0

@@ -27,6 +27,7 @@ from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER
 
 __all__ = [
     "MAX_METADATA_BYTES",
+    "MIN_ABANDON_AFTER",
     "CancelOut",
     "CreateSession",
     "DeletedOut",
@@ -78,9 +79,14 @@ class CreateSession(_Request):
     )
     abandon_after: float | None = Field(
         default=None, ge=MIN_ABANDON_AFTER, le=MAX_ABANDON_AFTER, allow_inf_nan=False,
-        description="Cancel the run (reason `abandoned`) when no stream has watched it for "
-        f"this many seconds ({MIN_ABANDON_AFTER:g} to {MAX_ABANDON_AFTER:g}, i.e. 30 days). "
-        "Off by default.",
+        description="Cancel the run (reason `abandoned`) when no stream (on any API "
+        f"process) has watched it for this many seconds, {MIN_ABANDON_AFTER:g} to "
+        f"{MAX_ABANDON_AFTER:g} (30 days). Off by default.",
+    )
+    client_request_id: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="Idempotency key (or the `Idempotency-Key` header): a create with a key "
+        "this owner used before returns the first session with 200 and starts no run.",
     )
 
 
@@ -127,6 +133,11 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
+    attention: Literal["question"] | None = Field(
+        default=None,
+        description="What the session waits on a person for: `question` when its run ended "
+        "on a question; cleared by the next message.",
+    )
 
 
 class SessionsPage(BaseModel):
@@ -198,6 +209,7 @@ def session_out(s: Session) -> SessionOut:
         metadata=s.metadata,
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
+        attention=s.attention,  # type: ignore[arg-type]
     )
 
 

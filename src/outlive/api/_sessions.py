@@ -1,4 +1,4 @@
-"""Session routes (DESIGN §7): create, list, read, retitle, delete, follow-up, cancel.
+"""Session routes (docs/http-api.md): create, list, read, retitle, delete, follow-up, cancel.
 
 All of them are owner-scoped through the Store, which raises the same `NotFound` for missing
 and foreign sessions, so the two give byte-identical 404 bodies. The API checks what only it
@@ -9,9 +9,9 @@ so a refused request changes nothing.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query, Response
 
 from ..domain.errors import TooLarge
 from ..domain.model import Status
@@ -44,10 +44,23 @@ router = APIRouter(prefix="/v1", tags=["sessions"])
     "/sessions",
     status_code=202,
     response_model=SessionOut,
-    responses=error_responses(400, 401, 413, 422),
+    responses={200: {"model": SessionOut,
+                     "description": "A create with this idempotency key was made before: "
+                     "its session, unchanged"},
+               **error_responses(400, 401, 413, 422)},
     summary="Start a session: it is queued and a worker runs it",
 )
-async def create_session(body: CreateSession, owner: CurrentOwner, ctx: Ctx) -> SessionOut:
+async def create_session(
+    body: CreateSession,
+    owner: CurrentOwner,
+    ctx: Ctx,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(min_length=1, max_length=200,
+               description="Same as `client_request_id` in the body (which wins)."),
+    ] = None,
+) -> SessionOut:
     for what, value in (("agent", body.agent), ("model", body.model)):
         if value is not None:
             check_string(value, what)  # before either is looked up and named in a refusal
@@ -80,7 +93,10 @@ async def create_session(body: CreateSession, owner: CurrentOwner, ctx: Ctx) -> 
         title=body.title,
         metadata=body.metadata,
         abandon_after=body.abandon_after,
+        client_request_id=body.client_request_id or idempotency_key,
     )
+    if session.replayed:
+        response.status_code = 200
     return session_out(session)
 
 
@@ -98,8 +114,13 @@ async def list_sessions(
     cursor: Annotated[
         str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
     ] = None,
+    attention: Annotated[
+        Literal["question"] | None,
+        Query(description="Only sessions waiting on a person for this (`question`)."),
+    ] = None,
 ) -> SessionsPage:
-    page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor)
+    page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
+                                         attention=attention)
     return SessionsPage(
         sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
     )
@@ -134,10 +155,20 @@ async def patch_session(
     status_code=202,
     response_model=DeletedOut,
     responses=error_responses(401, 404, 422),
-    summary="Delete a session (a running one is cancelled first)",
+    summary="Delete a session (a running one is cancelled first); its content is purged "
+    "after a short grace, or at once with ?purge=now",
 )
-async def delete_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> DeletedOut:
-    await ctx.store.delete_session(owner.id, session_id)
+async def delete_session(
+    session_id: str, owner: CurrentOwner, ctx: Ctx,
+    purge: Annotated[Literal["now"] | None, Query(
+        description="`now`: purge the content at once (a running session: as soon as its "
+        "run has stopped) instead of after the server's grace period")] = None,
+) -> DeletedOut:
+    now = purge == "now"
+    await ctx.store.delete_session(owner.id, session_id,
+                                   purge_in=0.0 if now else ctx.settings.purge_grace)
+    if now:
+        await ctx.store.purge_session(session_id)
     return DeletedOut()
 
 

@@ -12,6 +12,12 @@ Folding 100,000 events on every attach would be far too slow, so states are cach
 `at(session_id, seq)` therefore starts from the nearest cached state at or below `seq` (memory,
 else the store) and folds only the tail; it never folds from zero when a usable snapshot exists.
 A cached state of another reducer version is ignored and rebuilt from zero.
+
+A compacted session (docs/retention.md) has gaps where its deltas were: folding across one
+restarts from the snapshot the compaction left (or, when it needed none, from the one it
+started from), which gives the exact state at `compacted_through` and after. A state below
+that seq cannot be rebuilt exactly any more: it is returned (with every item, short of the
+deltas' text; the OpenAI surface only reads its user messages) but neither cached nor saved.
 """
 
 from __future__ import annotations
@@ -82,14 +88,31 @@ class Snapshots:
                         base_seq, base = stored
             state = base if base is not None else empty_state()
             reached = base_seq
+            restarted = False
             while reached < seq:
                 batch = await self._store.read_events(
                     session_id, after=reached, limit=min(_PAGE, seq - reached)
                 )
+                batch = [e for e in batch if e.seq <= seq]  # a compacted log has gaps
                 if not batch:
                     break
+                if batch[-1].seq - reached != len(batch) and not restarted:
+                    # A gap: deltas were compacted away since `state` was folded. Start
+                    # again from the compaction's snapshot, or (a compaction that needed
+                    # none) from the snapshot it folded from, as it did.
+                    restarted = True
+                    stored = await self._store.load_snapshot(session_id, at_most=seq)
+                    if stored is not None and _usable(stored[1]):
+                        reached, state = stored
+                        saved = max(saved, reached)
+                    else:
+                        reached, state = 0, empty_state()
+                    continue
                 state = fold(batch, state)
                 reached = batch[-1].seq
+            if restarted and reached < (await self._store.load_session(session_id)
+                                        ).compacted_through:
+                return reached, state  # inside the compacted range: not exact, not kept
             if reached - saved >= self.every:
                 self._spawn(self._save(session_id, reached, state))
                 saved = reached

@@ -1,10 +1,14 @@
 """Server-Sent Events: the response that carries a stream, and the two streams' frames.
 
-Session stream (DESIGN §6), in order:
+Session stream (docs/architecture.md §6), in order:
 
 1. `attached {last_seq, status}` (no `id:`);
 2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
-   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot;
+   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
+   compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
+   "compacted", last_seq}` and the snapshot at `compacted_through`, whose tail follows; with
+   one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync {reason:
+   "too_far_behind"}` and the snapshot;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
@@ -13,7 +17,7 @@ Session stream (DESIGN §6), in order:
    replayed log, or the snapshot, already ends the session).
 
 Owner stream: owner events with `id: <owner event id>`, `event: type`,
-`data: {id, session_id, ts, type, data}`; `caught_up {replayed}` after the backlog;
+`data: {id, session_id, ts, type, data}`; `caught_up {replayed, current_id}` after the backlog;
 `resync_required {reason, current_id}` (with `id: current_id`, so a browser's EventSource
 resumes from there) when the cursor is ahead of the log or more than 1,000 events behind it;
 then live events and pings.
@@ -45,7 +49,9 @@ from ._schemas import event_json, owner_event_json
 __all__ = [
     "OWNER_BACKLOG_LIMIT",
     "PING",
+    "SESSION_REPLAY_LIMIT",
     "EventStream",
+    "data_frame",
     "frame",
     "owner_frames",
     "session_frames",
@@ -55,6 +61,9 @@ log = logging.getLogger("outlive.api.sse")
 
 PING = b": ping\n\n"
 OWNER_BACKLOG_LIMIT = 1000
+SESSION_REPLAY_LIMIT = 2500
+"""A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
+size): reattaching after a long absence costs one snapshot, not 100,000 frames."""
 _PAGE = 1000
 
 
@@ -70,6 +79,11 @@ def _data(value: Any) -> bytes:
         if raw in out:
             out = out.replace(raw, escaped)
     return out
+
+
+def data_frame(data: Any) -> bytes:
+    """A frame with only a `data:` line (protocols that name nothing else)."""
+    return b"data: " + _data(data) + b"\n\n"
 
 
 def frame(event: str, data: Any, id: int | None = None) -> bytes:
@@ -248,10 +262,19 @@ async def session_frames(
     sid = session.id
     yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
     terminal = session.status in TERMINAL
-    if cursor is None or cursor > session.last_seq:
-        if cursor is not None:
-            yield frame("resync", {"reason": "cursor_ahead", "last_seq": session.last_seq})
-        seq, state = await ctx.snapshots.at(sid, session.last_seq)
+    resync = None
+    if cursor is not None and cursor > session.last_seq:
+        resync = "cursor_ahead"
+    elif cursor is not None and cursor < session.compacted_through:
+        resync = "compacted"  # the deltas after the cursor were folded into the snapshot
+    elif cursor is not None and session.last_seq - cursor > SESSION_REPLAY_LIMIT:
+        resync = "too_far_behind"
+    if cursor is None or resync is not None:
+        if resync is not None:
+            yield frame("resync", {"reason": resync, "last_seq": session.last_seq})
+        # After a compaction the snapshot it left is the nearest exact state; the tail follows.
+        upto = session.compacted_through if resync == "compacted" else session.last_seq
+        seq, state = await ctx.snapshots.at(sid, upto)
         yield frame("snapshot", {"seq": seq, "state": state}, seq)
         sent = seq
         terminal = state.get("status") in TERMINAL
@@ -320,7 +343,7 @@ async def owner_frames(
             if len(batch) < _PAGE:
                 break
     mb.last = sent
-    yield frame("caught_up", {"replayed": replayed})
+    yield frame("caught_up", {"replayed": replayed, "current_id": sent})
     ping = ctx.settings.ping_interval
     while True:
         try:

@@ -10,7 +10,7 @@
 * `AsyncClient` / `Client`: every endpoint, typed results, `ApiError` subclasses on errors.
 * `AsyncClient.stream`: a session's frames and events across reconnects, nothing lost or
   repeated.
-* `SessionWatcher`: the owner's sessions, live, newest first (DESIGN §6).
+* `SessionWatcher`: the owner's sessions, live, newest first (docs/architecture.md §6).
 * `SessionView`: one session's transcript, live, folded by the domain reducer.
 """
 

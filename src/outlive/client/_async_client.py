@@ -1,4 +1,4 @@
-"""`AsyncClient`: every endpoint of DESIGN §7 with typed results, plus the resumable
+"""`AsyncClient`: every endpoint of docs/http-api.md with typed results, plus the resumable
 session stream and one-connection owner streams.
 
     async with AsyncClient() as client:          # OUTLIVE_URL, OUTLIVE_API_KEY

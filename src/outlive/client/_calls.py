@@ -1,5 +1,5 @@
 """The endpoints as data: each call is a method, a path, a body and a parser, so the async
-and the sync client send the same requests and read the same answers (DESIGN §7)."""
+and the sync client send the same requests and read the same answers (docs/http-api.md)."""
 
 from __future__ import annotations
 

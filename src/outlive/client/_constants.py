@@ -1,4 +1,4 @@
-"""Timing and size rules of the client side (DESIGN §6), shared with the web page.
+"""Timing and size rules of the client side (docs/architecture.md §6), shared with the web page.
 
 The web page repeats these numbers in JS; keep the two in step. Seconds unless stated.
 """

@@ -1,4 +1,4 @@
-"""`SessionWatcher`: a live list of the owner's sessions, newest first (DESIGN §6).
+"""`SessionWatcher`: a live list of the owner's sessions, newest first (docs/architecture.md §6).
 
 It combines the owner stream (`GET /v1/events`) with full list fetches (`GET /v1/sessions`,
 every page). The rules, each with a unit test on a fake clock (tests/client/test_watcher_rules):

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "ATTENTION",
     "EVENT_TYPES",
     "MAX_ATTEMPTS",
     "MAX_TEXT_CHARS",
@@ -68,6 +69,10 @@ class Delivery(enum.StrEnum):
     INTERRUPT = "interrupt"
     REJECT = "reject"
     START = "start"
+
+
+ATTENTION = frozenset({"question"})
+"""What a session can wait on a person for (`Session.attention`); approvals will join."""
 
 
 class ClaimReason(enum.StrEnum):
@@ -145,6 +150,15 @@ class Session:
     """Seq of the newest user message; above `delivered_input_seq` while one waits."""
     last_entry_seq: int = 0
     """Seq of the newest model-history entry (0: the run starts from an empty history)."""
+    attention: str | None = None
+    """What the session waits on a person for (`"question"`), set by the run that ended on
+    it and cleared by the next user message; None when it waits on nobody."""
+    replayed: bool = False
+    """True when `create_session` returned the session an earlier create with the same
+    client request id made, instead of making a new one."""
+    compacted_through: int = 0
+    """Deltas (`text_delta`, `thinking_delta`, `tool_progress`) at or below this seq were
+    folded into the snapshot at this seq and deleted; other events remain (no renumbering)."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -1,4 +1,5 @@
-"""The transcript reducer of DESIGN §6: a pure fold of one session's events into its UI state.
+"""The transcript reducer of docs/architecture.md §6: a pure fold of one session's events into
+its UI state.
 
 The API caches folded states as snapshots and folds forward from them, the Python client folds
 live events on top of a snapshot frame, and the web page repeats these rules in JS. So the fold
@@ -9,8 +10,8 @@ plain JSON so it survives the database and the wire unchanged.
 States are values: `apply` and `fold` never mutate the state they are given. They share the
 parts an event did not touch with it, so callers must treat every state as read-only.
 
-Rules beyond the event list of DESIGN §6, chosen so a transcript never shows work as still in
-flight (or as a success) after the run that did it is gone:
+Rules beyond the event list of docs/architecture.md §6, chosen so a transcript never shows
+work as still in flight (or as a success) after the run that did it is gone:
 
 * `session_end` closes open items: streaming messages become "interrupted" ("cancelled" when the
   session was cancelled) and running tools "interrupted". `session_interrupted` (a park) and
@@ -22,7 +23,12 @@ flight (or as a success) after the run that did it is gone:
   (a resumed run that reuses the id) instead of adding a duplicate.
 * Deltas for a message that is no longer streaming are ignored: its text is already settled.
 * A `user_message` that revives a terminal session also resets attempt to 0 and clears error
-  and incomplete, as the store does (DESIGN §4).
+  and incomplete, as the store does (docs/architecture.md §4).
+* A user message waits (`pending_inputs`) until the `turn_start` that delivers it names it
+  (`inputs`, or `inputs_through` in logs written before `inputs`), or the `session_end` that
+  cancelled it names it in `dropped_inputs` (its item is then marked `dropped`).
+* `attention` is the `session_end`'s (a run that ended on a question) until the next user
+  message.
 """
 
 from __future__ import annotations
@@ -31,15 +37,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .model import TERMINAL, Event
+from .transcript_state import State, Txn, as_int, as_text, ident, plain_json
 
 __all__ = ["REDUCER_VERSION", "apply", "empty_state", "fold"]
 
-REDUCER_VERSION = 1
+REDUCER_VERSION = 2
+"""2: delivery is explicit (`turn_start.inputs`, `session_end.dropped_inputs`); `attention`."""
 
-State = dict[str, Any]
 EventTuple = tuple[str, int, Mapping[str, Any]]
 
-_ID_FIELD = {"assistant": "message_id", "tool": "call_id"}
 
 
 def empty_state() -> State:
@@ -55,6 +61,7 @@ def empty_state() -> State:
         "items": [],
         "pending_inputs": [],
         "question": None,
+        "attention": None,
         "incomplete": None,
         "resumed": [],
     }
@@ -65,7 +72,7 @@ def apply(state: Mapping[str, Any], event_type: str, seq: int, data: Mapping[str
     _check_version(state)
     if seq <= state["seq"]:
         return dict(state)
-    txn = _Txn(state, indexed=False)
+    txn = Txn(state, indexed=False)
     _step(txn, event_type, seq, data)
     return txn.finish()
 
@@ -74,7 +81,7 @@ def fold(events: Iterable[EventTuple | Event], state: Mapping[str, Any] | None =
     """Fold many events in one copy-on-write pass, so 100k deltas cost 100k appends, not copies."""
     base: Mapping[str, Any] = empty_state() if state is None else state
     _check_version(base)
-    txn = _Txn(base, indexed=True)
+    txn = Txn(base, indexed=True)
     data: Mapping[str, Any]
     for event in events:
         if isinstance(event, Event):
@@ -96,166 +103,23 @@ def _check_version(state: Mapping[str, Any]) -> None:
         )
 
 
-def _step(txn: _Txn, event_type: str, seq: int, data: Mapping[str, Any]) -> None:
+def _step(txn: Txn, event_type: str, seq: int, data: Mapping[str, Any]) -> None:
     handler = _HANDLERS.get(event_type)
     if handler is not None:
         handler(txn, seq, data if isinstance(data, Mapping) else {})
     txn.state["seq"] = seq
 
 
-class _Txn:
-    """Copy-on-write view of a state: each part is copied once, the first time it is written.
-
-    Text deltas are buffered as chunk lists and joined in `finish`, because appending to a str
-    held in a dict copies it every time (quadratic over a long stream).
-    """
-
-    __slots__ = (
-        "_buf",
-        "_index",
-        "_indexed",
-        "_items_owned",
-        "_lists",
-        "_owned",
-        "_progress",
-        "state",
-    )
-
-    def __init__(self, state: Mapping[str, Any], *, indexed: bool) -> None:
-        self.state: State = dict(state)
-        self._items_owned = False
-        self._owned: set[int] = set()
-        self._progress: set[int] = set()
-        self._lists: set[str] = set()
-        self._buf: dict[tuple[int, str], list[str]] = {}
-        # A bulk fold looks ids up in a dict built on first use; a single apply scans back from
-        # the end, where the item an event refers to almost always is.
-        self._indexed = indexed
-        self._index: dict[tuple[str, Any], int] | None = None
-
-    @property
-    def items(self) -> list[dict[str, Any]]:
-        """Read-only view of the items; write through `item` and `add`."""
-        items: list[dict[str, Any]] = self.state["items"]
-        return items
-
-    def find(self, kind: str, ident: Any) -> int | None:
-        items = self.items
-        if not self._indexed:
-            field = _ID_FIELD[kind]
-            for i in range(len(items) - 1, -1, -1):
-                item = items[i]
-                if item["kind"] == kind and item[field] == ident:
-                    return i
-            return None
-        if self._index is None:
-            self._index = {}
-            for i, item in enumerate(items):
-                key = _item_key(item)
-                if key is not None:
-                    self._index[key] = i
-        return self._index.get((kind, ident))
-
-    def add(self, item: dict[str, Any]) -> int:
-        items = self._own_items()
-        items.append(item)
-        i = len(items) - 1
-        self._owned.add(i)
-        if self._index is not None:
-            key = _item_key(item)
-            if key is not None:
-                self._index[key] = i
-        return i
-
-    def item(self, i: int) -> dict[str, Any]:
-        """The item at i, copied first if this transaction has not written it yet."""
-        items = self._own_items()
-        if i not in self._owned:
-            items[i] = dict(items[i])
-            self._owned.add(i)
-        return items[i]
-
-    def progress(self, i: int) -> list[Any]:
-        item = self.item(i)
-        if i not in self._progress:
-            item["progress"] = list(item.get("progress") or ())
-            self._progress.add(i)
-        progress: list[Any] = item["progress"]
-        return progress
-
-    def top_list(self, name: str) -> list[Any]:
-        if name not in self._lists:
-            self.state[name] = list(self.state[name])
-            self._lists.add(name)
-        lst: list[Any] = self.state[name]
-        return lst
-
-    def append_text(self, i: int, field: str, text: str) -> None:
-        chunks = self._buf.get((i, field))
-        if chunks is None:
-            self._buf[(i, field)] = [self.item(i)[field], text]
-        else:
-            chunks.append(text)
-
-    def set_text(self, i: int, field: str, text: str) -> None:
-        self._buf.pop((i, field), None)
-        self.item(i)[field] = text
-
-    def finish(self) -> State:
-        items = self.items
-        for (i, field), chunks in self._buf.items():
-            items[i][field] = "".join(chunks)
-        self._buf.clear()
-        return self.state
-
-    def _own_items(self) -> list[dict[str, Any]]:
-        if not self._items_owned:
-            self.state["items"] = list(self.state["items"])
-            self._items_owned = True
-        return self.items
-
-
-def _item_key(item: Mapping[str, Any]) -> tuple[str, Any] | None:
-    field = _ID_FIELD.get(item["kind"])
-    return None if field is None else (item["kind"], item[field])
-
-
-def _json(value: Any) -> Any:
-    """Own copy of an event payload, in the shape JSON gives back (lists, str keys)."""
-    if isinstance(value, Mapping):
-        return {str(k): _json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    return value
-
-
-def _ident(value: Any) -> Any:
-    """Ids are dict keys here and JSON values in the state, so keep them str/int/None."""
-    if value is None or isinstance(value, str | int):
-        return value
-    return str(value)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return "" if value is None else str(value)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 # ---- handlers -------------------------------------------------------------------------------
 
-Handler = Callable[[_Txn, int, Mapping[str, Any]], None]
+Handler = Callable[[Txn, int, Mapping[str, Any]], None]
 
 
-def _marker(txn: _Txn, seq: int, kind: str, data: Mapping[str, Any]) -> None:
-    txn.add({"kind": "marker", "seq": seq, "type": kind, "data": _json(data)})
+def _marker(txn: Txn, seq: int, kind: str, data: Mapping[str, Any]) -> None:
+    txn.add({"kind": "marker", "seq": seq, "type": kind, "data": plain_json(data)})
 
 
-def _close_open_items(txn: _Txn, message_status: str, tool_status: str) -> None:
+def _close_open_items(txn: Txn, message_status: str, tool_status: str) -> None:
     for i in range(len(txn.items)):
         item = txn.items[i]
         if item["kind"] == "assistant" and item["status"] == "streaming":
@@ -264,38 +128,38 @@ def _close_open_items(txn: _Txn, message_status: str, tool_status: str) -> None:
             txn.item(i)["status"] = tool_status
 
 
-def _on_session_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     txn.state["status"] = "running"
-    attempt = _int(data.get("attempt"))
+    attempt = as_int(data.get("attempt"))
     if attempt is not None:
         txn.state["attempt"] = attempt
 
 
-def _on_session_resumed(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_resumed(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
     txn.state["status"] = "running"
-    attempt = _int(data.get("attempt"))
+    attempt = as_int(data.get("attempt"))
     if attempt is not None:
         txn.state["attempt"] = attempt
     txn.top_list("resumed").append(
         {
             "seq": seq,
             "reason": data.get("reason"),
-            "repaired_tool_calls": _json(data.get("repaired_tool_calls", [])),
+            "repaired_tool_calls": plain_json(data.get("repaired_tool_calls", [])),
         }
     )
     _marker(txn, seq, "resumed", data)
 
 
-def _on_session_interrupted(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_interrupted(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
-    attempt = _int(data.get("attempt"))
+    attempt = as_int(data.get("attempt"))
     if attempt is not None:
         txn.state["attempt"] = attempt
     _marker(txn, seq, "interrupted", data)
 
 
-def _on_session_end(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     status = data.get("status")
     if not isinstance(status, str) or status not in TERMINAL:
         status = "failed"
@@ -305,13 +169,34 @@ def _on_session_end(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
     if isinstance(error, Mapping):
         txn.state["error"] = {"code": error.get("code"), "message": error.get("message")}
     elif error is not None:
-        txn.state["error"] = {"code": None, "message": _text(error)}
+        txn.state["error"] = {"code": None, "message": as_text(error)}
     else:
         txn.state["error"] = None
+    attention = data.get("attention")
+    txn.state["attention"] = attention if isinstance(attention, str) else None
+    dropped = _seqs(data.get("dropped_inputs"))
+    if dropped:
+        _deliver(txn, dropped.__contains__)
+        for i in range(len(txn.items)):
+            if txn.items[i]["kind"] == "user" and txn.items[i]["seq"] in dropped:
+                txn.item(i)["dropped"] = True
 
 
-def _on_user_message(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    text = _text(data.get("text"))
+def _seqs(value: Any) -> set[int]:
+    if not isinstance(value, list):
+        return set()
+    return {s for s in value if as_int(s) is not None}
+
+
+def _deliver(txn: Txn, delivered: Callable[[int], bool]) -> None:
+    """The pending inputs `delivered` accepts wait no more."""
+    if any(delivered(p["seq"]) for p in txn.state["pending_inputs"]):
+        pending = txn.top_list("pending_inputs")
+        pending[:] = [p for p in pending if not delivered(p["seq"])]
+
+
+def _on_user_message(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    text = as_text(data.get("text"))
     delivery = data.get("delivery") or "steer"
     item: dict[str, Any] = {"kind": "user", "seq": seq, "text": text, "delivery": delivery}
     if data.get("client_request_id") is not None:
@@ -319,15 +204,16 @@ def _on_user_message(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
     txn.add(item)
     txn.top_list("pending_inputs").append({"seq": seq, "text": text, "delivery": delivery})
     txn.state["question"] = None
+    txn.state["attention"] = None
     if txn.state["status"] in TERMINAL:
         txn.state.update(status="queued", attempt=0, error=None, incomplete=None)
 
 
-def _on_user_question(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    question = _text(data.get("question"))
-    options = _json(data.get("options") or [])
+def _on_user_question(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    question = as_text(data.get("question"))
+    options = plain_json(data.get("options") or [])
     txn.add({"kind": "question", "seq": seq, "question": question, "options": options})
-    txn.state["question"] = {"question": question, "options": _json(options)}
+    txn.state["question"] = {"question": question, "options": plain_json(options)}
 
 
 def _new_message(message_id: Any) -> dict[str, Any]:
@@ -340,13 +226,16 @@ def _new_message(message_id: Any) -> dict[str, Any]:
     }
 
 
-def _on_turn_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    # The run has drained its input before calling the model (DESIGN §5), so every user message
-    # before this turn is now in the model's view.
-    if txn.state["pending_inputs"]:
-        pending = txn.top_list("pending_inputs")
-        pending[:] = [p for p in pending if p["seq"] >= seq]
-    message_id = _ident(data.get("message_id"))
+def _on_turn_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    # Exactly the messages this turn names are now in the model's view; a queued one it does
+    # not name keeps waiting for the final answer.
+    inputs = data.get("inputs")
+    through = as_int(data.get("inputs_through"))
+    if isinstance(inputs, list):
+        _deliver(txn, _seqs(inputs).__contains__)
+    elif through is not None:
+        _deliver(txn, lambda s: s <= through)
+    message_id = ident(data.get("message_id"))
     i = txn.find("assistant", message_id)
     if i is None:
         txn.add(_new_message(message_id))
@@ -360,9 +249,9 @@ def _on_turn_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
 
 
 def _delta(field: str) -> Handler:
-    def handle(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-        message_id = _ident(data.get("message_id"))
-        text = _text(data.get("text"))
+    def handle(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+        message_id = ident(data.get("message_id"))
+        text = as_text(data.get("text"))
         i = txn.find("assistant", message_id)
         if i is None:
             i = txn.add(_new_message(message_id))
@@ -377,19 +266,19 @@ def _delta(field: str) -> Handler:
 _MESSAGE_END_STATUS = {"cancelled": "cancelled", "interrupted": "interrupted"}
 
 
-def _on_message_end(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    message_id = _ident(data.get("message_id"))
+def _on_message_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    message_id = ident(data.get("message_id"))
     i = txn.find("assistant", message_id)
     if i is None:
         i = txn.add(_new_message(message_id))
     if "text" in data:
-        txn.set_text(i, "text", _text(data["text"]))
+        txn.set_text(i, "text", as_text(data["text"]))
     stop_reason = data.get("stop_reason")
     item = txn.item(i)
-    item["status"] = _MESSAGE_END_STATUS.get(_text(stop_reason), "complete")
+    item["status"] = _MESSAGE_END_STATUS.get(as_text(stop_reason), "complete")
     item["stop_reason"] = stop_reason
     if data.get("usage") is not None:
-        item["usage"] = _json(data["usage"])
+        item["usage"] = plain_json(data["usage"])
 
 
 def _new_tool(call_id: Any, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -397,14 +286,14 @@ def _new_tool(call_id: Any, data: Mapping[str, Any]) -> dict[str, Any]:
         "kind": "tool",
         "call_id": call_id,
         "tool": data.get("tool"),
-        "arguments": _json(data.get("arguments") or {}),
+        "arguments": plain_json(data.get("arguments") or {}),
         "status": "running",
         "progress": [],
     }
 
 
-def _on_tool_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = _ident(data.get("call_id"))
+def _on_tool_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    call_id = ident(data.get("call_id"))
     i = txn.find("tool", call_id)
     if i is None:
         txn.add(_new_tool(call_id, data))
@@ -413,22 +302,22 @@ def _on_tool_start(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
     if data.get("tool") is not None:
         item["tool"] = data["tool"]
     if data.get("arguments") is not None:
-        item["arguments"] = _json(data["arguments"])
+        item["arguments"] = plain_json(data["arguments"])
     item["status"] = "running"
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
 
 
-def _on_tool_progress(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = _ident(data.get("call_id"))
+def _on_tool_progress(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    call_id = ident(data.get("call_id"))
     i = txn.find("tool", call_id)
     if i is None:
         i = txn.add(_new_tool(call_id, data))
-    txn.progress(i).append(_json(data.get("message")))
+    txn.progress(i).append(plain_json(data.get("message")))
 
 
-def _on_tool_end(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = _ident(data.get("call_id"))
+def _on_tool_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    call_id = ident(data.get("call_id"))
     i = txn.find("tool", call_id)
     if i is None:
         i = txn.add(_new_tool(call_id, data))
@@ -441,27 +330,27 @@ def _on_tool_end(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
     else:
         item["status"] = "done" if ok else "error"
     if ok:
-        item["result"] = _json(data.get("result"))
+        item["result"] = plain_json(data.get("result"))
     else:
-        item["error"] = _json(data.get("error"))
+        item["error"] = plain_json(data.get("error"))
     if data.get("duration_ms") is not None:
         item["duration_ms"] = data["duration_ms"]
 
 
-def _on_stage(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_stage(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     txn.state["stage"] = data.get("stage")
 
 
-def _on_title(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_title(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     txn.state["title"] = data.get("title")
 
 
-def _on_incomplete(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_incomplete(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     txn.state["incomplete"] = {"reason": data.get("reason")}
     _marker(txn, seq, "incomplete", data)
 
 
-def _on_error(txn: _Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_error(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     _marker(txn, seq, "error", data)
 
 

@@ -1,4 +1,4 @@
-"""The session status machine of DESIGN §4 as one pure function.
+"""The session status machine of docs/architecture.md §4 as one pure function.
 
 Both store adapters compute every lifecycle change through `transition`, so the table below is
 the single place that decides what a claim, park, settle, cancel, message or delete may do.
@@ -125,7 +125,8 @@ def transition(
             return Outcome(
                 replace(state, status=Status.QUEUED, attempt=0, cancel_requested=False)
             )
-        return Outcome(state, changed=False)
+        # A person answered: the crash count starts again, as the run goes on.
+        return Outcome(replace(state, attempt=0), changed=state.attempt != 0)
     if action is Action.DELETE:
         deleted = replace(state, deleted=True)
         if state.status in TERMINAL:

@@ -94,6 +94,33 @@ _LONG = re.compile(r"\brun long\b")
 _COUNT = re.compile(r"\b(?:idempotent|count|counter)\b")
 _LENGTH = re.compile(r"\blength\b")
 _THINK = re.compile(r"\bthink")
+_CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*(.*)$", re.DOTALL)
+_MARKDOWN = re.compile(r"\bmarkdown\b")
+
+MARKDOWN_ANSWER = """## Durable sessions, in short
+
+A session **outlives** the request, the tab and the worker:
+
+1. the database owns it (lease, fence, event log);
+2. workers *borrow* it under a lease;
+3. clients resume from the last `seq` they saw.
+
+| part | keeps | lost on a crash |
+|---|---|---:|
+| database | status, history, events | nothing |
+| worker | the model call in flight | one step |
+
+```python
+async for item in client.stream(session_id, until_end=True):
+    print(item.seq, item.type)  # gapless, never repeated
+```
+
+> A cancel keeps the partial answer, marked `cancelled`.
+
+- [x] stream
+- [ ] reconnect
+
+More in [the architecture notes](https://example.com/outlive/architecture)."""
 _WORD = re.compile(r"[\w'’-]+")
 
 
@@ -195,7 +222,7 @@ def _find_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, dict):
-        for key in ("error", "summary", "answer", "message", "result", "value"):
+        for key in ("error", "summary", "answer", "message", "result", "value", "text"):
             if key in value and value[key] is not None:
                 inner = value[key]
                 return _find_text(inner) if isinstance(inner, dict | str) else str(inner)
@@ -371,6 +398,29 @@ def _count(ctx: _Context) -> DemoTurn:
     return _done(ctx)
 
 
+def _call_named(ctx: _Context, found: re.Match[str]) -> DemoTurn:
+    """`call <tool> {json}`: any tool the agent offers (MCP tools included), by name."""
+    name, raw = found.group(1), found.group(2).strip()
+    if ctx.step == 0:
+        if name not in ctx.offered:
+            offered = ", ".join(sorted(ctx.offered)) or "none"
+            return DemoTurn(f"This agent has no tool `{name}`. Its tools: {offered}.", "stop")
+        try:
+            args = json.loads(raw) if raw else {}
+        except ValueError as exc:
+            return DemoTurn(f"The arguments are not JSON ({exc}); write them as an object, "
+                            f"e.g. call {name} {{\"key\": \"value\"}}.", "stop")
+        if not isinstance(args, dict):
+            return DemoTurn("The arguments must be a JSON object.", "stop")
+        return DemoTurn(f"Calling `{name}`.\n\n", "tool_calls", tool_calls=[ctx.call(name, args)])
+    if ctx.step == 1:
+        result = ctx.last_result()
+        if result is None or result.is_error:
+            return DemoTurn(f"`{name}` failed: {_sentence(summarise(result))}", "stop")
+        return DemoTurn(f"`{name}` answered: {_sentence(summarise(result))}", "stop")
+    return _done(ctx)
+
+
 def _length(ctx: _Context) -> DemoTurn:
     text = (
         "This answer is going to be cut off by the token limit, the way a real model stops "
@@ -400,7 +450,10 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
     low = ctx.lowered
-    if _ASK.search(low):
+    named = _CALL.match(ctx.prompt)
+    if named is not None:
+        turn = _call_named(ctx, named)
+    elif _ASK.search(low):
         turn = _ask(ctx)
     elif _FAIL.search(low):
         turn = _fail(ctx)
@@ -410,6 +463,8 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
         turn = _count(ctx)
     elif _LENGTH.search(low):
         turn = _length(ctx)
+    elif _MARKDOWN.search(low):
+        turn = DemoTurn(MARKDOWN_ANSWER, "stop") if ctx.step == 0 else _done(ctx)
     elif ctx.asked is not None:
         turn = _answer(ctx)
     else:

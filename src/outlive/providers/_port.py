@@ -22,6 +22,7 @@ __all__ = [
     "PermanentProviderError",
     "ProviderError",
     "ProviderEvent",
+    "ReasoningBlock",
     "Role",
     "StopReason",
     "TextDelta",
@@ -56,6 +57,8 @@ class Message:
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     is_error: bool = False
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    """Assistant messages: the provider's reasoning blocks to send back (`ReasoningBlock`)."""
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:
@@ -66,6 +69,8 @@ class Message:
             raise InvalidInput("a tool message must name the tool_call_id it answers")
         if self.role != "tool" and (self.tool_call_id is not None or self.is_error):
             raise InvalidInput("only tool messages carry tool_call_id and is_error")
+        if self.reasoning and self.role != "assistant":
+            raise InvalidInput("only assistant messages carry reasoning blocks")
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -76,8 +81,12 @@ class Message:
         return cls(role="user", text=text)
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: list[ToolCall] | None = None) -> Message:
-        return cls(role="assistant", text=text, tool_calls=list(tool_calls or []))
+    def assistant(
+        cls, text: str = "", tool_calls: list[ToolCall] | None = None,
+        reasoning: list[dict[str, Any]] | None = None,
+    ) -> Message:
+        return cls(role="assistant", text=text, tool_calls=list(tool_calls or []),
+                   reasoning=list(reasoning or []))
 
     @classmethod
     def tool_result(cls, tool_call_id: str, text: str, *, is_error: bool = False) -> Message:
@@ -111,6 +120,16 @@ class ThinkingDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningBlock:
+    """A finished block of the model's reasoning that the provider wants back, unchanged, in
+    the next request (Anthropic's signed `thinking` and `redacted_thinking` blocks: without
+    them a follow-up with tools after thinking is refused). Opaque to everyone else; kept in
+    the assistant entry and handed back as `Message.reasoning`."""
+
+    block: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ToolCallEvent:
     """Only complete calls are emitted: adapters assemble streamed argument fragments first."""
 
@@ -129,7 +148,7 @@ class Finish:
             raise InvalidInput(f"unknown stop reason {self.stop_reason!r}")
 
 
-ProviderEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallEvent | Finish
+ProviderEvent: TypeAlias = TextDelta | ThinkingDelta | ReasoningBlock | ToolCallEvent | Finish
 
 
 class ProviderError(OutliveError):
@@ -223,6 +242,8 @@ async def collect(events: AsyncIterator[ProviderEvent]) -> Completion:
                 thinking.append(event.text)
             elif isinstance(event, ToolCallEvent):
                 calls.append(event.call)
+            elif isinstance(event, ReasoningBlock):
+                continue
             else:
                 finish = event
     finally:

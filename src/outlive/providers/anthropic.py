@@ -7,9 +7,10 @@ thinking deltas (extended thinking, enabled with `settings.extra["anthropic_para
 extra (`pip install 'outlive[anthropic]'`) imported on first use; its own retries are off
 (`max_retries=0`) because the runtime retries.
 
-Known limit: with extended thinking *and* tools, Anthropic expects the signed thinking block
-of the previous assistant turn to be sent back; our history does not keep thinking blocks,
-so such a follow-up request may be refused. Thinking without tools works.
+With extended thinking *and* tools, Anthropic wants the signed `thinking` (and any
+`redacted_thinking`) blocks of the previous assistant turn back, unchanged: each finished one
+is yielded as a `ReasoningBlock`, kept in the assistant entry, and sent first in that
+assistant message of the next request.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._port import (
     PermanentProviderError,
     ProviderError,
     ProviderEvent,
+    ReasoningBlock,
     StopReason,
     TextDelta,
     ThinkingDelta,
@@ -98,7 +100,8 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str, list[dict[str, 
         elif m.role == "user":
             add("user", [{"type": "text", "text": m.text}] if m.text.strip() else [])
         elif m.role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = [
+                dict(b) for b in m.reasoning if b.get("type") in _REASONING]
             if m.text.strip():
                 blocks.append({"type": "text", "text": m.text})
             blocks.extend(
@@ -121,6 +124,10 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str, list[dict[str, 
     return "\n\n".join(system), out
 
 
+_REASONING = frozenset({"thinking", "redacted_thinking"})
+"""Content blocks the API wants back as they came."""
+
+
 @dataclass
 class _Block:
     type: str
@@ -128,6 +135,15 @@ class _Block:
     name: str = ""
     parts: list[str] = field(default_factory=list)
     input: Any = None
+    signature: str = ""
+    data: str = ""
+    """A `redacted_thinking` block's encrypted content."""
+
+    def reasoning(self) -> dict[str, Any]:
+        if self.type == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": self.data}
+        return {"type": "thinking", "thinking": "".join(self.parts),
+                "signature": self.signature}
 
 
 class AnthropicProvider(SdkClients):
@@ -202,7 +218,14 @@ class AnthropicProvider(SdkClients):
                     if dtype == "text_delta" and delta.text:
                         yield TextDelta(delta.text)
                     elif dtype == "thinking_delta" and delta.thinking:
+                        block = blocks.get(int(event.index))
+                        if block is not None:
+                            block.parts.append(delta.thinking)
                         yield ThinkingDelta(delta.thinking)
+                    elif dtype == "signature_delta":
+                        block = blocks.get(int(event.index))
+                        if block is not None:
+                            block.signature += str(getattr(delta, "signature", "") or "")
                     elif dtype == "input_json_delta":
                         block = blocks.get(int(event.index))
                         if block is not None and delta.partial_json:
@@ -210,20 +233,26 @@ class AnthropicProvider(SdkClients):
                 elif kind == "content_block_start":
                     cb = event.content_block
                     btype = str(getattr(cb, "type", ""))
-                    blocks[int(event.index)] = _Block(
+                    block = blocks[int(event.index)] = _Block(
                         btype,
                         str(getattr(cb, "id", "") or ""),
                         str(getattr(cb, "name", "") or ""),
                         input=getattr(cb, "input", None),
+                        signature=str(getattr(cb, "signature", "") or ""),
+                        data=str(getattr(cb, "data", "") or ""),
                     )
                     first = getattr(cb, btype, None) if btype in ("text", "thinking") else None
                     if isinstance(first, str) and first:  # usually empty; deltas follow
+                        if btype == "thinking":
+                            block.parts.append(first)
                         yield TextDelta(first) if btype == "text" else ThinkingDelta(first)
                 elif kind == "content_block_stop":
                     block = blocks.pop(int(event.index), None)
                     if block is not None and block.type == "tool_use":
                         calls += 1
                         yield ToolCallEvent(self._call(block))
+                    elif block is not None and block.type in _REASONING:
+                        yield ReasoningBlock(block.reasoning())
                 elif kind == "message_start":
                     u = getattr(event.message, "usage", None)
                     tokens_in = _input_tokens(u, tokens_in)

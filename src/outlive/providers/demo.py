@@ -7,11 +7,12 @@ module streams it with realistic pacing.
 Trigger words (case-insensitive, in the latest user message):
 
 * anything else   - a short answer after one `lookup` tool call;
-* "run long"      - a long answer (~30 s at speed 1) around two `slow_task` calls;
+* "run long"      - a long answer (~45 s at speed 1: 26 s of text, two 8 s `slow_task` calls);
 * "ask me"        - an `ask_user` tool call (the runtime turns it into `user_question`);
 * "fail a tool"   - a `flaky` call that fails, then an answer that admits it;
 * "count" / "idempotent" - a call of the idempotent `counter` tool;
 * "length"        - some text, then stop reason "length";
+* "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
 * "think"         - thinking deltas before each turn's text (combines with the above);
 * "provider error N" - the first N calls for that user message raise
   `TransientProviderError` (N defaults to 2; counted per provider instance, keyed by the
@@ -48,7 +49,7 @@ __all__ = ["CHARS_PER_SECOND", "DEFAULT_MODEL", "DemoProvider", "DemoTurn", "pie
 DEFAULT_MODEL = "scripted"
 
 CHARS_PER_SECOND = 120.0
-"""Streaming rate at speed 1 (about 30 tokens/s); the long answer takes about 30 s."""
+"""Streaming rate at speed 1 (about 30 tokens/s): the long answer streams for about 26 s."""
 
 FIRST_TOKEN_SECONDS = 0.3
 """Time to first token at speed 1."""

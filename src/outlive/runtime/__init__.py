@@ -3,11 +3,12 @@
 from .agents import Agent, AgentRegistry, demo_agent
 from .catalog import DEFAULT_AGENT, Catalog
 from .runner import Run
-from .settings import RuntimeSettings
+from .settings import DEFAULT_CONCURRENCY, RuntimeSettings
 from .worker import Worker
 
 __all__ = [
     "DEFAULT_AGENT",
+    "DEFAULT_CONCURRENCY",
     "Agent",
     "AgentRegistry",
     "Catalog",

@@ -4,11 +4,12 @@ user's own from a Python module next to the built-in demo agent."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.errors import InvalidInput
+from ..mcp import McpServer, unique_servers
 from ..providers import DEFAULT_ROUTE
 from ..tools import ToolRegistry, demo_tools
 
@@ -22,6 +23,9 @@ DEMO_PROMPT = (
 
 @dataclass(frozen=True)
 class Agent:
+    """An agent definition. `mcp_servers` adds each server's tools (named `server__tool`)
+    to `tools` on every worker that runs the agent."""
+
     name: str
     system_prompt: str
     model: str = DEFAULT_ROUTE
@@ -30,6 +34,10 @@ class Agent:
     max_tokens: int | None = None
     temperature: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: Sequence[McpServer] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mcp_servers", tuple(unique_servers(self.mcp_servers)))
 
 
 def demo_agent(speed: float = 1.0) -> Agent:
@@ -56,6 +64,10 @@ class AgentRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._agents)
+
+    def mcp_servers(self) -> list[McpServer]:
+        """Every MCP server some agent uses, each once."""
+        return unique_servers(s for a in self._agents.values() for s in a.mcp_servers)
 
     def __contains__(self, name: object) -> bool:
         return name in self._agents

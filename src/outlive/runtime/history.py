@@ -28,8 +28,9 @@ def assistant_entry(
     tool_calls: Sequence[ToolCall],
     stop_reason: str,
     status: str = "complete",
+    reasoning: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]]:
-    return "assistant", {
+    data: dict[str, Any] = {
         "message_id": message_id,
         "text": text,
         "tool_calls": [
@@ -38,6 +39,9 @@ def assistant_entry(
         "stop_reason": stop_reason,
         "status": status,
     }
+    if reasoning:  # the provider's signed thinking, sent back with this answer next time
+        data["reasoning"] = list(reasoning)
+    return "assistant", data
 
 
 def tool_result_entry(
@@ -61,7 +65,8 @@ def model_messages(system_prompt: str, entries: Iterable[Entry]) -> list[Message
                 ToolCall(c["call_id"], c["name"], dict(c.get("arguments") or {}))
                 for c in d.get("tool_calls") or []
             ]
-            out.append(Message.assistant(d.get("text", ""), calls))
+            out.append(Message.assistant(d.get("text", ""), calls,
+                                         list(d.get("reasoning") or [])))
         elif e.kind == "tool_result":
             ok = bool(d.get("ok"))
             body = d.get("result") if ok else {"error": d.get("error")}

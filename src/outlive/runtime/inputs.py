@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Sequence
 
-from ..domain.model import Event, Session
+from ..domain.model import Delivery, Event, Session
 from ..store import Store
 
-__all__ = ["Inbox"]
+__all__ = ["Inbox", "to_deliver"]
 
 
 class _Read(enum.Enum):
@@ -73,3 +74,16 @@ class Inbox:
     def delivered(self, through: int) -> None:
         """Messages up to `through` were written as delivered: they wait no more."""
         self._waiting = [e for e in self._waiting if e.seq > through]
+
+
+def to_deliver(inputs: Sequence[Event], *, final: bool) -> list[Event]:
+    """The waiting messages the next turn delivers: all of them after the final answer;
+    before it, all up to the last one that is not `queue` (a queued message waits for the
+    final answer, unless a later steer or interrupt takes it along)."""
+    if final:
+        return list(inputs)
+    cut = 0
+    for i, ev in enumerate(inputs):
+        if ev.data.get("delivery") != Delivery.QUEUE:
+            cut = i + 1
+    return list(inputs[:cut])

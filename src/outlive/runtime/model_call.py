@@ -1,11 +1,17 @@
 """The model call of a turn: streamed into a `TurnBuffer` as a supervised activity, and
-retried with a cancellable backoff when the provider fails transiently."""
+retried with a cancellable backoff when the provider fails transiently.
+
+Two clocks bound it, whatever the provider (demo, local and remote alike): a stream that
+yields nothing for `stall_timeout` is aborted as a transient provider error (so it is retried),
+and the whole call, retries and backoff included, is cut at `turn_timeout`."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import random
+import time
+from collections.abc import AsyncIterator
 
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..providers import (
@@ -14,10 +20,13 @@ from ..providers import (
     ModelProvider,
     ModelSettings,
     ProviderError,
+    ProviderEvent,
+    ReasoningBlock,
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
     ToolSpec,
+    TransientProviderError,
 )
 from .activity import Abort, Supervisor
 from .agents import Agent
@@ -54,8 +63,9 @@ class ModelCaller:
         """The answer, or the part of it streamed before a cancel or an interrupt. A failure
         that is not retried settles the session."""
         attempt = 0
+        deadline = time.monotonic() + self.settings.turn_timeout
         while True:
-            buf = TurnBuffer(message_id, self.settings.flush_bytes)
+            buf = TurnBuffer(message_id, self.settings.flush_bytes, self.settings.buffer_bytes)
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
@@ -67,8 +77,9 @@ class ModelCaller:
                 temperature=self.agent.temperature,
                 extra={**self.agent.extra, "session_id": self.session_id},
             )
-            act = asyncio.create_task(self._stream(buf, messages, tools, settings),
-                                      name=f"model:{self.session_id}")
+            act = asyncio.create_task(
+                self._stream(buf, messages, tools, settings, deadline),
+                name=f"model:{self.session_id}")
             await self.activity.supervise(act, functools.partial(self._flush, buf))
             # Deltas still buffered are written with whatever ends this call (message_end,
             # the settle of a cancel), in the same transaction.
@@ -82,7 +93,8 @@ class ModelCaller:
                 return buf
             if not isinstance(exc, ProviderError):
                 raise exc
-            if not exc.transient or attempt >= self.settings.provider_retries:
+            late = time.monotonic() >= deadline
+            if not exc.transient or attempt >= self.settings.provider_retries or late:
                 await self.writes.settle(
                     Status.FAILED, ErrorInfo("provider_error", exc.message),
                     [*self._close_partial(buf),
@@ -100,25 +112,51 @@ class ModelCaller:
 
     async def _stream(
         self, buf: TurnBuffer, messages: list[Message], tools: list[ToolSpec],
-        settings: ModelSettings,
+        settings: ModelSettings, deadline: float,
     ) -> None:
         """The activity: the provider's stream, read into `buf`."""
         stream = self.provider.stream(messages, tools, settings)
         try:
-            async for ev in stream:
+            async for ev in self._bounded(stream, deadline):
                 if isinstance(ev, TextDelta):
                     buf.add("text", ev.text)
                 elif isinstance(ev, ThinkingDelta):
                     buf.add("thinking", ev.text)
                 elif isinstance(ev, ToolCallEvent):
                     buf.tool_calls.append(ev.call)
+                elif isinstance(ev, ReasoningBlock):
+                    buf.reasoning.append(ev.block)
                 elif isinstance(ev, Finish):
                     buf.stop_reason = ev.stop_reason
                     buf.usage = ev.usage
+                if buf.full:  # the writes are behind: let the provider's stream wait
+                    await buf.room()
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
+
+    async def _bounded(
+        self, stream: AsyncIterator[ProviderEvent], deadline: float
+    ) -> AsyncIterator[ProviderEvent]:
+        """The provider's events, each within `stall_timeout` and all before `deadline`."""
+        stall = self.settings.stall_timeout
+        while True:
+            left = deadline - time.monotonic()
+            wait = min(stall, left)
+            try:
+                ev = await asyncio.wait_for(anext(stream), timeout=max(wait, 0.0))
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                if wait < stall:
+                    raise TransientProviderError(
+                        f"the turn ran past its {self.settings.turn_timeout:g}s limit "
+                        "(turn_timeout)") from None
+                raise TransientProviderError(
+                    f"the model stream stalled: nothing for {stall:g}s (stall_timeout)"
+                ) from None
+            yield ev
 
     async def _flush(self, buf: TurnBuffer) -> None:
         events = buf.drain()

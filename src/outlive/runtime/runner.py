@@ -1,4 +1,4 @@
-"""One run: from a claim to a settle or a park (DESIGN §5).
+"""One run: from a claim to a settle or a park (docs/architecture.md §5).
 
 The run decides; its collaborators act. Every write goes through the run's write-behind
 buffer (`writes.RunWrites`), which names the lease, so a run that lost its lease can change
@@ -39,11 +39,11 @@ from ..tools import ToolResult
 from .activity import Abort, Supervisor
 from .agents import Agent
 from .history import assistant_entry, tool_result_entry, user_entry
-from .inputs import Inbox
+from .inputs import Inbox, to_deliver
 from .model_call import ModelCaller
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
-from .writes import LeaseState, RunWrites, Stopped
+from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
 
 __all__ = ["Run"]
 
@@ -72,7 +72,10 @@ class Run:
         provider: ModelProvider,
         model_name: str,
         settings: RuntimeSettings,
+        sink: LeaseWrites | None = None,
     ) -> None:
+        """`sink`: where the run's fenced writes go (the worker's group committer), else
+        straight to the store."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -81,13 +84,15 @@ class Run:
         self.agent = agent
         self.settings = settings
         self.task: asyncio.Task[None] | None = None
-        self.writes = RunWrites(store, self.lease)
+        self.writes = RunWrites(sink or store, self.lease)
         self.activity = Supervisor(self.writes, settings.flush_interval)
         self.inbox = Inbox(store, claim.session, settings.backstop_interval)
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self._check = _Check.IDLE
+        self._asked = False
+        """The last answer asked the person a question: a settle now waits on them."""
         self.log = logging.LoggerAdapter(
             log, {"session_id": self.lease.session_id, "worker": self.lease.worker,
                   "fence": self.lease.fence, "attempt": claim.session.attempt},
@@ -210,6 +215,7 @@ class Run:
                     [tool_result_entry(call.call_id, call.name, result)],
                     [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
                 )
+        self._asked = plan.awaiting_user
         await self._loop(final=plan.complete or plan.awaiting_user)
 
     def _title_from(self, deliver: Sequence[Event]) -> str | None:
@@ -244,17 +250,12 @@ class Run:
             if final:
                 if not inputs:
                     try:
-                        await self.writes.settle(Status.SUCCEEDED)
+                        await self.writes.settle(
+                            Status.SUCCEEDED, attention="question" if self._asked else None)
                     except PendingInput:
                         self.inbox.stale()  # a message came in unannounced: read it
                         continue
-                deliver = list(inputs)
-            else:
-                cut = 0
-                for i, ev in enumerate(inputs):
-                    if ev.data.get("delivery") != Delivery.QUEUE:
-                        cut = i + 1
-                deliver = list(inputs[:cut])
+            deliver = to_deliver(inputs, final=final)
             if turns >= self.agent.max_turns:
                 await self.writes.settle(
                     Status.FAILED,
@@ -269,8 +270,11 @@ class Run:
     async def _turn(self, turn: int, deliver: Sequence[Event]) -> bool:
         """One model call and its tools; returns whether the model gave its final answer."""
         message_id = new_id("msg")
+        self._asked = False
         start: dict[str, Any] = {"turn": turn, "message_id": message_id}
         if deliver:
+            # Delivery is explicit: exactly these messages are now in the model's view.
+            start["inputs"] = [e.seq for e in deliver]
             start["inputs_through"] = deliver[-1].seq
         title = self._title_from(deliver)
         through = deliver[-1].seq if deliver else None
@@ -301,7 +305,8 @@ class Run:
         if buf.usage is not None:
             end["usage"] = {"input_tokens": buf.usage.input_tokens,
                             "output_tokens": buf.usage.output_tokens}
-        answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop)]
+        answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop,
+                                  reasoning=buf.reasoning)]
         ended = [*buf.drain(), NewEvent("message_end", end)]
         if stop == "length":
             await self.writes.settle(
@@ -341,4 +346,5 @@ class Run:
             [NewEvent("user_question", {"question": question, "options": options,
                                         "call_id": call.call_id})],
         )
+        self._asked = True
         return True

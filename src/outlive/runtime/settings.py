@@ -1,10 +1,15 @@
-"""Runtime knobs, with the defaults of DESIGN §5."""
+"""Runtime knobs, with the defaults of docs/architecture.md §5."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RuntimeSettings"]
+__all__ = ["DEFAULT_CONCURRENCY", "RuntimeSettings"]
+
+DEFAULT_CONCURRENCY = 200
+"""Sessions one worker runs at once. A run mostly waits on its model's stream, so a process
+carries hundreds; its writes are grouped into one transaction per flush window, and claims
+pause while the database falls behind (see docs/deploy.md for sizing)."""
 
 
 @dataclass(frozen=True)
@@ -14,16 +19,41 @@ class RuntimeSettings:
     """Must be shorter than `lease_ttl`; `for_ttl` picks one that is."""
     backstop_interval: float | None = 1.0
     """Seconds between claim scans when no wakeup came; None turns the scan off (tests)."""
-    concurrency: int = 8
+    concurrency: int = DEFAULT_CONCURRENCY
     max_attempts: int = 5
     grace: float = 10.0
     """On shutdown, how long runs may go on before they are parked for another worker."""
+    group_commit: bool = True
+    """The writes of all runs ready together go in one transaction (`group_commit.py`)."""
+    max_write_lag: float = 1.0
+    """Seconds a write may wait for the database before the worker stops claiming new
+    sessions until it catches up (back-pressure)."""
     flush_interval: float = 0.05
     flush_bytes: int = 1024
+    buffer_bytes: int = 256 * 1024
+    """Model output a run holds unwritten before it stops reading its model's stream until
+    the database catches up: back-pressure to the provider, bounded memory per run."""
     provider_retries: int = 3
     retry_base: float = 0.5
     retry_max: float = 8.0
     abandon_check_interval: float = 5.0
+    stall_timeout: float = 90.0
+    """A model stream that yields nothing (no token, no tool call) for this long is aborted
+    and counts as a transient provider error: retried within `provider_retries`."""
+    turn_timeout: float = 900.0
+    """Wall-clock cap on a turn's model call, retries and backoff included; past it the run
+    settles `failed` (`provider_error`)."""
+    sweep_interval: float | None = 30.0
+    """Seconds between storage sweeps (purge, retention, compaction, owner log; see
+    docs/retention.md); None turns the sweep off."""
+    compact_after: float | None = 300.0
+    """A finished session's deltas are compacted this long after it ended; None: never."""
+    retain: float | None = None
+    """Finished sessions untouched this long are purged whole; None (default): kept forever."""
+    owner_log_keep: int = 10_000
+    """Each owner's lifecycle log keeps its last this many events."""
+    sweep_batch: int = 50
+    """Sessions per purge or compaction batch (each batch is one short transaction)."""
 
     @staticmethod
     def heartbeat_for(lease_ttl: float) -> float:
@@ -33,5 +63,11 @@ class RuntimeSettings:
     def __post_init__(self) -> None:
         if self.heartbeat_interval >= self.lease_ttl:
             raise ValueError("heartbeat_interval must be shorter than lease_ttl")
+        if self.owner_log_keep < 1000:
+            raise ValueError("owner_log_keep must be at least 1000 (streams resync beyond it)")
+        if self.sweep_batch < 1:
+            raise ValueError("sweep_batch must be at least 1")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if not (self.stall_timeout > 0 and self.turn_timeout > 0):
+            raise ValueError("stall_timeout and turn_timeout must be positive")

@@ -1,6 +1,14 @@
-"""Coalescing streamed model output into events: at most every flush interval, ≤ 1 KiB each."""
+"""Coalescing streamed model output into events: at most every flush interval, ≤ 1 KiB each.
+
+The buffer is also the run's back-pressure: when its writes fall behind (a slow database)
+and more than `limit_bytes` of output wait, the model's stream is not read until a flush
+drains them, so a slow database slows the providers' streams instead of growing memory.
+"""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 from ..domain.model import NewEvent
 from ..providers import ToolCall, Usage
@@ -24,14 +32,22 @@ def split_utf8(text: str, limit: int) -> list[str]:
 class TurnBuffer:
     """What one model call produced so far, and what is not yet written as events."""
 
-    def __init__(self, message_id: str, flush_bytes: int = 1024) -> None:
+    def __init__(
+        self, message_id: str, flush_bytes: int = 1024, limit_bytes: int = 256 * 1024
+    ) -> None:
         self.message_id = message_id
         self.flush_bytes = flush_bytes
+        self.limit_bytes = limit_bytes
+        self._waiting_bytes = 0
+        self._room = asyncio.Event()
+        self._room.set()
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._pending: list[tuple[str, list[str]]] = []
         self.flushed_any = False
         self.tool_calls: list[ToolCall] = []
+        self.reasoning: list[dict[str, Any]] = []
+        """Reasoning blocks the provider wants back with this answer (`ReasoningBlock`)."""
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
         self.aborted: Abort | None = None
@@ -52,6 +68,18 @@ class TurnBuffer:
             self._pending[-1][1].append(text)
         else:
             self._pending.append((kind, [text]))
+        self._waiting_bytes += len(text.encode("utf-8"))
+        if self._waiting_bytes >= self.limit_bytes:
+            self._room.clear()
+
+    @property
+    def full(self) -> bool:
+        """More output waits to be written than the run may hold: stop reading the model."""
+        return not self._room.is_set()
+
+    async def room(self) -> None:
+        """Return once a flush has drained the buffer."""
+        await self._room.wait()
 
     def drain(self) -> list[NewEvent]:
         events = []
@@ -61,6 +89,8 @@ class TurnBuffer:
                     NewEvent(f"{kind}_delta", {"message_id": self.message_id, "text": piece})
                 )
         self._pending = []
+        self._waiting_bytes = 0
+        self._room.set()
         if events:
             self.flushed_any = True
         return events

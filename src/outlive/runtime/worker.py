@@ -12,13 +12,18 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 
 from .. import metrics
 from ..domain.errors import OutliveError
 from ..domain.model import Claim, ErrorInfo, Status, new_id
+from ..mcp import McpPool, McpUnavailable
 from ..providers import ProviderRegistry
 from ..store import Store, Subscription
-from .agents import AgentRegistry
+from ..tools import ToolRegistry
+from .agents import Agent, AgentRegistry
+from .group_commit import GroupCommitter
+from .housekeeping import sweep
 from .runner import Run
 from .settings import RuntimeSettings
 
@@ -47,6 +52,7 @@ class Worker:
         self.settings = settings or RuntimeSettings()
         self.id = worker_id or default_worker_id()
         self.runs: dict[str, Run] = {}
+        self.committer = GroupCommitter(store) if self.settings.group_commit else None
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -59,17 +65,26 @@ class Worker:
         self.claimed = 0
         self.finished = 0
         self.started = asyncio.Event()
+        self.mcp = McpPool(agents.mcp_servers())
+        """One client session per MCP server, shared by this worker's runs."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
+        try:
+            await self.mcp.start()
+        except BaseException:
+            await self.mcp.close()
+            raise
         sub = self.store.subscribe()
         self._tasks = [
             asyncio.create_task(self._listen(sub), name="worker-listen"),
             asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
             asyncio.create_task(self._abandon_scan(), name="worker-abandon"),
         ]
+        if self.settings.sweep_interval is not None:
+            self._tasks.append(asyncio.create_task(self._sweeps(), name="worker-sweep"))
         with contextlib.suppress(Exception):
             await self.store.wait_listening()
         self.started.set()
@@ -83,6 +98,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await sub.close()
+            await self.mcp.close()
 
     def request_stop(self) -> None:
         self._stopping.set()
@@ -109,7 +125,8 @@ class Worker:
             self._wake.clear()
             free = self.settings.concurrency - len(self.runs)
             claims: list[Claim] = []
-            if free > 0:
+            behind = self._behind()
+            if free > 0 and not behind:
                 self._claiming = True
                 try:
                     claims = await self.store.claim(
@@ -136,9 +153,18 @@ class Worker:
             if claims and len(claims) == free:
                 continue  # there may be more waiting
             timeout = self.settings.backstop_interval
+            if behind:  # look again soon: the database may have caught up
+                timeout = behind if timeout is None else min(timeout, behind)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
+
+    def _behind(self) -> float:
+        """While the database is behind our writes, how long to wait before looking again
+        (0: it keeps up, claim)."""
+        if self.committer is None or self.committer.lag <= self.settings.max_write_lag:
+            return 0.0
+        return self.settings.max_write_lag / 4
 
     def _start(self, claim: Claim) -> None:
         assert claim.lease is not None
@@ -146,14 +172,16 @@ class Worker:
         self.claimed += 1
         metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
-            agent = self.agents.get(session.agent)
+            agent = self._with_mcp_tools(self.agents.get(session.agent))
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
-            task = asyncio.create_task(self._refuse(claim, exc))
-            self._side_tasks.add(task)
-            task.add_done_callback(self._side_tasks.discard)
+            self._refuse_later(claim, ErrorInfo("configuration", exc.message))
             return
-        run = Run(self.store, claim, agent, provider, model_name, self.settings)
+        except McpUnavailable as exc:
+            self._refuse_later(claim, ErrorInfo("mcp_unavailable", str(exc)))
+            return
+        run = Run(self.store, claim, agent, provider, model_name, self.settings,
+                  self.committer)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id
@@ -166,12 +194,28 @@ class Worker:
         log.info("worker %s runs %s (%s, attempt %d, fence %d)", self.id, session.id,
                  claim.reason.value, session.attempt, claim.lease.fence)
 
-    async def _refuse(self, claim: Claim, exc: OutliveError) -> None:
-        """A session whose agent or route this worker cannot serve fails with the reason."""
+    def _with_mcp_tools(self, agent: Agent) -> Agent:
+        """The agent with the tools of its MCP servers as this worker's connections list
+        them now."""
+        if not agent.mcp_servers:
+            return agent
+        extra = self.mcp.tools_for(agent.mcp_servers)
+        try:
+            return replace(agent, tools=ToolRegistry([*agent.tools, *extra]))
+        except ValueError as exc:  # an MCP tool named like one of the agent's own
+            raise McpUnavailable(f"agent {agent.name!r}: {exc}") from exc
+
+    def _refuse_later(self, claim: Claim, error: ErrorInfo) -> None:
+        task = asyncio.create_task(self._refuse(claim, error))
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _refuse(self, claim: Claim, error: ErrorInfo) -> None:
+        """A session whose agent, route or MCP server this worker cannot serve fails with
+        the reason."""
         assert claim.lease is not None
         with contextlib.suppress(OutliveError):
-            await self.store.settle(claim.lease, Status.FAILED,
-                                    error=ErrorInfo("configuration", exc.message))
+            await self.store.settle(claim.lease, Status.FAILED, error=error)
 
     def _finished(self, session_id: str) -> None:
         if self.runs.pop(session_id, None) is not None:
@@ -228,6 +272,18 @@ class Worker:
                         r.lost()
                 elif h.cancel_requested:
                     r.cancel_seen()
+
+    async def _sweeps(self) -> None:
+        """Bounded storage: the first pass soon after start, then every `sweep_interval`."""
+        interval = self.settings.sweep_interval
+        assert interval is not None
+        await asyncio.sleep(min(interval, 1.0))
+        while True:
+            try:
+                await sweep(self.store, self.settings)
+            except Exception as exc:
+                log.warning("storage sweep failed: %s", exc)
+            await asyncio.sleep(interval)
 
     async def _abandon_scan(self) -> None:
         while True:

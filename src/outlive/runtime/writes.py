@@ -52,6 +52,7 @@ class LeaseWrites(Protocol):
     async def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
+        attention: str | None = None,
     ) -> Session: ...
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
     async def set_stage(self, lease: Lease, stage: str) -> None: ...
@@ -142,6 +143,7 @@ class RunWrites:
         events: Sequence[NewEvent] = (),
         *,
         entries: Sequence[EntryDraft] = (),
+        attention: str | None = None,
     ) -> NoReturn:
         """End the session with the held steps and these; the run stops here. When a user
         message arrived unannounced (`PendingInput`), nothing was written and the held steps
@@ -151,7 +153,8 @@ class RunWrites:
         try:
             self._check_open()
             await asyncio.shield(self.sink.settle(self.lease, status, error=error,
-                                                  events=events, entries=entries))
+                                                  events=events, entries=entries,
+                                                  attention=attention))
         except PendingInput:
             self._entries, self._events = held
             raise

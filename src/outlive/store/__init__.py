@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._port import ApiKey, Held, Notice, Owner, Store, Subscription
+from ..domain.errors import InvalidInput
+from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
 from ._validation import (
     MAX_ABANDON_AFTER,
     MIN_ABANDON_AFTER,
@@ -17,6 +18,8 @@ __all__ = [
     "MAX_ABANDON_AFTER",
     "MIN_ABANDON_AFTER",
     "ApiKey",
+    "Commit",
+    "CommitOutcome",
     "Held",
     "Notice",
     "Owner",
@@ -31,16 +34,19 @@ __all__ = [
 ]
 
 
-async def open_store(url: str, *, migrate: bool = True) -> PostgresStore | SqliteStore:
-    """`sqlite:///path.db` (the embedded default) or `postgresql://…`; migrates on open."""
+async def open_store(
+    url: str, *, migrate: bool = True, listen_url: str | None = None
+) -> PostgresStore | SqliteStore:
+    """`sqlite:///path.db` (the embedded default) or `postgresql://…`; migrates on open.
+    `listen_url`: PostgreSQL only, a direct connection for LISTEN when `url` is a pooler."""
     store: PostgresStore | SqliteStore
     if url.startswith(("postgresql://", "postgres://")) or _is_keyword_dsn(url):
-        store = await PostgresStore(url).open()
+        store = await PostgresStore(url, listen_dsn=listen_url).open()
     elif url.startswith("sqlite:") or "://" not in url:
         store = await SqliteStore.from_url(url).open()
     else:
         scheme = url.split("://", 1)[0]
-        raise ValueError(
+        raise InvalidInput(
             f"unsupported database URL scheme {scheme!r}; use sqlite:///path.db or postgresql://…"
         )
     if migrate:

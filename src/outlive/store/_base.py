@@ -157,6 +157,7 @@ def to_session(d: Dialect, row: Row) -> Session:
         last_seq=int(row["last_seq"]),
         last_input_seq=int(row["last_input_seq"]),
         last_entry_seq=int(row["last_entry_seq"]),
+        compacted_through=int(row["compacted_through"]),
         error=error,
         abandon_after=row["abandon_after"],
         watched_at=d.ts(row["watched_at"]),
@@ -164,6 +165,7 @@ def to_session(d: Dialect, row: Row) -> Session:
         created_at=_ts_required(d, row["created_at"]),
         updated_at=_ts_required(d, row["updated_at"]),
         deleted_at=d.ts(row["deleted_at"]),
+        attention=row["attention"],
     )
 
 

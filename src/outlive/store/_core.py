@@ -43,19 +43,36 @@ def aborts_run(row: Row, after: Lifecycle) -> bool:
             and after.cancel_requested and after.status is Status.RUNNING)
 
 
-def session_end(status: Status, error: ErrorInfo | None, reason: str | None) -> NewEvent:
-    """The event that closes a run, however it ended."""
+def session_end(
+    status: Status, error: ErrorInfo | None, reason: str | None, *,
+    attention: str | None = None, dropped: Sequence[int] = (),
+) -> NewEvent:
+    """The event that closes a run, however it ended. `dropped_inputs` names the user
+    messages that waited undelivered and were cancelled with the run."""
     data: dict[str, Any] = {"status": status.value}
     if error is not None:
         data["error"] = {"code": error.code, "message": error.message}
     if reason is not None:
         data["reason"] = reason
+    if attention is not None:
+        data["attention"] = attention
+    if dropped:
+        data["dropped_inputs"] = list(dropped)
     return NewEvent("session_end", data)
 
 
-def status_data(status: Status, attempt: int) -> dict[str, Any]:
-    """The data of a `session_status` owner event."""
-    return {"status": status.value, "attempt": attempt}
+def status_data(
+    status: Status, attempt: int, attention: str | None = None, error: ErrorInfo | None = None
+) -> dict[str, Any]:
+    """The data of a `session_status` owner event. `attention` (the session waits on a
+    person) and `error` (why it failed) only when there is one: absent means none, so a
+    client without a cursor knows the session without fetching it."""
+    data: dict[str, Any] = {"status": status.value, "attempt": attempt}
+    if attention is not None:
+        data["attention"] = attention
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
+    return data
 
 
 @functools.cache
@@ -145,6 +162,8 @@ class StoreCore(abc.ABC):
             sets.append(f"cancel_requested_at = {self.d.now}")
         if new.deleted and row["deleted_at"] is None:
             sets.append(f"deleted_at = {self.d.now}")
+        if "attention" not in extra and new.status.value != row["status"]:
+            sets.append("attention = NULL")  # any other change of status answers it
         for key, value in extra.items():
             sets.append(f"{key} = :{key}")
             params[key] = value
@@ -246,13 +265,32 @@ class StoreCore(abc.ABC):
 
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
-        extra: Sequence[NewEvent] = (), stamp: Lease | None = None,
+        extra: Sequence[NewEvent] = (), stamp: Lease | None = None, *,
+        attention: str | None = None, dropped: Sequence[int] = (),
     ) -> None:
         """`session_end` (after `extra`) and the owner's `session_status`."""
-        await self._append(tx, row["id"], [*extra, session_end(status, error, reason)],
-                           fenced=None, stamp=stamp)
+        end = session_end(status, error, reason, attention=attention, dropped=dropped)
+        await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
         await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
-                                status_data(status, int(row["attempt"])))
+                                status_data(status, int(row["attempt"]), attention, error))
+
+    async def _dropped_inputs(self, tx: Tx, row: Row) -> list[int]:
+        """The waiting user messages a cancel ending now drops (`_revive_or_drop`): all of
+        them, but for those sent after the cancel request, which start the next run."""
+        if int(row["last_input_seq"]) <= int(row["delivered_input_seq"]):
+            return []
+        waiting = await tx.fetch(self.q.waiting_input_seqs,
+                                 {"sid": row["id"], "cur": row["delivered_input_seq"]})
+        seqs = [int(r["seq"]) for r in waiting]
+        if row["cancel_requested_at"] is not None:
+            after = await tx.fetch(
+                self.q.first_input_after_cancel,
+                {"sid": row["id"], "cur": row["delivered_input_seq"],
+                 "at": row["cancel_requested_at"]},
+            )
+            if after:
+                seqs = [s for s in seqs if s < int(after[0]["seq"])]
+        return seqs
 
     async def _revive_or_drop(
         self, tx: Tx, row: Row, status: Status, *, owner_event: bool = True

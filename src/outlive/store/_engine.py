@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from ._eventlog import EventLogOps
 from ._keys import KeyOps
+from ._retention import RetentionOps
 from ._runs import RunOps
 from ._sessions import SessionOps
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SessionOps, EventLogOps, RunOps, KeyOps):
+class SqlStore(SessionOps, EventLogOps, RunOps, KeyOps, RetentionOps):
     """The shared implementation of the Store port; adapters supply the `StoreCore` seam."""

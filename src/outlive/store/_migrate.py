@@ -24,7 +24,9 @@ class Migration:
 
 
 def migrations(dialect: str) -> list[Migration]:
-    """Every migration shipped for `dialect`, in order; numbers must be 1, 2, 3, …"""
+    """Every migration shipped for `dialect`, in order. Numbers start at 1 and only go up;
+    a gap is allowed (numbers are handed out to work built in parallel), and each migration
+    is applied once, by its number, whatever was applied before it."""
     folder = resources.files("outlive.store").joinpath("sql", dialect)
     found = []
     for item in folder.iterdir():
@@ -32,9 +34,9 @@ def migrations(dialect: str) -> list[Migration]:
         if match:
             found.append(Migration(int(match.group(1)), item.name, item.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
-    for i, m in enumerate(found, start=1):
-        if m.version != i:
-            raise RuntimeError(f"{dialect} migrations are not numbered 1..n: {m.name}")
+    versions = [m.version for m in found]
+    if versions and (versions[0] != 1 or len(set(versions)) != len(versions)):
+        raise RuntimeError(f"{dialect} migrations must start at 1 and be unique: {versions}")
     return found
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
     Delivery,
@@ -25,7 +26,9 @@ from ..domain.model import (
     Status,
 )
 
-__all__ = ["ApiKey", "Held", "Notice", "Owner", "Store", "Subscription"]
+__all__ = [
+    "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Store", "Subscription",
+]
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,22 @@ class Held:
 
     session_id: str
     cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One run's fenced write (what `Store.commit` takes), as one item of a group commit."""
+
+    lease: Lease
+    entries: Sequence[tuple[str, dict[str, Any]]] = ()
+    events: Sequence[NewEvent] = ()
+    delivered_through: int | None = None
+    title: str | None = None
+
+
+CommitOutcome = tuple[list[Entry], list[Event]] | OutliveError
+"""What one item of a group commit did: what it wrote, or why it wrote nothing
+(`LeaseLost`, `NotFound`, `InvalidInput`) while the others committed."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +139,10 @@ class Store(Protocol):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None: ...
     async def list_sessions(
         self,
         owner_id: str,
@@ -129,9 +150,12 @@ class Store(Protocol):
         status: Status | str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        attention: str | None = None,
     ) -> Page: ...
     async def set_title(self, owner_id: str, session_id: str, title: str) -> Session: ...
-    async def delete_session(self, owner_id: str, session_id: str) -> None: ...
+    async def delete_session(
+        self, owner_id: str, session_id: str, *, purge_in: float | None = None
+    ) -> None: ...
     async def request_cancel(
         self, owner_id: str, session_id: str, *, reason: str = "user"
     ) -> Session: ...
@@ -170,6 +194,11 @@ class Store(Protocol):
         delivered_through: int | None = None,
         title: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
+        """Group commit: every item as `commit` would write it, all in one transaction with
+        at most one set of notices. An item refused by its fence (or invalid) writes nothing
+        and gets its error as its outcome; the others commit."""
+        ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...
     async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
     async def load_snapshot(
@@ -193,6 +222,7 @@ class Store(Protocol):
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (),
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        attention: str | None = None,
     ) -> Session: ...
     async def undelivered_inputs(self, session_id: str) -> list[Event]: ...
     async def mark_delivered(self, lease: Lease, seq: int) -> None: ...
@@ -202,6 +232,15 @@ class Store(Protocol):
     async def count_by_status(self) -> dict[str, int]: ...
 
     async def ping(self) -> None: ...
+
+    # bounded storage (docs/retention.md): each call is one bounded batch
+    async def purge_due(self, *, limit: int = 50) -> int: ...
+    async def purge_session(self, session_id: str) -> bool: ...
+    async def purge_expired(self, *, older_than: float, limit: int = 50) -> int: ...
+    async def count_expired(self, *, older_than: float) -> int: ...
+    async def compact_finished(self, *, older_than: float, limit: int = 20) -> int: ...
+    async def compact_session(self, session_id: str) -> bool: ...
+    async def trim_owner_events(self, *, keep: int, limit: int = 5000) -> int: ...
 
     # wakeups
     def subscribe(self) -> Subscription: ...

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, NoReturn
 
-from ..domain.errors import InvalidInput, PendingInput
+from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
 from ..domain.model import (
     Claim,
     ClaimReason,
@@ -22,8 +23,8 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._core import StoreCore, held, session_end, status_data
-from ._port import Held
-from ._validation import auto_title, check_event_types, settle_status
+from ._port import Commit, CommitOutcome, Held
+from ._validation import auto_title, check_attention, check_event_types, settle_status
 
 __all__ = ["RunOps"]
 
@@ -33,6 +34,12 @@ _SETTLE_ACTION = {
     Status.FAILED: Action.SETTLE_FAILED,
     Status.CANCELLED: Action.SETTLE_CANCELLED,
 }
+
+
+def _checked(c: Commit) -> Commit:
+    """A commit with its event types checked and its title cleaned (raises InvalidInput)."""
+    check_event_types(c.events)
+    return c if c.title is None else replace(c, title=auto_title(c.title))
 
 
 class RunOps(StoreCore):
@@ -92,9 +99,11 @@ class RunOps(StoreCore):
         await self._apply(tx, row, out.state, **extra)
         status = out.state.status
         reason = None if error is not None else (row["cancel_reason"] or "user")
-        await self._append(tx, sid, [session_end(status, error, reason)], fenced=None)
+        dropped = await self._dropped_inputs(tx, row) if status is Status.CANCELLED else []
+        await self._append(tx, sid, [session_end(status, error, reason, dropped=dropped)],
+                           fenced=None)
         owner_events.append((owner, sid, "session_status",
-                             status_data(status, int(row["attempt"]))))
+                             status_data(status, int(row["attempt"]), error=error)))
         if (status is Status.CANCELLED
                 and int(row["last_input_seq"]) > int(row["delivered_input_seq"])):
             if await self._revive_or_drop(tx, row, status, owner_event=False):
@@ -155,36 +164,89 @@ class RunOps(StoreCore):
         a crash can never leave a message consumed twice or an answer committed twice. With
         `title`, the automatic title is set in the same write (as `set_auto_title`), its
         event after the commit's own."""
-        clean = None if title is None else auto_title(title)
-        check_event_types(events)
-        delivered = -1 if delivered_through is None else delivered_through
+        c = _checked(Commit(lease, entries, events, delivered_through, title))
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
-            rows = await tx.fetch(
-                self.q.commit_head,
-                {"ne": len(events), "nn": len(entries), "d": delivered, "id": lease.session_id,
-                 "worker": lease.worker, "fence": lease.fence},
-            )
-            if not rows:
-                await self._raise_lost(tx, lease)
-            head = rows[0]
-            if delivered > int(head["last_input_seq"]):
-                raise InvalidInput(f"no user message at seq {delivered}")
-            out: list[Entry] = []
-            if entries:
-                first_entry = int(head["last_entry_seq"]) - len(entries) + 1
-                out = await self._insert_entry_rows(tx, lease, entries, first_entry)
-            written: list[Event] = []
-            if events:
-                written = await self._insert_events(
-                    tx, lease.session_id, events, int(head["last_seq"]) - len(events) + 1,
-                    head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
-                )
-            if clean is not None:  # after the commit's events (session_start comes first)
-                await self._auto_title(tx, st, head, lease, clean)
-            return out, written
+            head, out = await self._commit_one(tx, st, c)
+            if c.title is not None:
+                await self._auto_title(tx, st, head, lease, c.title)
+            return out
 
         return await self._write(op)
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
+        """Group commit. Items are written in session order and their titles (owner rows)
+        last in owner order, the same lock order as every other write, so two group commits
+        and the API's writes cannot deadlock. A refused item wrote nothing (its fenced UPDATE
+        matched no row), so the transaction goes on with the others."""
+        checked: list[Commit | OutliveError] = []
+        for c in commits:
+            try:
+                checked.append(_checked(c))
+            except InvalidInput as exc:
+                checked.append(exc)
+        order = sorted(range(len(commits)), key=lambda i: commits[i].lease.session_id)
+
+        async def op(tx: Tx, st: TxState) -> list[CommitOutcome]:
+            outcomes: dict[int, CommitOutcome] = {}
+            titles: list[tuple[str, str, Row, Commit]] = []
+            for i in order:
+                c = checked[i]
+                if isinstance(c, OutliveError):
+                    outcomes[i] = c
+                    continue
+                try:
+                    head, outcomes[i] = await self._commit_one(tx, st, c)
+                except (LeaseLost, NotFound, InvalidInput) as exc:
+                    outcomes[i] = exc
+                    continue
+                if c.title is not None:
+                    titles.append((head["owner_id"], c.lease.session_id, head, c))
+            for _, _, head, c in sorted(titles, key=lambda t: (t[0], t[1])):
+                assert c.title is not None
+                await self._auto_title(tx, st, head, c.lease, c.title)
+            return [outcomes[i] for i in range(len(commits))]
+
+        return await self._write(op)
+
+    async def _commit_one(
+        self, tx: Tx, st: TxState, c: Commit
+    ) -> tuple[Row, tuple[list[Entry], list[Event]]]:
+        """The write of one commit (its title aside). Raises before writing anything when the
+        fence refuses it: the fenced UPDATE matched no row and changed nothing."""
+        lease = c.lease
+        delivered = -1 if c.delivered_through is None else c.delivered_through
+        rows = await tx.fetch(
+            self.q.commit_head,
+            {"ne": len(c.events), "nn": len(c.entries), "d": delivered,
+             "id": lease.session_id, "worker": lease.worker, "fence": lease.fence},
+        )
+        if not rows:
+            await self._refused(tx, lease, delivered)
+        head = rows[0]
+        out: list[Entry] = []
+        if c.entries:
+            first_entry = int(head["last_entry_seq"]) - len(c.entries) + 1
+            out = await self._insert_entry_rows(tx, lease, c.entries, first_entry)
+        written: list[Event] = []
+        if c.events:
+            written = await self._insert_events(
+                tx, lease.session_id, c.events, int(head["last_seq"]) - len(c.events) + 1,
+                head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
+            )
+        return head, (out, written)
+
+    async def _refused(self, tx: Tx, lease: Lease, delivered: int) -> NoReturn:
+        """Why `commit_head` matched no row: the session is gone, the lease is, or the
+        delivery cursor named a message that does not exist."""
+        rows = await tx.fetch(self.q.get_session, {"id": lease.session_id})
+        if not rows:
+            raise NotFound(f"session {lease.session_id} not found")
+        row = rows[0]
+        if (row["lease_worker"] == lease.worker and int(row["fence"]) == lease.fence
+                and row["status"] == Status.RUNNING and delivered > int(row["last_input_seq"])):
+            raise InvalidInput(f"no user message at seq {delivered}")
+        await self._raise_lost(tx, lease)
 
     async def undelivered_inputs(self, session_id: str) -> list[Event]:
         async def op(tx: Tx) -> list[Event]:
@@ -262,10 +324,13 @@ class RunOps(StoreCore):
         error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (),
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        attention: str | None = None,
     ) -> Session:
         """End the run; `entries` and `events` (before `session_end`) commit with it, so a
-        cancel costs one transaction from abort to settled."""
+        cancel costs one transaction from abort to settled. `attention` ("question") marks
+        a run that ended waiting on a person; it holds only on a `succeeded` end."""
         status = settle_status(status)
+        check_attention(attention)
 
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._fenced(tx, lease)
@@ -279,12 +344,18 @@ class RunOps(StoreCore):
             out = transition(held(row), _SETTLE_ACTION[final])
             await self._insert_entries(tx, row, lease, entries)
             reason = row["cancel_reason"] if final is Status.CANCELLED else None
+            waits = attention if final is Status.SUCCEEDED else None
+            dropped = []
+            if pending and final is Status.CANCELLED:
+                dropped = await self._dropped_inputs(tx, row)
             await self._apply(
                 tx, row, out.state,
                 error_code=error.code if error else None,
                 error_message=error.message if error else None,
+                attention=waits,
             )
-            await self._end_events(tx, row, final, error, reason, events, stamp=lease)
+            await self._end_events(tx, row, final, error, reason, events, stamp=lease,
+                                   attention=waits, dropped=dropped)
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)

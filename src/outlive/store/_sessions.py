@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..domain.errors import NotFound, SessionBusy
+from ..domain.errors import InvalidInput, NotFound, SessionBusy
 from ..domain.model import (
     TERMINAL,
     Delivery,
@@ -20,6 +21,7 @@ from ..domain.status import Action, transition
 from ._base import Tx, TxState, lifecycle, to_session
 from ._core import StoreCore, aborts_run, status_data
 from ._validation import (
+    check_attention,
     check_client_request_id,
     check_list,
     check_session_args,
@@ -42,14 +44,28 @@ class SessionOps(StoreCore):
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> Session:
+        """With `client_request_id`, a create the owner already made with that id returns
+        the first session (`replayed=True`) and writes nothing: a retried create never
+        starts a second run."""
         clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
+        check_client_request_id(client_request_id)
         transition(None, Action.CREATE)
         sid = new_id("ses")
 
         async def op(tx: Tx, st: TxState) -> Session:
-            if not await tx.fetch(self.q.owner_exists, {"id": owner_id}):
+            # A keyed create locks the owner row first, so concurrent retries take turns.
+            owner_q = self.q.owner_exists if client_request_id is None else self.q.lock_owner
+            if not await tx.fetch(owner_q, {"id": owner_id}):
                 raise NotFound(f"owner {owner_id} not found")
+            if client_request_id is not None:
+                seen = await tx.fetch(self.q.find_create_request,
+                                      {"owner": owner_id, "crid": client_request_id})
+                if seen:
+                    first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
+                                                                  None))
+                    return replace(first, replayed=True)
             await tx.execute(
                 self.q.insert_session,
                 {
@@ -64,12 +80,15 @@ class SessionOps(StoreCore):
                 },
             )
             if prompt is not None:
+                data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
+                if client_request_id is not None:
+                    data["client_request_id"] = client_request_id
                 ev = await self._append(
-                    tx, sid,
-                    [NewEvent("user_message", {"text": prompt, "delivery": Delivery.START})],
-                    fenced=None,
-                )
+                    tx, sid, [NewEvent("user_message", data)], fenced=None)
                 await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
+            if client_request_id is not None:
+                await tx.execute(self.q.insert_create_request,
+                                 {"owner": owner_id, "crid": client_request_id, "sid": sid})
             await self._owner_event(
                 tx, owner_id, sid, "session_created",
                 {"status": "queued", "attempt": 0, "title": clean_title},
@@ -85,6 +104,14 @@ class SessionOps(StoreCore):
             if not rows:
                 raise NotFound(f"session {session_id} not found")
             return to_session(self.d, rows[0])
+
+        return await self._read(op)
+
+    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+        async def op(tx: Tx) -> Session | None:
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)
 
@@ -104,8 +131,10 @@ class SessionOps(StoreCore):
         status: Status | str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        attention: str | None = None,
     ) -> Page:
         wanted = check_list(status, limit, cursor)
+        check_attention(attention)
 
         async def op(tx: Tx) -> Page:
             rows = await tx.fetch(
@@ -114,6 +143,7 @@ class SessionOps(StoreCore):
                     "owner": owner_id,
                     "status": wanted.value if wanted is not None else None,
                     "cursor": cursor,
+                    "attention": attention,
                     "limit": limit + 1,
                 },
             )
@@ -137,14 +167,24 @@ class SessionOps(StoreCore):
 
         return await self._write(op)
 
-    async def delete_session(self, owner_id: str, session_id: str) -> None:
+    async def delete_session(
+        self, owner_id: str, session_id: str, *, purge_in: float | None = None
+    ) -> None:
+        """Hide the session (cancelling its run); with `purge_in`, its content is purged
+        that many seconds later, once no run holds it (`purge_due`, `purge_session`)."""
+        if purge_in is not None and purge_in < 0:
+            raise InvalidInput("purge_in must be zero or more seconds")
+
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._locked(tx, session_id, owner_id)
+            if purge_in is not None:
+                await tx.execute(self.q.set_purge_after, {"grace": purge_in, "id": session_id})
             out = transition(lifecycle(row), Action.DELETE)
             extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
             await self._apply(tx, row, out.state, **extra)
             if out.cancelled_now:
-                await self._end_events(tx, row, Status.CANCELLED, None, "deleted")
+                await self._end_events(tx, row, Status.CANCELLED, None, "deleted",
+                                       dropped=await self._dropped_inputs(tx, row))
                 await self._consume_inputs(tx, session_id)
             await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
@@ -163,7 +203,8 @@ class SessionOps(StoreCore):
                 await self._owner_event(tx, owner_id, session_id, "session_cancel_requested",
                                         {"reason": reason})
                 if out.cancelled_now:
-                    await self._end_events(tx, row, Status.CANCELLED, None, reason)
+                    await self._end_events(tx, row, Status.CANCELLED, None, reason,
+                                           dropped=await self._dropped_inputs(tx, row))
                     await self._consume_inputs(tx, session_id)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                           cancel=aborts_run(row, out.state))
@@ -200,12 +241,14 @@ class SessionOps(StoreCore):
                 )
             delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
             out = transition(state, Action.POST_MESSAGE)
-            requeued = out.changed
+            requeued = state.status in TERMINAL
             data: dict[str, Any] = {"text": text, "delivery": delivery.value}
             if client_request_id is not None:
                 data["client_request_id"] = client_request_id
             if requeued:
                 await self._apply(tx, row, out.state, error_code=None, error_message=None)
+            elif out.changed:
+                await self._apply(tx, row, out.state)
             ev = await self._append(tx, session_id, [NewEvent("user_message", data)], fenced=None)
             seq = ev[0].seq
             await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})

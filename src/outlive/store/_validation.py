@@ -14,6 +14,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, TooLarge
 from ..domain.model import (
+    ATTENTION,
     EVENT_TYPES,
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
@@ -29,6 +30,7 @@ __all__ = [
     "MIN_ABANDON_AFTER",
     "auto_title",
     "check_abandon_after",
+    "check_attention",
     "check_client_request_id",
     "check_event_types",
     "check_list",
@@ -48,9 +50,9 @@ MAX_LIST_LIMIT = 500
 MAX_CLIENT_REQUEST_ID = 200
 MAX_OWNER_NAME = 100
 MIN_ABANDON_AFTER = 30.0
-"""The shortest `abandon_after` the HTTP API accepts: shorter would cancel runs whose watcher
-is merely reconnecting. (The Store itself takes any positive value, for embedding programs
-and tests.)"""
+"""The shortest `abandon_after` the HTTP API accepts: below it a run would be cancelled between
+two `watched_at` bumps of a live stream. (The Store itself takes any positive value, for
+embedding programs and tests.)"""
 MAX_ABANDON_AFTER = 30 * 86400.0
 """The longest `abandon_after`: longer means "never" in practice, and once overflowed
 PostgreSQL's interval in the sweep that serves every tenant."""
@@ -191,6 +193,13 @@ def parse_mode(mode: Delivery | str) -> Delivery:
     if parsed is Delivery.START:
         raise InvalidInput("unknown mode 'start'; use steer, queue, interrupt or reject")
     return parsed
+
+
+def check_attention(attention: str | None) -> None:
+    if attention is not None and attention not in ATTENTION:
+        raise InvalidInput(
+            f"unknown attention {attention!r}; use one of {', '.join(sorted(ATTENTION))}"
+        )
 
 
 def check_client_request_id(client_request_id: str | None) -> None:

@@ -173,27 +173,37 @@ class PostgresStore(SqlStore):
     """`acquire_timeout`: how long a call waits for a pooled connection when the server is up
     (a burst of callers queues for the pool). `outage_timeout`: how long it waits while the
     LISTEN connection is down, i.e. the server is likely gone, so an outage answers quickly
-    instead of holding every caller for the full `acquire_timeout`."""
+    instead of holding every caller for the full `acquire_timeout`.
+
+    `listen_dsn`: a direct connection for the one LISTEN connection, when `dsn` goes through a
+    pooler in transaction mode (PgBouncer), where LISTEN does not work. Declaring it also says
+    that `dsn` is pooled: no server-side prepared statements are made on it, since the next
+    transaction may run on another server connection. Nothing else on the pooled connections
+    relies on session state: every transaction sets what it needs inside itself."""
 
     def __init__(
-        self, dsn: str, *, min_size: int = 1, max_size: int = 10,
-        acquire_timeout: float = 30.0, outage_timeout: float = 2.0,
+        self, dsn: str, *, listen_dsn: str | None = None, min_size: int = 1,
+        max_size: int = 10, acquire_timeout: float = 30.0, outage_timeout: float = 2.0,
     ) -> None:
         super().__init__(PostgresDialect())
         self.dsn = dsn
+        self.listen_dsn = listen_dsn or dsn
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
+        if listen_dsn is not None:
+            kwargs["prepare_threshold"] = None
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             open=False,
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs=kwargs,
             check=_check_connection,
             timeout=acquire_timeout,
         )
         self._acquire_timeout = acquire_timeout
         self._outage_timeout = outage_timeout
         self._opened = False
-        self._listener = _Listener(dsn)
+        self._listener = _Listener(self.listen_dsn)
 
     async def open(self) -> PostgresStore:
         if not self._opened:
@@ -213,12 +223,11 @@ class PostgresStore(SqlStore):
             # One migrator at a time across every process sharing this database.
             await conn.execute("SELECT pg_advisory_xact_lock(7402135)")
             await conn.execute(SCHEMA_VERSION_DDL)
-            cur = await conn.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version")
-            row = await cur.fetchone()
-            current = int(row["v"]) if row else 0
+            cur = await conn.execute("SELECT version FROM schema_version")
+            done = {int(r["version"]) for r in await cur.fetchall()}
             applied = 0
             for m in migrations("postgres"):
-                if m.version <= current:
+                if m.version in done:
                     continue
                 await conn.execute(m.sql.encode())
                 await conn.execute(
@@ -247,9 +256,10 @@ class PostgresStore(SqlStore):
                 ):
                     tx = _PgTx(conn, self.on_query)
                     result = await fn(tx, st)
-                    if st.notices:
-                        payload = encode_notices(list(st.notices.values()))
-                        await tx.execute(self.q.notify, {"channel": CHANNEL, "payload": payload})
+                    if st.notices:  # one commit's notices: a few payloads at most
+                        for payload in encode_notices(list(st.notices.values())):
+                            await tx.execute(self.q.notify,
+                                             {"channel": CHANNEL, "payload": payload})
                 return result
             except _RETRYABLE:
                 if attempt == 4:

@@ -126,6 +126,15 @@ _FANOUTS: dict[str, Fanout] = {}
 """One fan-out per database file, shared by every Store on it in this process."""
 
 
+def _probe(path: str) -> None:
+    """Open the database file and read its header, raising what sqlite3 raises."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version")
+    finally:
+        conn.close()
+
+
 class SqliteStore(SqlStore):
     """One file, one process. Writes are serialised by the file's write lock (`BEGIN IMMEDIATE`),
     which also makes separate connections, even in other processes, wait their turn."""
@@ -151,18 +160,34 @@ class SqliteStore(SqlStore):
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {int(self._busy)}")
-        await conn.execute("PRAGMA journal_mode = WAL")
-        await conn.execute("PRAGMA synchronous = NORMAL")
-        await conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {int(self._busy)}")
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted rows are overwritten in their pages, not just unlinked: a purge removes
+            # content from the file, not only from queries (docs/retention.md).
+            await conn.execute("PRAGMA secure_delete = FAST")
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def open(self) -> SqliteStore:
         if self._writer is None:
-            if self.path != ":memory:":
-                _private_file(Path(self.path))
-            self._writer = await self._connect()
-            self._reader = await self._connect()
+            try:
+                # Plain sqlite3 first: aiosqlite's failed connect leaves a stop request that
+                # its thread answers later, on an event loop that may be closed by then.
+                if self.path != ":memory:":
+                    _private_file(Path(self.path))
+                await asyncio.to_thread(_probe, self.path)
+                self._writer = await self._connect()
+                self._reader = await self._connect()
+            except (sqlite3.Error, OSError) as exc:  # a missing folder, no permission, …
+                await self.close()
+                raise StoreUnavailable(
+                    f"cannot open the SQLite database {self.path}: {exc}"
+                ) from exc
         return self
 
     async def close(self) -> None:
@@ -176,13 +201,18 @@ class SqliteStore(SqlStore):
         assert self._writer is not None
         async with self._wlock:
             conn = self._writer
-            await conn.execute(SCHEMA_VERSION_DDL)
-            async with conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version") as c:
+            async with conn.execute("SELECT COUNT(*) FROM sqlite_master") as c:
                 row = await c.fetchone()
-            current = int(row[0]) if row else 0
+            if row is not None and int(row[0]) == 0:
+                # Only a file with no tables yet can take this: pages freed by a purge are
+                # then given back to the file system (`_reclaim`), not kept for reuse.
+                await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            await conn.execute(SCHEMA_VERSION_DDL)
+            async with conn.execute("SELECT version FROM schema_version") as c:
+                done = {int(r[0]) for r in await c.fetchall()}
             applied = 0
             for m in migrations("sqlite"):
-                if m.version <= current:
+                if m.version in done:
                     continue
                 await conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -239,6 +269,21 @@ class SqliteStore(SqlStore):
                 return await fn(_SqliteTx(conn, self.on_query))
             finally:
                 await conn.execute("COMMIT")
+
+    async def _reclaim(self) -> None:
+        """Hand freed pages back to the file system and fold the WAL (which still holds the
+        old page images) into the file, truncating it; a reader in the way only delays it."""
+        with _translated():
+            await asyncio.shield(self._reclaim_now())
+
+    async def _reclaim_now(self) -> None:
+        if self._writer is None:
+            return
+        async with self._wlock:
+            async with self._writer.execute("PRAGMA incremental_vacuum") as cur:
+                await cur.fetchall()
+            async with self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+                await cur.fetchall()
 
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float

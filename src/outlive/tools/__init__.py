@@ -1,12 +1,25 @@
 """Typed tools (pydantic arguments, timeout, cancel signal, progress, idempotency key), the
 registry that runs them, and the demo agent's tools."""
 
-from ._registry import Tool, ToolContext, ToolFunction, ToolRegistry, ToolResult, tool
+from ._registry import (
+    InvalidArguments,
+    Tool,
+    ToolContext,
+    ToolDefinition,
+    ToolFailure,
+    ToolFunction,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
 from .demo import demo_tools
 
 __all__ = [
+    "InvalidArguments",
     "Tool",
     "ToolContext",
+    "ToolDefinition",
+    "ToolFailure",
     "ToolFunction",
     "ToolRegistry",
     "ToolResult",

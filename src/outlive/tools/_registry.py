@@ -19,7 +19,7 @@ import time
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
@@ -27,8 +27,11 @@ from pydantic_core import to_jsonable_python
 from ..domain.tool_calls import ToolCall, ToolSpec
 
 __all__ = [
+    "InvalidArguments",
     "Tool",
     "ToolContext",
+    "ToolDefinition",
+    "ToolFailure",
     "ToolFunction",
     "ToolRegistry",
     "ToolResult",
@@ -77,6 +80,40 @@ class ToolContext:
 
 ToolFunction = Callable[[ArgsT, ToolContext], Coroutine[Any, Any, Any]]
 
+BoundCall = Callable[[ToolContext], Coroutine[Any, Any, Any]]
+"""A call whose arguments are validated: all that is left is to run it in a context."""
+
+
+class InvalidArguments(ValueError):
+    """The arguments do not fit the tool's schema; the message says how, for the model."""
+
+
+class ToolDefinition(Protocol):
+    """What the registry needs of a tool. `Tool` (typed Python functions) is one kind; tools
+    adapted from elsewhere (MCP servers) are another, with the same timeout, cancel, progress
+    and idempotency-key guarantees because the registry runs them all the same way.
+
+    `destructive` marks a tool whose effects cannot be undone, so a caller can ask a person
+    before it runs."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+    @property
+    def idempotent(self) -> bool: ...
+
+    @property
+    def destructive(self) -> bool: ...
+
+    def spec(self) -> ToolSpec: ...
+
+    def bind(self, arguments: dict[str, Any]) -> BoundCall:
+        """Validate `arguments`; raise `InvalidArguments` when they do not fit."""
+        ...
+
 
 @dataclass(frozen=True)
 class Tool(Generic[ArgsT]):
@@ -88,6 +125,7 @@ class Tool(Generic[ArgsT]):
     fn: ToolFunction[ArgsT]
     timeout: float = 30.0
     idempotent: bool = False
+    destructive: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -103,6 +141,18 @@ class Tool(Generic[ArgsT]):
             object.__setattr__(self, "_spec", cached)
         return cached
 
+    def bind(self, arguments: dict[str, Any]) -> BoundCall:
+        try:
+            args = self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise InvalidArguments(_describe(self.name, exc)) from None
+        fn = self.fn
+
+        def call(ctx: ToolContext) -> Coroutine[Any, Any, Any]:
+            return fn(args, ctx)
+
+        return call
+
     async def __call__(self, args: ArgsT, ctx: ToolContext) -> Any:
         """Call the function directly: no validation, timeout or error capture."""
         return await self.fn(args, ctx)
@@ -114,6 +164,7 @@ def tool(
     description: str | None = None,
     timeout: float = 30.0,
     idempotent: bool = False,
+    destructive: bool = False,
 ) -> Callable[[ToolFunction[ArgsT]], Tool[ArgsT]]:
     """Turn `async def fn(args: ArgsModel, ctx: ToolContext)` into a `Tool`.
 
@@ -131,6 +182,7 @@ def tool(
             fn=fn,
             timeout=timeout,
             idempotent=idempotent,
+            destructive=destructive,
         )
 
     return wrap
@@ -153,12 +205,32 @@ def _args_model(fn: Callable[..., Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class ToolFailure:
+    """What a tool returns (not raises) when it failed in a way it can describe: the service
+    said no, the record does not exist. The run records `tool_end {ok: false, error:
+    {message, retryable, value?}}`, the page shows it as a failure and the model sees it as
+    an error result, so it can retry (`retryable`) or tell the person."""
+
+    message: str
+    value: Any = None
+    """Anything JSON-ready that helps: the upstream status, the id that was not found."""
+    retryable: bool = False
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"message": self.message, "retryable": self.retryable}
+        if self.value is not None:
+            error["value"] = _jsonable(self.value)
+        return error
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """The outcome of one call. `result` is JSON-ready when ok; `error` says why not."""
+    """The outcome of one call. `result` is JSON-ready when ok; `error` says why not: a line
+    of text, or a tool's own `ToolFailure` as `{message, retryable, value?}`."""
 
     ok: bool
     result: Any | None
-    error: str | None
+    error: str | dict[str, Any] | None
     duration_ms: int
     interrupted: bool = False
 
@@ -187,18 +259,18 @@ class ToolResult:
 class ToolRegistry:
     """The tools one agent may call, and the single place they are run."""
 
-    def __init__(self, tools: Iterable[Tool[Any]] = ()) -> None:
-        self._tools: dict[str, Tool[Any]] = {}
+    def __init__(self, tools: Iterable[ToolDefinition] = ()) -> None:
+        self._tools: dict[str, ToolDefinition] = {}
         for t in tools:
             self.add(t)
 
-    def add(self, t: Tool[Any]) -> Tool[Any]:
+    def add(self, t: ToolDefinition) -> ToolDefinition:
         if t.name in self._tools:
             raise ValueError(f"tool {t.name!r} is already registered")
         self._tools[t.name] = t
         return t
 
-    def get(self, name: str) -> Tool[Any] | None:
+    def get(self, name: str) -> ToolDefinition | None:
         return self._tools.get(name)
 
     def is_idempotent(self, name: str) -> bool:
@@ -215,7 +287,7 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def __iter__(self) -> Iterator[Tool[Any]]:
+    def __iter__(self) -> Iterator[ToolDefinition]:
         return iter(self._tools.values())
 
     def __len__(self) -> int:
@@ -237,13 +309,13 @@ class ToolRegistry:
             known = ", ".join(self._tools) or "none"
             return ToolResult.failure(f"unknown tool {call.name!r}; available: {known}", 0)
         try:
-            args = t.args_model.model_validate(call.arguments)
-        except ValidationError as exc:
-            return ToolResult.failure(_describe(t.name, exc), elapsed())
+            bound = t.bind(call.arguments)
+        except InvalidArguments as exc:
+            return ToolResult.failure(str(exc), elapsed())
         if ctx.cancel.is_set():
             return ToolResult.failure("interrupted", elapsed(), interrupted=True)
 
-        work = asyncio.create_task(t.fn(args, ctx), name=f"tool:{t.name}:{ctx.call_id}")
+        work = asyncio.create_task(bound(ctx), name=f"tool:{t.name}:{ctx.call_id}")
         stop = asyncio.create_task(ctx.cancel.wait(), name=f"tool-cancel:{ctx.call_id}")
         try:
             done, _ = await asyncio.wait(
@@ -264,8 +336,11 @@ class ToolRegistry:
         if error is not None:
             log.info("tool %s failed: %r", t.name, error)
             return ToolResult.failure(f"{type(error).__name__}: {error}", elapsed())
+        outcome = work.result()
         try:
-            value = _jsonable(work.result())
+            if isinstance(outcome, ToolFailure):
+                return ToolResult(False, None, outcome.to_error(), elapsed())
+            value = _jsonable(outcome)
         except (TypeError, ValueError) as err:
             return ToolResult.failure(
                 f"TypeError: result of tool {t.name!r} is not JSON-serialisable: {err}", elapsed()

@@ -15,12 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ._registry import ToolContext, ToolRegistry, tool
+from ._registry import ToolContext, ToolFailure, ToolRegistry, tool
 
 __all__ = [
     "AskUserArgs",
     "CounterArgs",
-    "DemoToolError",
     "FlakyArgs",
     "LookupArgs",
     "SlowTaskArgs",
@@ -35,10 +34,6 @@ _TOPICS = (
     "an encyclopedia entry",
     "a design document",
 )
-
-
-class DemoToolError(RuntimeError):
-    """Raised by `flaky` when asked to fail: a plain exception, as a real tool would raise."""
 
 
 class LookupArgs(BaseModel):
@@ -129,10 +124,13 @@ def demo_tools(speed: float = 1.0) -> ToolRegistry:
         }
 
     @tool(name="flaky", description="A tool that fails when asked to (fail=true).")
-    async def flaky(args: FlakyArgs, ctx: ToolContext) -> dict[str, Any]:
+    async def flaky(args: FlakyArgs, ctx: ToolContext) -> dict[str, Any] | ToolFailure:
+        """Reports its failure as a value, the way a tool that knows what went wrong should;
+        a tool that raises is recorded as a failure all the same."""
         await pause(0.2)
         if args.fail:
-            raise DemoToolError(f"the flaky tool failed on purpose: {args.reason}")
+            return ToolFailure(f"the flaky tool failed on purpose: {args.reason}",
+                               value={"reason": args.reason}, retryable=False)
         return {"summary": "the flaky tool worked this time"}
 
     @tool(

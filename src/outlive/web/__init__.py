@@ -1,4 +1,4 @@
-"""The workbench page (DESIGN §2, §6, §9): static HTML, CSS and ES modules, no build step.
+"""The workbench page (docs/architecture.md §2, §6): static HTML, CSS and ES modules, no build step.
 
 `mount(app)` serves the page at `/` and its assets at `/web/<file>`. The files are package
 data, read once when mounted; each response carries `Cache-Control: no-cache` with an ETag (so
@@ -21,7 +21,7 @@ from importlib import resources
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-__all__ = ["CONTENT_SECURITY_POLICY", "asset_names", "mount"]
+__all__ = ["CONTENT_SECURITY_POLICY", "VENDOR", "asset_names", "mount"]
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -31,6 +31,7 @@ CONTENT_SECURITY_POLICY = (
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
     ".png": "image/png",
@@ -60,16 +61,23 @@ def _suffix(name: str) -> str:
     return name[dot:].lower() if dot > 0 else ""
 
 
+VENDOR = "vendor"
+"""Third-party ES modules (and their licences), served at `/web/vendor/<file>`; see
+vendor/README.md for versions and checksums."""
+
+
 def _load() -> dict[str, _Asset]:
     assets: dict[str, _Asset] = {}
-    for entry in resources.files(__name__).iterdir():
-        name = entry.name
-        media_type = _TYPES.get(_suffix(name))
-        if media_type is None or not entry.is_file() or name.startswith("."):
-            continue
-        body = entry.read_bytes()
-        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        assets[name] = _Asset(body, media_type, etag)
+    root = resources.files(__name__)
+    for prefix, folder in (("", root), (f"{VENDOR}/", root / VENDOR)):
+        for entry in folder.iterdir():
+            name = entry.name
+            media_type = _TYPES.get(_suffix(name))
+            if media_type is None or not entry.is_file() or name.startswith("."):
+                continue
+            body = entry.read_bytes()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            assets[prefix + name] = _Asset(body, media_type, etag)
     if "index.html" not in assets:
         raise RuntimeError("outlive.web: index.html is missing from the package data")
     return assets
@@ -113,7 +121,14 @@ def mount(app: FastAPI) -> None:
             return _not_found()
         return _send(request, found, _PAGE_HEADERS if name == "index.html" else _HEADERS)
 
+    async def vendor_asset(name: str, request: Request) -> Response:
+        return await asset(f"{VENDOR}/{name}", request)
+
     app.add_api_route("/", index, methods=["GET", "HEAD"], include_in_schema=False)
     app.add_api_route(
         "/web/{name}", asset, methods=["GET", "HEAD"], include_in_schema=False
+    )
+    app.add_api_route(
+        f"/web/{VENDOR}/{{name}}", vendor_asset, methods=["GET", "HEAD"],
+        include_in_schema=False,
     )

@@ -1,5 +1,5 @@
 // Calls to the /v1 HTTP API. The login cookie (HttpOnly) rides along on its own; every body
-// is JSON, and every refusal is `{"error": {"code", "message", ...}}` (DESIGN §7).
+// is JSON, and every refusal is `{"error": {"code", "message", ...}}` (docs/http-api.md).
 
 export class ApiError extends Error {
   constructor(status, code, message, details = {}) {

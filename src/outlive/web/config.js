@@ -1,4 +1,4 @@
-// The watcher's constants (DESIGN §6), the same as the Python client's, and their overrides.
+// The watcher's constants (docs/architecture.md §6), the same as the Python client's, and their overrides.
 //
 // Every constant can be overridden for tests and demos with a query parameter on the page URL,
 // in milliseconds or counts, e.g. `/?health_sample_ms=200&degraded_after=3#/s/<id>`:

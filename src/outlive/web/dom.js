@@ -1,6 +1,6 @@
 // A tiny DOM builder. Every string a server sends (model output, titles, tool results, error
 // messages) is untrusted text: it only ever reaches the page through createTextNode and
-// textContent, never through an HTML parser (DESIGN §9).
+// textContent, never through an HTML parser (docs/http-api.md).
 
 /**
  * h("div", {class: "x", "data-testid": "y", onclick: fn}, "text", child, [more, children])

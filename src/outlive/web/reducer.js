@@ -1,4 +1,4 @@
-// The transcript reducer of DESIGN §6, in JS: the same rules as outlive/domain/reducer.py.
+// The transcript reducer of docs/architecture.md §6, in JS: the same rules as outlive/domain/reducer.py.
 //
 // A pure fold `state × event → state`. The page starts from the server's snapshot frame and
 // folds the stream's events on top of it, so the fold must give the same result wherever it
@@ -19,12 +19,16 @@
 // * Deltas for a message that is no longer streaming are ignored.
 // * A `user_message` that revives a terminal session also resets attempt to 0 and clears
 //   error and incomplete.
+// * A user message waits (`pending_inputs`) until the `turn_start` that delivers it names it
+//   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
+//   names it in `dropped_inputs` (its item is then marked `dropped`).
+// * `attention` is the `session_end`'s until the next user message.
 //
 // Where Python turns a non-string into text with str(), `pyStr` imitates it (True, None, lists
 // and dicts in Python's repr). The one case JSON cannot carry is a float with an integral
 // value (Python "2.0", JS "2"); the server never sends numbers where text belongs.
 
-export const REDUCER_VERSION = 1;
+export const REDUCER_VERSION = 2;
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -63,6 +67,7 @@ export function emptyState() {
     items: [],
     pending_inputs: [],
     question: null,
+    attention: null,
     incomplete: null,
     resumed: [],
   };
@@ -325,6 +330,29 @@ function onSessionEnd(txn, seq, data) {
   } else {
     txn.state.error = null;
   }
+  const attention = get(data, "attention");
+  txn.state.attention = typeof attention === "string" ? attention : null;
+  const dropped = seqs(get(data, "dropped_inputs"));
+  if (dropped.size) {
+    deliver(txn, (s) => dropped.has(s));
+    for (let i = 0; i < txn.items.length; i++) {
+      if (txn.items[i].kind === "user" && dropped.has(txn.items[i].seq)) txn.item(i).dropped = true;
+    }
+  }
+}
+
+function seqs(value) {
+  return new Set(Array.isArray(value) ? value.filter((s) => int(s) !== null) : []);
+}
+
+/** The pending inputs `delivered` accepts wait no more. */
+function deliver(txn, delivered) {
+  if (txn.state.pending_inputs.some((p) => delivered(p.seq))) {
+    const pending = txn.topList("pending_inputs");
+    const kept = pending.filter((p) => !delivered(p.seq));
+    pending.length = 0;
+    pending.push(...kept);
+  }
 }
 
 function onUserMessage(txn, seq, data) {
@@ -335,6 +363,7 @@ function onUserMessage(txn, seq, data) {
   txn.add(item);
   txn.topList("pending_inputs").push({ seq, text: body, delivery: json(delivery) });
   txn.state.question = null;
+  txn.state.attention = null;
   if (TERMINAL.has(txn.state.status)) {
     Object.assign(txn.state, { status: "queued", attempt: 0, error: null, incomplete: null });
   }
@@ -352,13 +381,15 @@ function newMessage(messageId) {
 }
 
 function onTurnStart(txn, seq, data) {
-  // The run drained its input before calling the model, so every earlier user message is
-  // now in the model's view.
-  if (txn.state.pending_inputs.length) {
-    const pending = txn.topList("pending_inputs");
-    const kept = pending.filter((p) => p.seq >= seq);
-    pending.length = 0;
-    pending.push(...kept);
+  // Exactly the messages this turn names are now in the model's view; a queued one it does
+  // not name keeps waiting for the final answer.
+  const inputs = get(data, "inputs");
+  const through = int(get(data, "inputs_through"));
+  if (Array.isArray(inputs)) {
+    const named = seqs(inputs);
+    deliver(txn, (s) => named.has(s));
+  } else if (through !== null) {
+    deliver(txn, (s) => s <= through);
   }
   const messageId = ident(get(data, "message_id"));
   const i = txn.find("assistant", messageId);

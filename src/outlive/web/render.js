@@ -6,6 +6,8 @@
 // <details> stays open).
 
 import { h, pretty, setText } from "./dom.js";
+import { setMarkdown } from "./markdown.js";
+import { fullTime, relativeTime } from "./time.js";
 import { toneOf } from "./watcher.js";
 
 const DELIVERY_HELP = {
@@ -73,7 +75,7 @@ function createAssistant() {
       h("summary", null, "Thinking"),
       h("div", { class: "thinking-text" }),
     ),
-    h("div", { class: "msg-text", "data-testid": "msg-text" }),
+    h("div", { class: "msg-text markdown", "data-testid": "msg-text" }),
   );
 }
 
@@ -95,7 +97,7 @@ function updateAssistant(node, item) {
   const thinking = node.querySelector(".thinking");
   thinking.hidden = !item.thinking;
   setText(node.querySelector(".thinking-text"), item.thinking);
-  setText(node.querySelector(".msg-text"), item.text);
+  setMarkdown(node.querySelector(".msg-text"), item.text);
 }
 
 function createTool() {
@@ -134,7 +136,10 @@ function updateTool(node, item) {
   node.dataset.tool = String(item.tool ?? "");
   setText(node.querySelector(".tool-name"), item.tool ?? "tool");
   setText(node.querySelector(".tool-status"), TOOL_LABEL[item.status] ?? String(item.status));
-  setText(node.querySelector(".tool-duration"), formatDuration(item.duration_ms));
+  // A call cut off by a crash is repaired with no measured time: say so, not "0 ms".
+  const unmeasured = item.status === "interrupted" && !item.duration_ms;
+  setText(node.querySelector(".tool-duration"),
+    unmeasured ? "time unknown" : formatDuration(item.duration_ms));
   const progress = node.querySelector(".tool-progress");
   const steps = Array.isArray(item.progress) ? item.progress : [];
   progress.hidden = steps.length === 0;
@@ -281,17 +286,6 @@ export class TranscriptView {
 
 // ---- rail -------------------------------------------------------------------------------
 
-function shortTime(iso) {
-  if (!iso) return "";
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const now = new Date();
-  if (d.toDateString() === now.toDateString()) {
-    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  }
-  return d.toLocaleDateString([], { month: "short", day: "numeric" });
-}
-
 export function displayTitle(title, id) {
   if (typeof title === "string" && title.trim()) return title;
   return `Untitled · ${String(id).slice(-6)}`;
@@ -348,7 +342,10 @@ export class RailView {
       const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
       setText(node.querySelector(".rail-status"), status);
       setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
-      setText(node.querySelector(".rail-time"), shortTime(s.created_at));
+      const time = node.querySelector(".rail-time");
+      time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
+      setText(time, relativeTime(s.created_at));
+      time.title = fullTime(s.created_at);
       const expected = prev ? prev.nextSibling : this.list.firstChild;
       if (expected !== node) this.list.insertBefore(node, expected);
       prev = node;

@@ -1,4 +1,4 @@
-// One session's transcript, kept current from its event stream (DESIGN §6).
+// One session's transcript, kept current from its event stream (docs/architecture.md §6).
 //
 // The first connection has no cursor, so the server sends `attached`, a `snapshot {seq,
 // state}` (the fold of events 1..seq), the stored events after it, `caught_up`, then live

@@ -87,7 +87,7 @@ export class Stream {
         if (this.es === es) handler(ev);
       });
     }
-    // A stored event of type "error" (DESIGN §6) arrives as a MessageEvent named "error",
+    // A stored event of type "error" (docs/architecture.md §6) arrives as a MessageEvent named "error",
     // the same name EventSource uses for a failed connection; only the former carries data.
     const onStoredError = this.handlers.error || null;
     es.addEventListener("error", (ev) => {
@@ -147,7 +147,7 @@ export class Stream {
 /**
  * Samples the streams' states every HEALTH_SAMPLE ms: DEGRADED_AFTER consecutive samples in
  * which a stream is "connecting" report degraded; the next sample with every stream open (or
- * stopped) reports healthy (DESIGN §6).
+ * stopped) reports healthy (docs/architecture.md §6).
  */
 export class HealthMonitor {
   constructor(config, onChange) {

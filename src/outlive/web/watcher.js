@@ -1,4 +1,4 @@
-// The owner-session watcher (DESIGN §6): a live map of the owner's sessions for the rail,
+// The owner-session watcher (docs/architecture.md §6): a live map of the owner's sessions for the rail,
 // fed by the owner stream (GET /v1/events) and healed by full list fetches. The rules are the
 // Python client's (outlive/client/_watcher.py), with the same constants (config.js):
 //

@@ -5,8 +5,8 @@ A response id names a session and the seq of the user message that opened its ru
 from the session log, so any API process can answer for any response, and an id stays valid
 for as long as its session exists.
 
-`ResponseFeed` reads the slice (stored events first, then, when it watches, live ones from the
-fan-out hub, with gaps filled from the store as the session stream does) and folds it through
+`ResponseFeed` reads the slice through the API's shared `RunFeed` (stored events first, then,
+when it watches, live ones from the fan-out hub) and folds it through
 `ResponseProjection`. Stream events are numbered by that fold, so `starting_after=N` is
 answered by folding again and skipping through N: the numbers never depend on when or where
 a client connected.
@@ -23,6 +23,7 @@ from ...domain.errors import NotFound
 from ...domain.model import Delivery, Event, Session
 from .._context import ApiContext
 from .._hub import Mailbox
+from .._run_feed import RunFeed, opens_a_run, watch_session
 from ._errors import not_found
 from ._projection import ResponseHeader, ResponseProjection
 from ._requests import display_model
@@ -30,7 +31,6 @@ from ._requests import display_model
 __all__ = ["ResponseFeed", "ResponseRef", "open_feed"]
 
 _ID = re.compile(r"^resp_([0-9A-HJKMNP-TV-Z]{26})_([1-9][0-9]{0,17})$")
-_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,6 @@ class ResponseRef:
         return cls(f"ses_{match.group(1)}", int(match.group(2)))
 
 
-def _opens_a_run(event: Event) -> bool:
-    return event.type == "user_message" and event.data.get("delivery") == Delivery.START.value
-
-
 class ResponseFeed:
     """One response's events for one reader; `close()` must be called when done."""
 
@@ -64,79 +60,34 @@ class ResponseFeed:
         self.session = session
         self.ref = ref
         self.header = header
-        self.mailbox = mailbox
+        self.run = RunFeed(ctx, ref.session_id, ref.start, mailbox)
         self.projection = ResponseProjection(header)
-        self.last_seq = ref.start - 1
+
+    @property
+    def mailbox(self) -> Mailbox[Event] | None:
+        return self.run.mailbox
+
+    @property
+    def last_seq(self) -> int:
         """Seq of the last event folded (the slice's `session_end` once it has ended)."""
+        return self.run.last_seq
 
     @property
     def ended(self) -> bool:
         return self.projection.ended
 
     def close(self) -> None:
-        if self.mailbox is not None:
-            self.ctx.hub.unwatch(self.mailbox)
-            self.mailbox = None
-
-    async def _events(self) -> AsyncIterator[Event | None]:
-        """The slice's events in order, stored then live; None when idle for a ping interval.
-        Ends at the slice's `session_end`, or (not watching) at the end of the stored log.
-        `StreamClosed` from the hub (shutdown, a slow reader, a disconnect) ends it early."""
-        store, sid = self.ctx.store, self.ref.session_id
-        sent = self.ref.start - 1
-        mb = self.mailbox
-        while True:
-            batch = await store.read_events(sid, after=sent, limit=_PAGE)
-            for ev in batch:
-                yield ev
-                sent = ev.seq
-                if mb is not None:
-                    mb.last = sent
-            if len(batch) < _PAGE or self.ended:
-                break
-        if mb is None or self.ended:
-            return
-        ping = self.ctx.settings.ping_interval
-        while not self.ended:
-            items = await mb.next_batch(ping)
-            if items is None:
-                yield None
-                continue
-            for item in items:
-                if item.seq <= sent:
-                    continue
-                evs = [item]
-                if item.seq > sent + 1:  # the live tail skipped some: read them
-                    evs = [*await self._between(sent, item.seq - 1), item]
-                for ev in evs:
-                    if ev.seq != sent + 1:
-                        continue
-                    yield ev
-                    sent = mb.last = ev.seq
-
-    async def _between(self, after: int, upto: int) -> list[Event]:
-        found: list[Event] = []
-        while after < upto:
-            batch = await self.ctx.store.read_events(
-                self.ref.session_id, after=after, limit=min(_PAGE, upto - after))
-            if not batch:
-                break
-            found.extend(batch)
-            after = batch[-1].seq
-        return found
+        self.run.close()
 
     async def stream(self, after: int | None = None) -> AsyncIterator[dict[str, Any] | None]:
         """Stream events numbered above `after` (all when None); None when idle."""
-        async for ev in self._events():
+        async for ev in self.run.events(until=lambda: self.ended):
             if ev is None:
                 yield None
                 continue
-            self.last_seq = ev.seq
             for out in self.projection.apply(ev):
                 if after is None or out["sequence_number"] > after:
                     yield out
-            if self.ended:
-                return
 
     async def settle(self) -> dict[str, Any]:
         """Fold to the end (stored only, or live until the end when watching); the Response."""
@@ -151,16 +102,13 @@ async def open_feed(ctx: ApiContext, owner_id: str, response_id: str, *, live: b
     ref = ResponseRef.parse(response_id)
     if ref is None:
         raise not_found(response_id, param)
-    mb = ctx.hub.watch_session(ref.session_id) if live else None
     try:
-        try:
-            session = await ctx.store.get_session(owner_id, ref.session_id)
-        except NotFound:
-            raise not_found(response_id, param) from None
-        if mb is not None:
-            ctx.hub.attach_session(mb, session.last_seq)
+        session, mb = await watch_session(ctx, owner_id, ref.session_id, live=live)
+    except NotFound:
+        raise not_found(response_id, param) from None
+    try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        if not first or first[0].seq != ref.start or not _opens_a_run(first[0]):
+        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
             raise not_found(response_id, param)
         header = await _header(ctx, session, ref)
     except BaseException:

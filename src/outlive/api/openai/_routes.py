@@ -189,6 +189,14 @@ class _Connection:
 async def _open_stream(ctx: ApiContext, owner_id: str, response_id: str, after: int | None,
                        *, foreground: bool, forget: bool, request: Request) -> EventStream:
     feed = await open_feed(ctx, owner_id, response_id, live=True)
+    if feed.session.compacted_through >= feed.ref.start:
+        # Its deltas were compacted away (docs/retention.md): the stream it sent cannot be
+        # replayed with the same sequence numbers, but its final output can still be read.
+        feed.close()
+        raise bad_request(
+            "This response's event stream was compacted after it finished and cannot be "
+            "replayed; retrieve the response without stream=true for its final output.",
+            "stream", "response_compacted")
     conn = _Connection()
     mailbox = feed.mailbox
     gauge = ctx.metrics.streams.labels(kind="openai")

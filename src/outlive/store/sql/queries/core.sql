@@ -40,6 +40,11 @@ SELECT seq FROM session_events
 WHERE session_id = :sid AND seq > :cur AND type = 'user_message' AND ts >= :at
 ORDER BY seq LIMIT 1
 
+-- name: waiting_input_seqs
+SELECT seq FROM session_events
+WHERE session_id = :sid AND seq > :cur AND type = 'user_message'
+ORDER BY seq
+
 -- name: set_delivered_input_seq
 UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id
 

@@ -30,11 +30,14 @@ RETURNING s.id, s.cancel_requested_at IS NOT NULL AS cancel
 
 -- name: commit_head
 -- The hot path of every turn: fence check, both seq allocations and the delivery cursor.
+-- No row when the fence refuses the write, or the cursor names a message that does not
+-- exist: either way nothing changed, so a group commit goes on with its other writes.
 UPDATE sessions SET last_seq = last_seq + :ne, last_entry_seq = last_entry_seq + :nn,
-  delivered_input_seq = CASE WHEN :d > delivered_input_seq AND :d <= last_input_seq
-                             THEN :d ELSE delivered_input_seq END,
+  delivered_input_seq = CASE WHEN :d > delivered_input_seq THEN :d
+                             ELSE delivered_input_seq END,
   updated_at = {now}
 WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'running'
+  AND :d <= last_input_seq
 RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_state,
           {now} AS now
 

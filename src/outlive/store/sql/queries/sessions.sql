@@ -3,6 +3,9 @@
 -- name: owner_exists
 SELECT id FROM owners WHERE id = :id
 
+-- name: lock_owner
+SELECT id FROM owners WHERE id = :id {for_update}
+
 -- name: insert_session
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at)
@@ -19,12 +22,20 @@ SELECT {session_row} FROM sessions s WHERE s.id = :id
 SELECT {session_row} FROM sessions s
 WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL
 
+-- name: find_chat
+-- A front end's own id for a conversation (AI SDK chat id, AG-UI thread id), kept in metadata.
+-- `->>` reads a JSON field on both databases (SQLite since 3.38).
+SELECT {session_row} FROM sessions s
+WHERE s.owner_id = :owner AND s.deleted_at IS NULL AND s.metadata ->> 'chat_id' = :chat
+ORDER BY s.id DESC LIMIT 1
+
 -- name: list_sessions
 -- Newest first; the cursor is the last id of the previous page.
 SELECT {session_row} FROM sessions s
 WHERE s.owner_id = :owner AND s.deleted_at IS NULL
   AND (CAST(:status AS TEXT) IS NULL OR s.status = :status)
   AND (CAST(:cursor AS TEXT) IS NULL OR s.id < :cursor)
+  AND (CAST(:attention AS TEXT) IS NULL OR s.attention = :attention)
 ORDER BY s.id DESC LIMIT :limit
 
 -- name: set_manual_title
@@ -37,6 +48,13 @@ WHERE session_id = :sid AND client_request_id = :crid
 -- name: insert_message_request
 INSERT INTO message_requests (session_id, client_request_id, seq, delivery, requeued)
 VALUES (:sid, :crid, :seq, :delivery, :requeued)
+
+-- name: find_create_request
+SELECT session_id FROM create_requests WHERE owner_id = :owner AND client_request_id = :crid
+
+-- name: insert_create_request
+INSERT INTO create_requests (owner_id, client_request_id, session_id)
+VALUES (:owner, :crid, :sid)
 
 -- name: touch_watched
 UPDATE sessions SET watched_at = {now} WHERE id {in_ids}

@@ -43,11 +43,17 @@ CREATE TABLE sessions (
     metadata            TEXT NOT NULL DEFAULT '{}',
     created_at          REAL NOT NULL,
     updated_at          REAL NOT NULL,
-    deleted_at          REAL
+    deleted_at          REAL,
+    attention           TEXT,
+    compacted_through   INTEGER NOT NULL DEFAULT 0,
+    purge_after         REAL
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
+CREATE INDEX sessions_finished ON sessions (updated_at)
+    WHERE status IN ('succeeded', 'failed', 'cancelled');
+CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
 CREATE TABLE session_events (
     session_id TEXT NOT NULL REFERENCES sessions (id),
@@ -94,6 +100,15 @@ CREATE TABLE message_requests (
     requeued          INTEGER NOT NULL,
     PRIMARY KEY (session_id, client_request_id)
 ) WITHOUT ROWID;
+
+CREATE TABLE create_requests (
+    owner_id          TEXT NOT NULL REFERENCES owners (id),
+    client_request_id TEXT NOT NULL,
+    session_id        TEXT NOT NULL REFERENCES sessions (id),
+    PRIMARY KEY (owner_id, client_request_id)
+) WITHOUT ROWID;
+
+CREATE INDEX owner_events_session ON owner_events (session_id);
 
 CREATE TABLE login_sessions (
     id           TEXT PRIMARY KEY,

@@ -1,0 +1,197 @@
+"""Bounded storage: what compaction and retention save, on PostgreSQL and SQLite.
+
+Run:  .venv/bin/python bench/storage_bench.py [--long 3] [--sessions 10000] [--quick]
+      [--json out.json]  (--quick: 2 long sessions and 300 short ones)
+      (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and
+      dropped; SQLite uses a file in a temporary folder)
+
+Two measures per database, each on a fresh, migrated database, with the demo agent run by a
+real in-process worker:
+
+1. bytes per finished "run long" session, before and after compaction: `--long` sessions run
+   to the end (demo speed 20, with the write-behind flush scaled by the same factor, so the
+   deltas are cut as at real pacing: one per 50 ms of output, about 80 per answer), then
+   `compact_session` on each. Bytes are the space the rows occupy: on SQLite the pages in use
+   (`page_count - freelist_count`, after the incremental vacuum every compaction ends with);
+   on PostgreSQL the tables and indexes after `VACUUM FULL` (which rewrites them compactly). The
+   empty database's size is subtracted before dividing by the number of sessions.
+2. database size after creating and finishing `--sessions` short sessions ("hello": one tool
+   call, a short answer; demo speed 0), then after compacting every one, then after a
+   retention purge (`purge_expired(older_than=0)` in batches, timed).
+
+Target (docs/retention.md): compaction cuts a finished "run long" session's bytes by >= 80 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine, scratch_database, table
+from tests.support.inprocess import start_worker
+
+from outlive.domain import Status
+from outlive.store import PostgresStore, SqliteStore
+
+AnyStore = PostgresStore | SqliteStore
+TABLES = ("sessions", "session_events", "session_entries", "session_snapshots", "owner_events",
+          "message_requests")
+LONG_SPEED = 20.0
+
+
+async def used_bytes(store: AnyStore) -> int:
+    """The bytes the data occupies now (see the module docstring)."""
+    if isinstance(store, SqliteStore):
+        async def op(tx: Any) -> int:
+            pages = (await tx.fetch("PRAGMA page_count"))[0]["page_count"]
+            free = (await tx.fetch("PRAGMA freelist_count"))[0]["freelist_count"]
+            size = (await tx.fetch("PRAGMA page_size"))[0]["page_size"]
+            return int((pages - free) * size)
+
+        return int(await store._read(op))
+
+    def measure() -> int:
+        with psycopg.connect(store.dsn, autocommit=True) as conn:
+            conn.execute("VACUUM FULL")
+            row = conn.execute(
+                "SELECT sum(pg_total_relation_size(c)) FROM unnest(%s::regclass[]) AS c",
+                (list(TABLES),)).fetchone()
+            return int(row[0]) if row and row[0] is not None else 0
+
+    return await asyncio.to_thread(measure)
+
+
+async def settle_all(store: AnyStore, ids: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for sid in ids:
+        while (await store.load_session(sid)).status not in (Status.SUCCEEDED, Status.FAILED):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{sid} did not finish")
+            await asyncio.sleep(0.05)
+
+
+async def run_sessions(store: AnyStore, prompt: str, n: int, speed: float,
+                       concurrency: int) -> list[str]:
+    owner = await store.ensure_owner("bench")
+    worker = await start_worker(store, speed, concurrency=concurrency,
+                                flush_interval=0.05 / max(speed, 1.0), sweep_interval=None,
+                                backstop_interval=0.2)
+    ids: list[str] = []
+    try:
+        for _ in range(n):
+            s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
+                                           prompt=prompt)
+            ids.append(s.id)
+        await settle_all(store, ids, timeout=60 + n * 2.0)
+    finally:
+        await worker.stop(30)
+    return ids
+
+
+async def long_sessions(store: AnyStore, n: int) -> dict[str, Any]:
+    base = await used_bytes(store)
+    ids = await run_sessions(store, "run long", n, LONG_SPEED, concurrency=max(1, n))
+    events = sum([len(await store.read_events(s, limit=1000)) for s in ids])
+    before = (await used_bytes(store) - base) / n
+    for sid in ids:
+        assert await store.compact_session(sid)
+    await store._reclaim()
+    left = sum([len(await store.read_events(s, limit=1000)) for s in ids])
+    after = (await used_bytes(store) - base) / n
+    return {"sessions": n, "events/session before": events / n,
+            "events/session after": left / n, "bytes/session before": before,
+            "bytes/session after": after, "cut %": 100 * (1 - after / before)}
+
+
+async def many_sessions(store: AnyStore, n: int) -> dict[str, Any]:
+    base = await used_bytes(store)
+    started = time.perf_counter()
+    ids = await run_sessions(store, "hello", n, 0.0, concurrency=16)
+    ran = time.perf_counter() - started
+    plain = await used_bytes(store) - base
+    started = time.perf_counter()
+    while await store.compact_finished(older_than=0, limit=100):
+        pass
+    compact_s = time.perf_counter() - started
+    compacted = await used_bytes(store) - base
+    started = time.perf_counter()
+    purged = 0
+    while n_ := await store.purge_expired(older_than=0, limit=50):
+        purged += n_
+    purge_s = time.perf_counter() - started
+    retained = await used_bytes(store) - base
+    assert purged == len(ids), (purged, len(ids))
+    return {"sessions": n, "run s": ran, "MB finished": plain / 1e6,
+            "MB compacted": compacted / 1e6, "compact s": compact_s,
+            "MB after retention": retained / 1e6, "purge s": purge_s}
+
+
+async def on(dialect: str, folder: Path, job: Any, n: int) -> dict[str, Any]:
+    if dialect == "sqlite":
+        store: AnyStore = await SqliteStore(folder / f"{job.__name__}.db").open()
+        await store.migrate()
+        try:
+            return dict(await job(store, n))
+        finally:
+            await store.close()
+    async with scratch_database("outlive_storage") as url:
+        store = await PostgresStore(url).open()
+        await store.migrate()
+        try:
+            return dict(await job(store, n))
+        finally:
+            await store.close()
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"long": {}, "many": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for dialect in ("postgres", "sqlite"):
+            out["long"][dialect] = await on(dialect, Path(tmp), long_sessions, args.long)
+            out["many"][dialect] = await on(dialect, Path(tmp), many_sessions, args.sessions)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--long", type=int, default=3, help="'run long' sessions per database")
+    parser.add_argument("--sessions", type=int, default=10_000,
+                        help="short sessions created and finished per database")
+    parser.add_argument("--quick", action="store_true", help="2 long and 300 short sessions")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    if args.quick:
+        args.long, args.sessions = 2, 300
+    print(f"storage_bench: {machine()}")
+    res = asyncio.run(main_async(args))
+    long_rows = [[d, r["events/session before"], r["events/session after"],
+                  r["bytes/session before"], r["bytes/session after"], r["cut %"]]
+                 for d, r in res["long"].items()]
+    print(f"\nfinished 'run long' sessions ({args.long} per database), compaction:")
+    print(table(["database", "events before", "events after", "bytes before", "bytes after",
+                 "cut %"], long_rows))
+    many_rows = [[d, r["sessions"], r["run s"], r["MB finished"], r["MB compacted"],
+                  r["compact s"], r["MB after retention"], r["purge s"]]
+                 for d, r in res["many"].items()]
+    print(f"\n{args.sessions} short sessions created and finished, then compacted, then purged:")
+    print(table(["database", "sessions", "run s", "MB finished", "MB compacted", "compact s",
+                 "MB after retention", "purge s"], many_rows))
+    worst = min(r["cut %"] for r in res["long"].values())
+    print(f"\n[{'met' if worst >= 80 else 'missed'}] compaction cuts a finished 'run long' "
+          f"session's bytes by >= 80 %: worst {worst:.0f} %")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

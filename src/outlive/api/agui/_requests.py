@@ -1,0 +1,82 @@
+"""What an AG-UI client posts (`RunAgentInput`), and the text a new run starts with.
+
+The new run's input is the last user message, or, when the previous run ended on a question
+(an `interrupt` outcome), the answer a `resume[]` entry gives to it. An entry must answer the
+question that is pending on that thread: a client cannot answer one that is not (409).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from pydantic import ValidationError
+
+from ...domain.model import Session
+from .._context import ApiContext
+from .._errors import ApiError
+from ._messages import question_id
+
+__all__ = ["parse_input", "pending_question", "run_text"]
+
+
+def parse_input(body: dict[str, Any]) -> RunAgentInput:
+    try:
+        return RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ApiError(400, "INVALID_INPUT", f"not a RunAgentInput: {where}: {first['msg']}"
+                       ) from None
+
+
+async def pending_question(ctx: ApiContext, session: Session) -> str | None:
+    """The interrupt id of the question the thread waits on, if it does."""
+    _, state = await ctx.snapshots.at(session.id, session.last_seq)
+    if not state.get("question"):
+        return None
+    for item in reversed(state.get("items", [])):
+        if item.get("kind") == "question":
+            return question_id(int(item["seq"]))
+    return None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(getattr(p, "text", "") or "" for p in content
+                       if getattr(p, "type", None) == "text")
+    return ""
+
+
+def _answer_text(payload: Any) -> str:
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict) and isinstance(payload.get("answer"), str):
+        return str(payload["answer"])
+    return "" if payload is None else json.dumps(payload, ensure_ascii=False)
+
+
+def run_text(run: RunAgentInput, question: str | None) -> str:
+    """The text that opens the run."""
+    answers: list[str] = []
+    for entry in run.resume or []:
+        if entry.interrupt_id != question:
+            raise ApiError(409, "INTERRUPT_NOT_PENDING",
+                           f"interrupt {entry.interrupt_id!r} is not pending on this thread",
+                           pending=question)
+        if entry.status == "resolved":
+            answers.append(_answer_text(entry.payload))
+    if answers:
+        text = "\n".join(a for a in answers if a)
+    else:
+        last = run.messages[-1] if run.messages else None
+        if last is None or last.role != "user":
+            raise ApiError(400, "INVALID_INPUT",
+                           "the run needs a new user message (or a resume[] answer) last")
+        text = _content_text(last.content)
+    if not text.strip():
+        raise ApiError(400, "INVALID_INPUT", "the new message has no text")
+    return text

@@ -1,0 +1,167 @@
+"""The routes of `/ag-ui`: AG-UI's HTTP transport on outlive sessions, resumable, with a stop.
+
+* `POST /ag-ui` takes a `RunAgentInput` (`threadId` is the conversation, `runId` the client's
+  name for this run, `messages`, `resume[]`) and opens one run: with the last user message, or
+  with the answers `resume[]` gives to the question the previous run ended on (its interrupt).
+  outlive owns the history: the client's copy of earlier messages is never read. It streams
+  that run's events and ends with the run (`RUN_FINISHED` or `RUN_ERROR`); a busy thread is
+  refused (409), never two runs in one response.
+* `GET /ag-ui/{threadId}/runs/{runId}/events` streams the same run again: from its start, or
+  after the event named by `Last-Event-ID` (every event carries an SSE `id:`), then live.
+* `POST /ag-ui/{threadId}/runs/{runId}/cancel` cancels that run if it is still in flight
+  (partial answer kept; the stream ends with the `cancelled` outcome). A closed connection
+  never cancels: the run goes on, and the client reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from ag_ui.core import BaseEvent
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Body, Header
+from fastapi.responses import JSONResponse
+
+from ...domain.errors import AlreadyTerminal, NotFound
+from ...domain.model import TERMINAL, Session
+from ...domain.reducer import empty_state
+from .._auth import CurrentOwner
+from .._context import ApiContext, Ctx
+from .._errors import ApiError
+from .._hub import StreamClosed
+from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
+from .._sse import PING, EventStream
+from .._threads import (
+    RunRef,
+    find_thread,
+    not_found,
+    request_key,
+    run_for_request,
+    start_run,
+)
+from ._projection import RunHeader, RunProjection
+from ._requests import parse_input, pending_question, run_text
+
+__all__ = ["PREFIX", "router"]
+
+PREFIX = "/ag-ui"
+_ENCODER = EventEncoder()
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+@router.post("")
+async def run_agent(owner: CurrentOwner, ctx: Ctx,
+                    body: Annotated[dict[str, Any], Body()]) -> EventStream:
+    run = parse_input(body)
+    session = await find_thread(ctx, owner.id, run.thread_id)
+    question = await pending_question(ctx, session) if session is not None else None
+    text = run_text(run, question)
+    agent = run.forwarded_props.get("agent") if isinstance(run.forwarded_props, dict) else None
+    ref = await start_run(ctx, owner.id, run.thread_id, text, request_id=run.run_id,
+                          agent=agent if isinstance(agent, str) else None)
+    return await _open(ctx, owner.id, ref, run.thread_id, run.run_id, after=None)
+
+
+@router.get("/{thread_id}/runs/{run_id}/events")
+async def run_events(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx,
+                     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+                     ) -> EventStream:
+    after = None
+    if last_event_id is not None and last_event_id.strip():
+        if not last_event_id.strip().isdigit():
+            raise ApiError(400, "BAD_CURSOR", "Last-Event-ID must be an event number")
+        after = int(last_event_id.strip())
+    session = await _thread(ctx, owner.id, thread_id)
+    ref = await _run(ctx, session, thread_id, run_id)
+    return await _open(ctx, owner.id, ref, thread_id, run_id, after=after)
+
+
+@router.post("/{thread_id}/runs/{run_id}/cancel")
+async def cancel_run(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx) -> JSONResponse:
+    session = await _thread(ctx, owner.id, thread_id)
+    ref = await _run(ctx, session, thread_id, run_id)
+    current = await latest_run_start(ctx, session)
+    stopping = current == ref.start and session.status not in TERMINAL
+    if stopping:
+        with contextlib.suppress(AlreadyTerminal):
+            session = await ctx.store.request_cancel(owner.id, session.id)
+    return JSONResponse({"cancelling": stopping, "threadId": thread_id, "runId": run_id,
+                         "status": session.status.value}, status_code=202 if stopping else 200)
+
+
+async def _thread(ctx: ApiContext, owner_id: str, thread_id: str) -> Session:
+    session = await find_thread(ctx, owner_id, thread_id)
+    if session is None:
+        raise not_found(f"thread {thread_id}")
+    return session
+
+
+async def _run(ctx: ApiContext, session: Session, thread_id: str, run_id: str) -> RunRef:
+    """The run the client named `run_id` (its own id, or outlive's `run_…`)."""
+    ref = RunRef.parse(run_id)
+    if ref is not None and ref.session_id == session.id:
+        return ref
+    found = await run_for_request(ctx, session, request_key(thread_id, run_id))
+    if found is None:
+        raise not_found(f"run {run_id}")
+    return found
+
+
+# ---- streams ---------------------------------------------------------------------------------
+
+
+async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run_id: str,
+                *, after: int | None) -> EventStream:
+    try:
+        session, mb = await watch_session(ctx, owner_id, ref.session_id, live=True)
+    except NotFound:
+        raise not_found(f"run {run_id}") from None
+    feed = RunFeed(ctx, session.id, ref.start, mb)
+    try:
+        first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
+        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
+            raise not_found(f"run {run_id}")
+        before = (await ctx.snapshots.at(session.id, ref.start - 1))[1] if ref.start > 1 \
+            else empty_state()
+    except BaseException:
+        feed.close()
+        raise
+    projection = RunProjection(RunHeader(thread_id=thread_id, run_id=run_id,
+                                         session_id=session.id, before=before))
+    gauge = ctx.metrics.streams.labels(kind="ag-ui")
+
+    def disconnected() -> None:
+        if feed.mailbox is not None:
+            feed.mailbox.close()  # wakes an idle stream at once
+
+    def closed() -> None:
+        feed.close()
+        gauge.dec()
+
+    response = EventStream(_frames(feed, projection, after), on_open=gauge.inc,
+                           on_disconnect=disconnected, on_close=closed)
+    response.headers["x-outlive-session-id"] = session.id
+    return response
+
+
+def _frame(index: int, event: BaseEvent) -> bytes:
+    return f"id: {index}\n{_ENCODER.encode(event)}".encode()
+
+
+async def _frames(feed: RunFeed, projection: RunProjection, after: int | None
+                  ) -> AsyncIterator[bytes]:
+    index = 0
+    try:
+        async for ev in feed.events(until=lambda: projection.ended):
+            if ev is None:
+                yield PING
+                continue
+            for out in projection.apply(ev):
+                if after is None or index > after:
+                    yield _frame(index, out)
+                index += 1
+    except StreamClosed:
+        return

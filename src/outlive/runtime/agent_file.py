@@ -1,0 +1,88 @@
+"""Agents declared in a TOML file, so a user can give an agent MCP servers without writing
+Python (`outlive worker --agents agents.toml`).
+
+```toml
+[agents.files]                       # a new agent
+system_prompt = "You work with files."
+model = "demo:scripted"
+demo_tools = true                    # also the demo agent's own tools
+
+[[agents.files.mcp_servers]]
+name = "fs"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+
+[[agents.demo.mcp_servers]]          # an agent that exists already gains a server
+name = "remote"
+url = "https://tools.example.com/mcp"
+auth_token_env = "REMOTE_TOKEN"
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..domain.errors import InvalidInput
+from ..mcp import server_from_dict
+from ..tools import ToolRegistry, demo_tools
+from .agents import Agent, AgentRegistry
+
+__all__ = ["load_agents_file"]
+
+_KEYS = {"system_prompt", "model", "max_turns", "max_tokens", "temperature", "demo_tools",
+         "mcp_servers", "extra"}
+
+
+def load_agents_file(path: str | Path, registry: AgentRegistry, *,
+                     demo_speed: float = 1.0) -> list[str]:
+    """Add or extend the file's agents in `registry`; returns their names."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"cannot read agents file {str(path)!r}: {exc}") from exc
+    agents = data.get("agents")
+    if not isinstance(agents, dict) or not agents:
+        raise InvalidInput(f"agents file {str(path)!r} has no [agents.<name>] table")
+    names = []
+    for name, table in agents.items():
+        if not isinstance(table, dict):
+            raise InvalidInput(f"{path}: agents.{name} must be a table")
+        registry.add(_agent(str(name), table, registry, demo_speed, f"{path}: agents.{name}"))
+        names.append(str(name))
+    return names
+
+
+def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed: float,
+           where: str) -> Agent:
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise InvalidInput(f"{where}: unknown keys {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(_KEYS))}")
+    servers_data = table.get("mcp_servers", [])
+    if not isinstance(servers_data, list):
+        raise InvalidInput(f"{where}: mcp_servers must be an array of tables "
+                           f"([[agents.{name}.mcp_servers]])")
+    servers = [server_from_dict(s, f"{where}.mcp_servers[{i}]")
+               for i, s in enumerate(servers_data)]
+    fields: dict[str, Any] = {k: table[k] for k in
+                              ("system_prompt", "model", "max_turns", "max_tokens",
+                               "temperature", "extra") if k in table}
+    if name in registry:
+        base = registry.get(name)
+        tools = base.tools
+        if table.get("demo_tools"):
+            tools = ToolRegistry([*base.tools, *(t for t in demo_tools(demo_speed)
+                                                 if t.name not in base.tools)])
+        return replace(base, **fields, tools=tools,
+                       mcp_servers=[*base.mcp_servers, *servers])
+    if "system_prompt" not in fields:
+        raise InvalidInput(f"{where}: a new agent needs a system_prompt")
+    tools = demo_tools(demo_speed) if table.get("demo_tools") else ToolRegistry()
+    try:
+        return Agent(name=name, tools=tools, mcp_servers=servers, **fields)
+    except TypeError as exc:
+        raise InvalidInput(f"{where}: {exc}") from exc

@@ -1,0 +1,66 @@
+"""The storage sweep a worker runs in the background (docs/retention.md).
+
+Each pass purges deleted sessions whose grace is over, purges finished sessions older than the
+retention (when one is set), compacts sessions that ended more than `compact_after` ago and
+trims every owner's lifecycle log to its last `owner_log_keep` events. Every step is a series
+of small batches (one short transaction each, see `store/_retention.py`), with a yield to the
+event loop between them, so runs and streams on the same database never wait long behind it.
+Several workers may sweep at once: batches skip rows another one holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..store import Store
+from .settings import RuntimeSettings
+
+__all__ = ["SweepResult", "sweep"]
+
+log = logging.getLogger("outlive.housekeeping")
+
+_MAX_BATCHES = 1000
+"""A pass stops after this many batches of one kind; the next pass carries on."""
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    purged_deleted: int = 0
+    purged_expired: int = 0
+    compacted: int = 0
+    owner_events_trimmed: int = 0
+
+
+async def _until_done(batch: Callable[[], Awaitable[int]]) -> int:
+    total = 0
+    for _ in range(_MAX_BATCHES):
+        n = await batch()
+        total += n
+        if n == 0:
+            break
+        await asyncio.sleep(0)
+    return total
+
+
+async def sweep(store: Store, settings: RuntimeSettings) -> SweepResult:
+    """One pass over everything the settings ask to bound."""
+    deleted = await _until_done(lambda: store.purge_due(limit=settings.sweep_batch))
+    expired = 0
+    if settings.retain is not None:
+        retain = settings.retain
+        expired = await _until_done(
+            lambda: store.purge_expired(older_than=retain, limit=settings.sweep_batch))
+    compacted = 0
+    if settings.compact_after is not None:
+        after = settings.compact_after
+        compacted = await _until_done(
+            lambda: store.compact_finished(older_than=after, limit=settings.sweep_batch))
+    trimmed = await _until_done(lambda: store.trim_owner_events(keep=settings.owner_log_keep))
+    result = SweepResult(deleted, expired, compacted, trimmed)
+    if any((deleted, expired, compacted, trimmed)):
+        log.info("storage sweep: purged %d deleted and %d expired sessions, compacted %d, "
+                 "trimmed %d owner events", deleted, expired, compacted, trimmed)
+    return result

@@ -1,0 +1,226 @@
+"""Bounded storage: deleted and expired sessions purged, finished ones compacted, the owner
+log kept to its last events (docs/retention.md).
+
+Every method does one bounded batch in short transactions and says how much it did, so a
+sweep calls it until it returns 0 and live work never waits long behind it. On PostgreSQL
+the batches skip rows another transaction holds (`SKIP LOCKED`); on SQLite each batch is one
+short write transaction, after which the freed pages are given back to the file system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..domain.model import TERMINAL, Status
+from ..domain.reducer import REDUCER_VERSION, empty_state, fold
+from ._base import Row, Tx, TxState, to_event
+from ._core import StoreCore
+
+__all__ = ["COMPACTED_TYPES", "TEXT_DELTAS", "RetentionOps"]
+
+TEXT_DELTAS = frozenset({"text_delta", "thinking_delta"})
+"""What every compaction deletes (`message_end` carries the text they streamed)."""
+COMPACTED_TYPES = TEXT_DELTAS | {"tool_progress"}
+"""What a compaction that stores a snapshot deletes: what they said is in the snapshot."""
+
+_EVENT_BUDGET = 20_000
+"""A purge batch stops adding sessions once it holds this many events (at least one)."""
+_FOLD_PAGE = 1000
+
+
+def _within_budget(rows: Sequence[Row]) -> list[str]:
+    ids: list[str] = []
+    total = 0
+    for row in rows:
+        if ids and total + int(row["last_seq"]) > _EVENT_BUDGET:
+            break
+        ids.append(row["id"])
+        total += int(row["last_seq"])
+    return ids
+
+
+@dataclass(frozen=True)
+class _Plan:
+    last: int
+    """The seq compacted through (the session's last)."""
+    since: int
+    """The previous `compacted_through`: deltas at or below it are gone already."""
+    base: int
+    """Seq of the snapshot the fold started from (0: none); a snapshot-less compaction keeps
+    it and drops the cached ones above it, which would be folded across the new gaps."""
+    snapshot: dict[str, Any] | None
+    """The transcript at `last` when the remaining events alone would not give it back."""
+
+
+class RetentionOps(StoreCore):
+    async def _reclaim(self) -> None:
+        """Give freed pages back after a purge or compaction (SQLite); nothing to do on
+        PostgreSQL, whose autovacuum reuses them."""
+
+    async def _purge_ids(self, tx: Tx, ids: list[str]) -> None:
+        params = {"ids": self.d.ids(ids)}
+        for query in (self.q.purge_events, self.q.purge_entries, self.q.purge_snapshots,
+                      self.q.purge_message_requests, self.q.purge_create_requests,
+                      self.q.purge_owner_events, self.q.purge_sessions):
+            await tx.execute(query, params)
+
+    async def purge_due(self, *, limit: int = 50) -> int:
+        """One batch of deleted sessions whose grace is over (never one a run still holds)."""
+
+        async def op(tx: Tx, st: TxState) -> int:
+            ids = _within_budget(await tx.fetch(self.q.due_purges, {"limit": limit}))
+            if ids:
+                await self._purge_ids(tx, ids)
+            return len(ids)
+
+        done = await self._write(op)
+        if done:
+            await self._reclaim()
+        return done
+
+    async def purge_session(self, session_id: str) -> bool:
+        """Purge one deleted session now if its grace is over and no run holds it."""
+
+        async def op(tx: Tx, st: TxState) -> bool:
+            if not await tx.fetch(self.q.due_purge_of, {"id": session_id}):
+                return False
+            await self._purge_ids(tx, [session_id])
+            return True
+
+        done = await self._write(op)
+        if done:
+            await self._reclaim()
+        return done
+
+    async def purge_expired(self, *, older_than: float, limit: int = 50) -> int:
+        """One batch of finished sessions untouched for `older_than` seconds, removed whole."""
+
+        async def op(tx: Tx, st: TxState) -> int:
+            rows = await tx.fetch(self.q.expired_sessions, {"age": older_than, "limit": limit})
+            ids = _within_budget(rows)
+            if ids:
+                await self._purge_ids(tx, ids)
+            return len(ids)
+
+        done = await self._write(op)
+        if done:
+            await self._reclaim()
+        return done
+
+    async def count_expired(self, *, older_than: float) -> int:
+        async def op(tx: Tx) -> int:
+            rows = await tx.fetch(self.q.count_expired, {"age": older_than})
+            return int(rows[0]["n"])
+
+        return await self._read(op)
+
+    # -- compaction ------------------------------------------------------------------------
+
+    async def compact_finished(self, *, older_than: float, limit: int = 20) -> int:
+        """Compact up to `limit` sessions that ended more than `older_than` seconds ago."""
+
+        async def pick(tx: Tx) -> list[str]:
+            rows = await tx.fetch(self.q.compactable_sessions,
+                                  {"age": older_than, "limit": limit})
+            return [r["id"] for r in rows]
+
+        done = 0
+        for sid in await self._read(pick):
+            done += await self.compact_session(sid)
+        if done:
+            await self._reclaim()
+        return done
+
+    async def compact_session(self, session_id: str) -> bool:
+        """Delete a finished session's deltas up to its last seq and mark that seq as
+        `compacted_through`; seqs are never renumbered. When the remaining events fold to
+        the same transcript (every message ended with its authoritative text, no thinking),
+        only the text and thinking deltas go and no snapshot is stored; otherwise the
+        transcript is stored as a snapshot at that seq and `tool_progress` goes too. False
+        (and nothing changed) when the session is running or grew since it was read."""
+        plan = await self._plan_compaction(session_id)
+        if plan is None:
+            return False
+
+        async def op(tx: Tx, st: TxState) -> bool:
+            row = await self._locked(tx, session_id, None)
+            if Status(row["status"]) not in TERMINAL or int(row["last_seq"]) != plan.last:
+                return False
+            if plan.snapshot is None:
+                await tx.execute(self.q.drop_snapshots_above,
+                                 {"sid": session_id, "seq": plan.base})
+                await tx.execute(self.q.drop_text_deltas,
+                                 {"sid": session_id, "from": plan.since, "upto": plan.last})
+            else:
+                await tx.execute(self.q.put_snapshot, {"sid": session_id, "seq": plan.last,
+                                                       "state": self.d.json(plan.snapshot)})
+                await tx.execute(self.q.drop_older_snapshots,
+                                 {"sid": session_id, "seq": plan.last})
+                await tx.execute(self.q.drop_deltas,
+                                 {"sid": session_id, "from": plan.since, "upto": plan.last})
+            await tx.execute(self.q.set_compacted_through, {"seq": plan.last, "id": session_id})
+            return True
+
+        return await self._write(op)
+
+    async def _plan_compaction(self, session_id: str) -> _Plan | None:
+        """Fold the log from the last exact base (the snapshot at or below the previous
+        compaction's seq, else nothing) twice, with and without the text and thinking
+        deltas, in one consistent read; None if there is nothing to compact."""
+
+        async def op(tx: Tx) -> _Plan | None:
+            rows = await tx.fetch(self.q.get_session, {"id": session_id})
+            if not rows:
+                return None
+            row = rows[0]
+            last, since = int(row["last_seq"]), int(row["compacted_through"])
+            if Status(row["status"]) not in TERMINAL or since >= last:
+                return None
+            full: dict[str, Any] = empty_state()
+            base = 0
+            if since > 0:
+                stored = await tx.fetch(self.q.load_snapshot,
+                                        {"sid": session_id, "at_most": since})
+                state = self.d.load_json(stored[0]["state"]) if stored else None
+                if isinstance(state, dict) and state.get("version") == REDUCER_VERSION:
+                    full, base = state, int(stored[0]["seq"])
+            light, reached = full, base
+            while reached < last:
+                batch = [to_event(self.d, r) for r in await tx.fetch(
+                    self.q.read_events,
+                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE})]
+                if not batch:
+                    break
+                full = fold(batch, full)
+                light = fold([e for e in batch if e.type not in TEXT_DELTAS], light)
+                reached = batch[-1].seq
+            return _Plan(last, since, base, None if light == full else full)
+
+        return await self._read(op)
+
+    # -- the owner log ---------------------------------------------------------------------
+
+    async def trim_owner_events(self, *, keep: int, limit: int = 5000) -> int:
+        """Delete each owner's events older than its last `keep`, at most `limit` per owner
+        per call (a reader that far behind is told to resync anyway)."""
+
+        async def heads(tx: Tx) -> list[Row]:
+            return await tx.fetch(self.q.owner_log_heads, {"keep": keep})
+
+        removed = 0
+        for head in await self._read(heads):
+            owner, last = head["id"], int(head["last_event_id"])
+
+            async def op(tx: Tx, st: TxState, owner: str = owner, last: int = last) -> int:
+                rows = await tx.fetch(self.q.oldest_owner_event, {"owner": owner})
+                oldest = rows[0]["id"] if rows else None
+                if oldest is None or int(oldest) > last - keep:
+                    return 0
+                upto = min(last - keep, int(oldest) + limit - 1)
+                await tx.execute(self.q.trim_owner_events, {"owner": owner, "upto": upto})
+                return upto - int(oldest) + 1
+
+            removed += await self._write(op)
+        return removed

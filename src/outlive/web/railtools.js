@@ -1,0 +1,79 @@
+// The rail's search box and status filter (and sessions being deleted: hidden), its relative dates kept fresh, and the tab title.
+// Works on the DOM that app.js and render.js keep up to date: it hides rail items that do
+// not match (the `hidden` attribute, which RailView leaves alone) and re-applies whenever
+// the list changes. Loaded by index.html on its own.
+
+import { relativeTime } from "./time.js";
+
+const list = document.getElementById("rail-list");
+const search = document.getElementById("rail-search");
+const filter = document.getElementById("rail-filter");
+const noMatch = document.getElementById("rail-nomatch");
+const sessionView = document.getElementById("session-view");
+const newView = document.getElementById("new-view");
+const title = document.getElementById("session-title");
+
+const TONES = { all: null, live: "live", failed: "error", finished: "idle" };
+
+/** Whether a rail item is shown for this query and filter. */
+export function matches(item, query, tone) {
+  if (item.dataset.deleting) return false; // deleting.js: waiting out its undo window
+  if (tone && item.dataset.tone !== tone) return false;
+  if (!query) return true;
+  const text = item.querySelector(".rail-title")?.textContent ?? "";
+  return text.toLocaleLowerCase().includes(query);
+}
+
+export function applyFilter() {
+  const query = search.value.trim().toLocaleLowerCase();
+  const tone = TONES[filter.value] ?? null;
+  let shown = 0;
+  let total = 0;
+  for (const item of list.children) {
+    total += 1;
+    const visible = matches(item, query, tone);
+    if (item.hidden === visible) item.hidden = !visible;
+    if (visible) shown += 1;
+  }
+  const hide = shown > 0 || total === 0;
+  if (noMatch.hidden !== hide) noMatch.hidden = hide;
+}
+
+function refreshTimes() {
+  const now = new Date();
+  for (const el of list.querySelectorAll(".rail-time[data-ts]")) {
+    const text = relativeTime(el.dataset.ts, now);
+    if (el.textContent !== text) el.textContent = text;
+  }
+}
+
+function refreshTitle() {
+  let name = "outlive";
+  if (!sessionView.hidden && title.textContent) name = `${title.textContent} · outlive`;
+  else if (!newView.hidden) name = "New session · outlive";
+  if (document.title !== name) document.title = name;
+}
+
+search.addEventListener("input", applyFilter);
+search.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && search.value) {
+    search.value = "";
+    applyFilter();
+    e.stopPropagation();
+  }
+});
+filter.addEventListener("change", applyFilter);
+new MutationObserver(applyFilter).observe(list, {
+  childList: true, subtree: true, characterData: true, attributes: true,
+  attributeFilter: ["data-tone", "data-deleting"],
+});
+new MutationObserver(refreshTitle).observe(title, {
+  childList: true, characterData: true, subtree: true,
+});
+for (const view of [sessionView, newView]) {
+  new MutationObserver(refreshTitle).observe(view, { attributes: true,
+    attributeFilter: ["hidden"] });
+}
+setInterval(refreshTimes, 30_000);
+applyFilter();
+refreshTitle();

@@ -1,0 +1,157 @@
+// Drives outlive's /ai-sdk routes with the real AI SDK: `AbstractChat` (what `useChat` runs),
+// `DefaultChatTransport` and the workflow transport. Prints one JSON line per progress point
+// ("chunk" lines while streaming) and a final {"done": ...} line for the test to read.
+//
+//   node aisdk.mjs chat   CHAT_ID TEXT               a whole answer
+//   node aisdk.mjs reload CHAT_ID TEXT K             leave after K chunks (a reload), resume
+//   node aisdk.mjs drop   CHAT_ID TEXT K             chat.stop() after K chunks (a disconnect)
+//   node aisdk.mjs stop   CHAT_ID TEXT K             POST .../stop after K chunks
+//   node aisdk.mjs workflow CHAT_ID TEXT K           workflow transport, connection cut after K
+//   node aisdk.mjs tail   RUN_ID N                   the last N chunks of a run (startIndex=-N)
+//
+// OUTLIVE_URL and OUTLIVE_API_KEY say where and who.
+import { AbstractChat, DefaultChatTransport } from "ai";
+import { WorkflowChatTransport } from "@workflow/ai";
+
+const BASE = `${process.env.OUTLIVE_URL}/ai-sdk`;
+const HEADERS = { Authorization: `Bearer ${process.env.OUTLIVE_API_KEY}` };
+const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+class State {
+  constructor(messages = []) {
+    this.status = "ready";
+    this.error = undefined;
+    this.messages = messages;
+  }
+  pushMessage = (m) => { this.messages = this.messages.concat(m); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)]; };
+  snapshot = (thing) => structuredClone(thing);
+}
+
+// A fetch that reports every chunk line it passes on, and can end the body after `cutAfter`
+// chunks: `onCut` decides how (abort the request, or fail the stream like a lost network).
+function countingFetch({ cutAfter = Infinity, onCut = null } = {}) {
+  let seen = 0;
+  const wrapped = async (url, init = {}) => {
+    const res = await fetch(url, { ...init, headers: { ...HEADERS, ...(init.headers || {}) } });
+    const sid = res.headers.get("x-outlive-session-id");
+    if (sid) say({ session: sid, run: res.headers.get("x-workflow-run-id") });
+    if (!res.body || !(res.headers.get("content-type") || "").includes("text/event-stream")) return res;
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    const body = new ReadableStream({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) { controller.close(); return; }
+        buffer += decoder.decode(value, { stream: true });
+        let cut = false;
+        let out = "";
+        let idx;
+        while ((idx = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, idx + 2);
+          buffer = buffer.slice(idx + 2);
+          out += frame;
+          if (frame.startsWith("data: {")) {
+            seen += 1;
+            say({ chunk: JSON.parse(frame.slice(6)).type, n: seen });
+            if (seen >= cutAfter) { cut = true; break; }
+          }
+        }
+        if (out) controller.enqueue(new TextEncoder().encode(out));
+        if (cut) {
+          cutAfter = Infinity;
+          await reader.cancel();
+          if (onCut) onCut(controller); else controller.error(new TypeError("fetch failed: cut"));
+        }
+      },
+      cancel(reason) { return reader.cancel(reason); },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  wrapped.seen = () => seen;
+  return wrapped;
+}
+
+function chatWith(id, fetchImpl, messages = []) {
+  const errors = [];
+  const finishes = [];
+  const chat = new AbstractChat({
+    id,
+    state: new State(messages),
+    transport: new DefaultChatTransport({ api: `${BASE}/chat`, fetch: fetchImpl }),
+    onError: (e) => errors.push(String(e && e.stack || e)),
+    onFinish: ({ isAbort, isDisconnect, isError, finishReason }) =>
+      finishes.push({ isAbort, isDisconnect, isError, finishReason }),
+  });
+  return { chat, errors, finishes };
+}
+
+const lastAssistant = (messages) => [...messages].reverse().find((m) => m.role === "assistant");
+
+async function main() {
+  const [cmd, id, text, k] = process.argv.slice(2);
+  const K = Number(k || 0);
+  if (cmd === "chat") {
+    const { chat, errors, finishes } = chatWith(id, countingFetch());
+    await chat.sendMessage({ text });
+    say({ done: { status: chat.status, errors, finishes, messages: chat.messages } });
+  } else if (cmd === "reload") {
+    // The first page leaves mid-answer (its connection goes away, as on a reload) ...
+    const first = chatWith(id, countingFetch({ cutAfter: K, onCut: (c) => c.error(new TypeError("fetch failed: page reloaded")) }));
+    await first.chat.sendMessage({ text });
+    const seenBefore = lastAssistant(first.chat.messages);
+    // ... and the new page, knowing only the user's message, resumes the answer.
+    const userMessages = first.chat.messages.filter((m) => m.role === "user");
+    const second = chatWith(id, countingFetch(), userMessages);
+    await second.chat.resumeStream();
+    say({ done: { status: second.chat.status, errors: second.errors, finishes: second.finishes,
+                  before: seenBefore || null, messages: second.chat.messages } });
+  } else if (cmd === "drop" || cmd === "stop") {
+    let resolveCut;
+    const cutReached = new Promise((r) => { resolveCut = r; });
+    const f = countingFetch();
+    const { chat, errors, finishes } = chatWith(id, f);
+    const watcher = setInterval(() => { if (f.seen() >= K) resolveCut(); }, 5);
+    const sending = chat.sendMessage({ text });
+    await cutReached;
+    clearInterval(watcher);
+    if (cmd === "drop") {
+      await chat.stop();  // the AI SDK's own stop: it only closes the connection
+    } else {
+      const res = await fetch(`${BASE}/chat/${encodeURIComponent(id)}/stop`, { method: "POST", headers: HEADERS });
+      say({ stop: res.status, body: await res.json() });
+    }
+    await sending;
+    say({ done: { status: chat.status, errors, finishes, messages: chat.messages } });
+  } else if (cmd === "workflow") {
+    const runs = [];
+    const f = countingFetch({ cutAfter: K });
+    const transport = new WorkflowChatTransport({
+      api: `${BASE}/chat`,
+      fetch: async (url, init) => { runs.push(String(url)); return f(url, init); },
+      // The workflow transport posts only `messages`, without a content type: say both.
+      prepareSendMessagesRequest: ({ id: chatId, messages }) => ({
+        body: { id: chatId, messages }, headers: { "content-type": "application/json" },
+      }),
+    });
+    const errors = [];
+    const chat = new AbstractChat({ id, state: new State(), transport, onError: (e) => errors.push(String(e)) });
+    const origError = console.error;
+    console.error = () => {};  // the transport logs the cut it recovers from
+    await chat.sendMessage({ text });
+    console.error = origError;
+    say({ done: { status: chat.status, errors, requests: runs, messages: chat.messages } });
+  } else if (cmd === "tail") {
+    const chunks = [];
+    const transport = new WorkflowChatTransport({ api: `${BASE}/chat`, fetch: countingFetch() });
+    const stream = await transport.reconnectToStream({ chatId: id, startIndex: -Number(text) });
+    for await (const chunk of stream) chunks.push(chunk);
+    say({ done: { chunks } });
+  } else {
+    throw new Error(`unknown command ${cmd}`);
+  }
+}
+
+main().then(() => process.exit(0), (e) => { say({ fatal: String(e && e.stack || e) }); process.exit(1); });

@@ -1,0 +1,56 @@
+"""Group commit in a real worker: runs streaming together share transactions, each session's
+log stays exact, and a run whose lease was taken stops while the others go on."""
+
+from __future__ import annotations
+
+import asyncio
+
+from outlive.domain import Status
+from tests.support.databases import raw_execute
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
+
+
+def _exact(events) -> bool:
+    """Gapless seqs, and each answer's deltas add up to its authoritative text."""
+    if [e.seq for e in events] != list(range(1, len(events) + 1)):
+        return False
+    texts: dict[str, str] = {}
+    for e in events:
+        if e.type == "text_delta":
+            texts[e.data["message_id"]] = texts.get(e.data["message_id"], "") + e.data["text"]
+        elif e.type == "message_end" and texts.get(e.data["message_id"], "") != e.data["text"]:
+            return False
+    return True
+
+
+async def test_runs_streaming_together_share_transactions(store, workers, owner):
+    sessions = [await store.create_session(owner, agent="demo", model="demo:scripted",
+                                           prompt="run long") for _ in range(6)]
+    w = await workers.start(speed=60)
+    for s in sessions:
+        assert (await settled(store, s.id, timeout=30)).status is Status.SUCCEEDED
+        assert _exact(await all_events(store, s.id))
+    assert w.committer is not None
+    assert w.committer.transactions < w.committer.commits * 0.7, (
+        w.committer.transactions, w.committer.commits)
+
+
+async def test_a_run_whose_lease_was_taken_stops_and_the_others_finish(
+    store, workers, owner, db_url
+):
+    sessions = [await store.create_session(owner, agent="demo", model="demo:scripted",
+                                           prompt="run long") for _ in range(3)]
+    w = await workers.start(speed=40)
+    victim = sessions[0]
+    await event_appears(store, victim.id, "text_delta")
+    old = (await store.load_session(victim.id)).fence
+    await asyncio.to_thread(raw_execute, db_url,
+                            "UPDATE sessions SET fence = fence + 1 WHERE id = %s", (victim.id,))
+    mark = (await store.load_session(victim.id)).last_seq
+    await eventually(lambda: victim.id not in w.runs, timeout=5, what="the run to stop")
+    for s in sessions[1:]:
+        assert (await settled(store, s.id, timeout=30)).status is Status.SUCCEEDED
+    # nothing more under the old fence (the session itself is claimed again once its lease
+    # lapses, under a newer fence)
+    assert [e for e in await store.read_events(victim.id, after=mark) if e.fence == old] == []

@@ -1,0 +1,151 @@
+"""Compaction of finished sessions, on both databases: the deltas go, the snapshot and the
+authoritative events stay, seqs are never renumbered, and the transcript a client rebuilds
+(the snapshot at `compacted_through` plus the tail) is the fold of the whole original log,
+also after the session is revived and compacted again."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, settings
+
+from outlive.domain.model import Event, NewEvent, Status
+from outlive.domain.reducer import fold
+from outlive.store import PostgresStore, SqliteStore
+from outlive.store._retention import COMPACTED_TYPES, TEXT_DELTAS
+from tests.support.databases import empty_postgres
+from tests.support.event_strategies import run_events
+from tests.support.store_suite import AnyStore, claim_one, new_owner, new_session
+
+
+async def _run(store: AnyStore, events: list[NewEvent]) -> None:
+    """Claim the one claimable session, deliver its input, append `events`, settle."""
+    c = await claim_one(store)
+    assert c.lease is not None
+    await store.mark_delivered(c.lease, c.session.last_input_seq)
+    if events:
+        await store.append_events(c.session.id, events, lease=c.lease)
+    await store.settle(c.lease, Status.SUCCEEDED)
+
+
+async def _all(store: AnyStore, sid: str, after: int = 0) -> list[Event]:
+    out: list[Event] = []
+    while batch := await store.read_events(sid, after=after):
+        out += batch
+        after = batch[-1].seq
+    return out
+
+
+async def _rebuilt(store: AnyStore, sid: str) -> dict:
+    """What a client attaching now folds: the latest snapshot (if any), then every event
+    after it."""
+    snap = await store.load_snapshot(sid)
+    seq, state = snap if snap is not None else (0, None)
+    return fold(await _all(store, sid, after=seq), state)
+
+
+async def _check_compaction(store: AnyStore, sid: str, full: list[Event]) -> None:
+    """Compact, then check every promise against `full`, the log as it was written."""
+    since = (await store.load_session(sid)).compacted_through
+    prior = [(e.seq, e.type, e.data) for e in await _all(store, sid) if e.seq <= since]
+    assert await store.compact_session(sid)
+    session = await store.load_session(sid)
+    assert session.compacted_through == session.last_seq == full[-1].seq
+    left = [(e.seq, e.type, e.data) for e in await _all(store, sid)]
+    new = [e for e in full if e.seq > since]
+    snap = await store.load_snapshot(sid)
+    if snap is not None and snap[0] == session.compacted_through:  # the log alone is not enough
+        gone = COMPACTED_TYPES
+    else:  # only the text and thinking deltas went: `message_end` repeats what they said
+        gone = TEXT_DELTAS
+    assert left == prior + [(e.seq, e.type, e.data) for e in new if e.type not in gone]
+    assert await _rebuilt(store, sid) == fold(full)
+    assert not await store.compact_session(sid)  # nothing left to do
+
+
+async def _scenario(url: str, first: list[NewEvent], second: list[NewEvent]) -> None:
+    store: AnyStore
+    if url.startswith("sqlite"):
+        store = await SqliteStore.from_url(url).open()
+    else:
+        store = await PostgresStore(url, min_size=1, max_size=2).open()
+    try:
+        await store.migrate()
+        owner = await new_owner(store)
+        s = await new_session(store, owner.id, prompt="go")
+        await _run(store, first)
+        full = await _all(store, s.id)
+        await _check_compaction(store, s.id, full)
+        # revived by a follow-up: a new run on top of the compacted log, compacted in turn
+        await store.post_message(owner.id, s.id, "more")
+        await _run(store, second)
+        full += await _all(store, s.id, after=full[-1].seq)
+        assert await _rebuilt(store, s.id) == fold(full)
+        await _check_compaction(store, s.id, full)
+    finally:
+        await store.close()
+
+
+def _fresh(db_url: str) -> str:
+    if db_url.startswith("sqlite"):
+        folder = Path(db_url.removeprefix("sqlite:///")).parent
+        return f"sqlite:///{folder / f'ex-{uuid.uuid4().hex[:10]}.db'}"
+    empty_postgres(db_url)
+    return db_url
+
+
+@settings(max_examples=10, deadline=None, database=None,
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=run_events(), second=run_events(max_blocks=6))
+def test_snapshot_plus_tail_after_compaction_is_the_fold_of_the_whole_log(
+    db_url: str, first: list[NewEvent], second: list[NewEvent]
+) -> None:
+    asyncio.run(_scenario(_fresh(db_url), first, second))
+
+
+async def test_only_finished_sessions_old_enough_are_compacted(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt="go")
+    c = await claim_one(store)
+    assert c.lease is not None
+    await store.append_events(s.id, [NewEvent("text_delta", {"message_id": "m", "text": "x"})],
+                              lease=c.lease)
+    assert not await store.compact_session(s.id)  # running
+    assert await store.compact_finished(older_than=0) == 0
+    await store.mark_delivered(c.lease, c.session.last_input_seq)
+    await store.settle(c.lease, Status.SUCCEEDED)
+    assert await store.compact_finished(older_than=3600) == 0  # ended too recently
+    assert await store.compact_finished(older_than=0) == 1
+    assert await store.compact_finished(older_than=0) == 0
+    assert [e.type for e in await store.read_events(s.id)] == [
+        "user_message", "session_end"]
+    assert (await store.load_session(s.id)).compacted_through == 3
+
+
+async def test_a_snapshot_is_stored_only_when_the_log_left_would_not_give_the_transcript(store):
+    owner = await new_owner(store)
+    answer = [NewEvent("turn_start", {"turn": 1, "message_id": "m"}),
+              NewEvent("text_delta", {"message_id": "m", "text": "hello"}),
+              NewEvent("tool_start", {"call_id": "c", "tool": "t", "arguments": {}}),
+              NewEvent("tool_progress", {"call_id": "c", "message": "half way"}),
+              NewEvent("tool_end", {"call_id": "c", "ok": True, "result": 1}),
+              NewEvent("message_end", {"message_id": "m", "text": "hello",
+                                       "stop_reason": "end_turn"})]
+    thinking = [answer[0], NewEvent("thinking_delta", {"message_id": "m", "text": "hmm"}),
+                *answer[1:]]
+    for events, stored in ((answer, False), (thinking, True)):
+        s = await new_session(store, owner.id, prompt="go")
+        await _run(store, events)
+        full = await _all(store, s.id)
+        await store.save_snapshot(s.id, 2, fold(full[:2]))  # a cache an API process saved
+        await _check_compaction(store, s.id, full)
+        snap = await store.load_snapshot(s.id)
+        assert (snap is not None) is stored
+        if snap is not None:
+            assert snap[0] == full[-1].seq
+        types = [e.type for e in await _all(store, s.id)]
+        assert ("tool_progress" in types) is not stored
+        assert "text_delta" not in types and "thinking_delta" not in types

@@ -1,0 +1,130 @@
+"""Group commit (`Store.commit_many`): each item is written as `commit` would write it, all in
+one transaction with one set of notices; an item its fence refuses (or that is invalid) writes
+nothing and gets its error, while the others commit."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from outlive.domain import InvalidInput, LeaseLost, NotFound
+from outlive.domain.model import Lease, NewEvent
+from outlive.store import Commit
+from tests.support.store_suite import (
+    assert_gapless,
+    claim_one,
+    expire,
+    held,
+    new_owner,
+    world,
+)
+
+DATABASES = ("sqlite", "postgres", "pgbouncer")
+"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
+
+
+async def test_each_item_is_written_as_a_commit_would_write_it(store):
+    owner = await new_owner(store)
+    a, la = await held(store, owner.id)
+    b, lb = await held(store, owner.id)
+    post = await store.post_message(owner.id, a.id, "and also")
+    out = await store.commit_many([
+        Commit(lb, events=[NewEvent("text_delta", {"message_id": "m", "text": "hi"})],
+               title="A title"),
+        Commit(la, entries=[("user", {"text": "and also"})],
+               events=[NewEvent("turn_start", {"turn": 2, "message_id": "m2"})],
+               delivered_through=post.seq),
+    ])
+    assert not isinstance(out[0], Exception) and not isinstance(out[1], Exception)
+    (b_entries, b_events), (a_entries, a_events) = out
+    assert b_entries == [] and [(e.seq, e.type) for e in b_events] == [(b.last_seq + 1,
+                                                                         "text_delta")]
+    assert [(e.seq, e.kind, e.fence) for e in a_entries] == [(1, "user", la.fence)]
+    assert [(e.seq, e.type) for e in a_events] == [(post.seq + 1, "turn_start")]
+    got_a = await store.load_session(a.id)
+    assert (got_a.delivered_input_seq, got_a.last_seq) == (post.seq, post.seq + 1)
+    got_b = await store.load_session(b.id)
+    assert got_b.title == "A title"
+    assert [e.type for e in await store.read_events(b.id)][-2:] == ["text_delta", "title"]
+    await assert_gapless(store, owner.id, a.id)
+    await assert_gapless(store, owner.id, b.id)
+
+
+async def test_a_refused_item_writes_nothing_and_the_others_commit(store):
+    owner = await new_owner(store)
+    stale_s, old = await held(store, owner.id, "w1")
+    await expire(store, old)
+    taken = await claim_one(store, "w2")
+    assert taken.lease is not None
+    ok_s, ok = await held(store, owner.id, "w1")
+    bad_s, bad = await held(store, owner.id, "w1")
+    before_stale = await world(store, owner.id, stale_s.id)
+    before_bad = await world(store, owner.id, bad_s.id)
+    ev = [NewEvent("text_delta", {"message_id": "m", "text": "x"})]
+    out = await store.commit_many([
+        Commit(old, entries=[("assistant", {"text": "stale"})], events=ev),
+        Commit(ok, entries=[("assistant", {"text": "fine"})], events=ev),
+        Commit(bad, events=ev, delivered_through=99),  # no user message that far
+        Commit(Lease("s_missing", "w1", 1), events=ev),
+        Commit(ok, events=[NewEvent("bogus", {})]),  # unknown event type
+    ])
+    assert isinstance(out[0], LeaseLost)
+    assert not isinstance(out[1], Exception)
+    assert isinstance(out[2], InvalidInput)
+    assert isinstance(out[3], NotFound)
+    assert isinstance(out[4], InvalidInput)
+    assert await world(store, owner.id, stale_s.id) == before_stale
+    assert await world(store, owner.id, bad_s.id) == before_bad
+    assert [e.data for e in await store.read_entries(ok_s.id)] == [{"text": "fine"}]
+    assert (await store.read_events(ok_s.id))[-1].type == "text_delta"
+    assert await store.commit_many([]) == []
+
+
+async def test_one_transaction_sends_one_set_of_notices(store):
+    owner = await new_owner(store)
+    leases = [(await held(store, owner.id))[1] for _ in range(3)]
+    await store.wait_listening()
+    sub = store.subscribe()
+    names: list[str] = []
+    store.on_query = names.append
+    try:
+        await store.commit_many([
+            Commit(lease, events=[NewEvent("text_delta", {"message_id": "m", "text": "x"})])
+            for lease in leases
+        ])
+        store.on_query = None
+        seen: set[str] = set()
+        async with asyncio.timeout(5):
+            async for n in sub:
+                if n.events:
+                    seen.add(n.session_id)
+                if seen == {lease.session_id for lease in leases}:
+                    break
+    finally:
+        store.on_query = None
+        await sub.close()
+    assert names.count("notify") == (1 if store.dialect == "postgres" else 0)
+    assert names.count("commit_head") == 3
+
+
+async def test_concurrent_group_commits_in_any_order_keep_seqs_gapless(store, store_factory):
+    owner = await new_owner(store)
+    leases = [(await held(store, owner.id))[1] for _ in range(6)]
+    stores = [store, await store_factory(), await store_factory()]
+    rng = random.Random(7)
+
+    async def writer(s, k: int) -> None:
+        for i in range(4):
+            batch = [
+                Commit(lease, entries=[("assistant", {"text": f"{k}.{i}"})],
+                       events=[NewEvent("text_delta", {"message_id": f"{k}", "text": f"{i}"})])
+                for lease in rng.sample(leases, len(leases))
+            ]
+            out = await s.commit_many(batch)
+            assert not any(isinstance(o, Exception) for o in out)
+
+    await asyncio.gather(*[writer(s, k) for k, s in enumerate(stores)])
+    for lease in leases:
+        await assert_gapless(store, owner.id, lease.session_id)
+        entries = await store.read_entries(lease.session_id)
+        assert [e.seq for e in entries] == list(range(1, 13))

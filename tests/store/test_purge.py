@@ -1,0 +1,114 @@
+"""A delete that deletes, and retention: purged sessions leave nothing behind, on both databases.
+
+The proof reads the database itself, not the Store: every text column of every table is
+searched for the secret, and on SQLite the bytes of the file and its WAL are searched too (the
+purge overwrites deleted cells and gives freed pages back, `docs/retention.md`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from outlive.domain.errors import InvalidInput, NotFound
+from outlive.domain.model import NewEvent, Status
+from tests.support.storage_scan import file_bytes_mention, rows_mentioning
+from tests.support.store_suite import AnyStore, claim_one, held, new_owner, new_session
+
+
+async def _session_full_of(store: AnyStore, owner_id: str, secret: str) -> str:
+    """A finished session whose secret is in every place content can live: the prompt, a
+    follow-up with a request id, a title, deltas, an answer, history entries, a snapshot."""
+    s = await new_session(store, owner_id, prompt=f"my password is {secret}")
+    c = await claim_one(store)
+    assert c.lease is not None
+    await store.mark_delivered(c.lease, c.session.last_seq)
+    await store.commit(c.lease, entries=[("user", {"text": secret})],
+                       events=[NewEvent("text_delta", {"message_id": "m1", "text": secret}),
+                               NewEvent("message_end", {"message_id": "m1", "text": secret,
+                                                        "stop_reason": "end"})],
+                       title=f"about {secret}")
+    await store.settle(c.lease, Status.SUCCEEDED)
+    await store.post_message(owner_id, s.id, f"again {secret}", client_request_id="r1")
+    await store.set_title(owner_id, s.id, f"t {secret}")
+    again = await claim_one(store)
+    assert again.lease is not None
+    await store.mark_delivered(again.lease, again.session.last_input_seq)
+    await store.settle(again.lease, Status.SUCCEEDED)
+    await store.save_snapshot(s.id, 3, {"secret": secret})
+    assert rows_mentioning(store, secret)
+    return s.id
+
+
+async def test_delete_with_purge_now_leaves_no_trace_of_the_content(store):
+    owner = await new_owner(store)
+    secret = f"pw-{uuid.uuid4().hex}"
+    sid = await _session_full_of(store, owner.id, secret)
+    keep = await new_session(store, owner.id, prompt="an unrelated session stays")
+    await store.delete_session(owner.id, sid, purge_in=0)
+    assert await store.purge_session(sid)
+    assert rows_mentioning(store, secret) == []
+    if store.dialect == "sqlite":
+        assert file_bytes_mention(store, secret) == []
+    with pytest.raises(NotFound):
+        await store.load_session(sid)
+    assert await store.read_events(sid) == []
+    # what a watcher needs survives: the deletion itself, and every other session
+    types = [e.type for e in await store.read_owner_events(owner.id) if e.session_id == sid]
+    assert types == ["session_deleted"]
+    assert (await store.get_session(owner.id, keep.id)).id == keep.id
+
+
+async def test_a_delete_purges_after_its_grace_and_never_under_a_run(store):
+    owner = await new_owner(store)
+    later = await new_session(store, owner.id)
+    await store.delete_session(owner.id, later.id, purge_in=3600)
+    assert await store.purge_due() == 0
+    assert not await store.purge_session(later.id)
+    assert (await store.load_session(later.id)).deleted_at is not None
+    # a running session is cancelled by the delete; its content goes once the run ends
+    session, lease = await held(store, owner.id)
+    await store.delete_session(owner.id, session.id, purge_in=0)
+    assert await store.purge_due() == 0
+    assert not await store.purge_session(session.id)
+    await store.settle(lease, Status.CANCELLED)
+    assert await store.purge_due() == 1
+    with pytest.raises(NotFound):
+        await store.load_session(session.id)
+    with pytest.raises(InvalidInput):
+        await store.delete_session(owner.id, later.id, purge_in=-1)
+
+
+async def test_retention_purges_only_finished_sessions_older_than_it(store):
+    owner = await new_owner(store)
+    secret = f"pw-{uuid.uuid4().hex}"
+    old = await _session_full_of(store, owner.id, secret)
+    running, _ = await held(store, owner.id)
+    waiting = await new_session(store, owner.id)
+    assert await store.count_expired(older_than=3600) == 0
+    assert await store.purge_expired(older_than=3600) == 0
+    assert await store.count_expired(older_than=0) == 1
+    assert await store.purge_expired(older_than=0, limit=1) == 1
+    assert await store.purge_expired(older_than=0) == 0
+    assert rows_mentioning(store, secret) == []
+    with pytest.raises(NotFound):
+        await store.load_session(old)
+    assert {(await store.load_session(s)).status for s in (waiting.id, running.id)} == {
+        Status.QUEUED, Status.RUNNING}
+    assert [e.session_id for e in await store.read_owner_events(owner.id)
+            if e.session_id == old] == []
+
+
+async def test_the_owner_log_keeps_its_last_events(store):
+    owner = await new_owner(store)
+    for _ in range(6):
+        await new_session(store, owner.id)
+    last = await store.last_owner_event_id(owner.id)
+    assert await store.trim_owner_events(keep=100) == 0
+    assert await store.trim_owner_events(keep=2, limit=3) == 3
+    assert await store.trim_owner_events(keep=2) == last - 2 - 3
+    assert await store.trim_owner_events(keep=2) == 0
+    assert [e.id for e in await store.read_owner_events(owner.id)] == [last - 1, last]
+    await new_session(store, owner.id)  # ids go on from the counter, never reused
+    assert (await store.read_owner_events(owner.id))[-1].id == last + 1

@@ -1,0 +1,81 @@
+"""`outlive sessions tail` / `show` text: what a reader sees for each kind of event and item."""
+
+from __future__ import annotations
+
+from outlive._cli_transcript import TranscriptWriter, event_json, item_lines
+
+
+def feed_all(events: list[tuple[str, dict[str, object]]]) -> str:
+    writer = TranscriptWriter()
+    return "".join(writer.feed(t, d) for t, d in events) + writer.close()
+
+
+def test_a_run_reads_as_a_transcript() -> None:
+    text = feed_all([
+        ("session_start", {"attempt": 1}),
+        ("user_message", {"text": "run long", "delivery": "steer"}),
+        ("turn_start", {"message_id": "m1"}),
+        ("thinking_delta", {"message_id": "m1", "text": "Let me "}),
+        ("thinking_delta", {"message_id": "m1", "text": "think."}),
+        ("text_delta", {"message_id": "m1", "text": "Hello "}),
+        ("text_delta", {"message_id": "m1", "text": "world."}),
+        ("message_end", {"message_id": "m1", "stop_reason": "tool_calls"}),
+        ("tool_start", {"call_id": "c1", "tool": "slow_task", "arguments": {"seconds": 8}}),
+        ("tool_progress", {"call_id": "c1", "message": "half way"}),
+        ("tool_end", {"call_id": "c1", "ok": True, "duration_ms": 8012}),
+        ("tool_start", {"call_id": "c2", "tool": "flaky", "arguments": {}}),
+        ("tool_end", {"call_id": "c2", "ok": False, "duration_ms": 3,
+                      "error": {"type": "DemoToolError", "message": "failed on purpose"}}),
+        ("error", {"code": "provider_error", "message": "overloaded", "retrying": True}),
+        ("user_message", {"text": "later", "delivery": "queue"}),
+        ("text_delta", {"message_id": "m2", "text": "Cut"}),
+        ("message_end", {"message_id": "m2", "stop_reason": "cancelled"}),
+        ("session_end", {"status": "cancelled"}),
+    ])
+    assert text == (
+        "> run long\n"
+        "(thinking) Let me think.\n"
+        "Hello world.\n"
+        '  → slow_task {"seconds":8}\n'
+        "    … half way\n"
+        "  ✓ slow_task in 8.0 s\n"
+        "  → flaky {}\n"
+        "  ✗ flaky failed in 3 ms: failed on purpose\n"
+        "! overloaded (retrying)\n"
+        "> later  (queue)\n"
+        "Cut\n"
+        "[cancelled: partial answer]\n"
+        "— session cancelled\n"
+    )
+
+
+def test_questions_list_their_options_and_endings_say_why() -> None:
+    assert feed_all([("user_question", {"question": "Which?", "options": ["a", "b"]})]) == (
+        "? Which?\n  1. a\n  2. b\n")
+    assert feed_all([("session_end", {"status": "failed",
+                                      "error": {"code": "x", "message": "boom"}})]) == (
+        "— session failed: boom\n")
+    assert feed_all([("text_delta", {"text": "so"}), ("message_end", {"stop_reason": "length"}),
+                     ("incomplete", {"reason": "length"})]) == (
+        "so\n[cut at the length limit]\n— incomplete: length\n")
+    assert event_json(3, "2026-01-01T00:00:00Z", "title", {"title": "é"}) == (
+        '{"seq":3,"ts":"2026-01-01T00:00:00Z","type":"title","data":{"title":"é"}}')
+
+
+def test_snapshot_items() -> None:
+    assert item_lines({"kind": "user", "text": "hi", "delivery": "steer"}) == ["> hi"]
+    assert item_lines({"kind": "assistant", "text": "Par", "thinking": "",
+                       "status": "cancelled", "stop_reason": "cancelled"}) == [
+        "Par", "[cancelled: partial answer]"]
+    assert item_lines({"kind": "assistant", "text": "Done.", "thinking": "",
+                       "status": "complete", "stop_reason": "stop"}) == ["Done."]
+    assert item_lines({"kind": "assistant", "text": "Half", "thinking": "",
+                       "status": "interrupted"}) == ["Half", "[interrupted: partial answer]"]
+    assert item_lines({"kind": "tool", "tool": "slow_task", "arguments": {"seconds": 8},
+                       "status": "interrupted", "progress": ["step 3 of 8"],
+                       "duration_ms": 2500}) == [
+        '  → slow_task {"seconds":8}', "    … step 3 of 8", "  ✗ slow_task interrupted in 2.5 s"]
+    assert item_lines({"kind": "question", "question": "Which?", "options": ["x"]}) == [
+        "? Which?", "  1. x"]
+    assert item_lines({"kind": "marker", "type": "resumed", "data": {"reason": "crash"}}) == [
+        "— resumed after crash"]

@@ -1,0 +1,26 @@
+"""The turn buffer coalesces model output and is the run's back-pressure: past its limit the
+model's stream waits for a flush instead of memory growing while the database is slow."""
+
+from __future__ import annotations
+
+import asyncio
+
+from outlive.runtime.streaming import TurnBuffer
+
+
+async def test_a_full_buffer_holds_the_reader_until_a_flush_drains_it():
+    buf = TurnBuffer("m1", flush_bytes=4, limit_bytes=10)
+    buf.add("text", "hello")
+    assert not buf.full
+    buf.add("text", "wörld")  # 6 bytes in UTF-8: 11 waiting
+    assert buf.full
+    waiter = asyncio.create_task(buf.room())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    events = buf.drain()
+    pieces = [e.data["text"] for e in events]
+    assert "".join(pieces) == "hellowörld"
+    assert all(len(p.encode()) <= 4 for p in pieces)
+    async with asyncio.timeout(1):
+        await waiter
+    assert not buf.full and buf.text == "hellowörld"
