@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -47,7 +46,6 @@ __all__ = [
     "client_address",
     "current_owner",
     "hash_token",
-    "stream_recheck",
     "unauthorized",
 ]
 
@@ -172,8 +170,8 @@ async def current_owner(
     cookie: Annotated[str | None, Depends(_cookie)],
 ) -> Owner:
     """The owner making this request, or 401 (403 for a cross-origin cookie request, 429
-    for an address with too many failed key checks). The credential is kept in
-    `request.state.credential` for streams that re-check it."""
+    for an address with too many failed key checks). The credential is kept in the request's
+    state, with the check every stream opened by this request repeats (`_remember`)."""
     header = request.headers.get("authorization")
     if header is not None:
         address = client_address(request)
@@ -187,7 +185,7 @@ async def current_owner(
         if owner is None or cred is None:
             ctx.throttle.failed(address, "key")
             raise unauthorized("the API key is invalid or revoked")
-        request.state.credential = cred
+        _remember(request, ctx, cred, owner)
         return owner
     if cookie:
         check_same_origin(request)
@@ -196,24 +194,21 @@ async def current_owner(
         if owner is None or login is None:
             raise unauthorized("the login has ended (logged out, expired, or its key was "
                                "revoked); log in again")
-        request.state.credential = login
+        _remember(request, ctx, login, owner)
         return owner
     raise unauthorized()
 
 
-CurrentOwner = Annotated[Owner, Depends(current_owner)]
-
-
-def stream_recheck(request: Request, ctx: ApiContext, owner_id: str
-                   ) -> Callable[[], Awaitable[float | None]] | None:
-    """What an open stream calls to learn whether its credential still holds (see
-    `EventStream`); None when the request carried none (never for an authenticated one)."""
-    cred: Credential | None = getattr(request.state, "credential", None)
-    if cred is None:
-        return None
+def _remember(request: Request, ctx: ApiContext, cred: Credential, owner: Owner) -> None:
+    """Keep how the request authenticated, and how a stream it opens checks that again
+    (`EventStream` finds `stream_recheck` in the request's state)."""
     auth = ctx.auth
 
     async def recheck() -> float | None:
-        return await auth.recheck(cred, owner_id)
+        return await auth.recheck(cred, owner.id)
 
-    return recheck
+    request.state.credential = cred
+    request.state.stream_recheck = recheck
+
+
+CurrentOwner = Annotated[Owner, Depends(current_owner)]

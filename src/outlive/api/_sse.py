@@ -108,6 +108,12 @@ class EventStream(StreamingResponse):
     frame. Only if the server itself cancels the request is the producer cancelled.
     Hand-written rather than sse-starlette's `EventSourceResponse` for that reason: it cancels
     the producer when the client disconnects.
+
+    Every stream of an authenticated request re-checks its credential when the auth cache
+    entry expires (`recheck`, by default the one `current_owner` left in the request's state)
+    and ends (`on_revoke`, by default `on_disconnect`) once the key is revoked or the login
+    ended. Between frames the producer yields to the event loop, so a client that left is
+    heard at once rather than after a whole replay batch was written into a dead socket.
     """
 
     def __init__(
@@ -141,8 +147,10 @@ class EventStream(StreamingResponse):
         listener = asyncio.create_task(self._listen(receive))
         tasks = {producer, listener}
         guard = None
-        if self._recheck is not None:
-            guard = asyncio.create_task(self._guard(self._recheck))
+        # The auth dependency leaves the credential's re-check in the request's state.
+        recheck = self._recheck or scope.get("state", {}).get("stream_recheck")
+        if recheck is not None:
+            guard = asyncio.create_task(self._guard(recheck))
             tasks.add(guard)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -150,8 +158,9 @@ class EventStream(StreamingResponse):
                 # The key was revoked or the login ended: end the stream like a shutdown
                 # does (a clean end; the client cannot resume without a new credential).
                 self._revoked = True
-                if self._on_revoke is not None:
-                    self._on_revoke()
+                on_revoke = self._on_revoke or self._on_disconnect
+                if on_revoke is not None:
+                    on_revoke()  # wakes an idle producer
                 await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
             if not producer.done():
                 self._gone = True
