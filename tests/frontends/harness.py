@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from outlive.store import PostgresStore
+from tests.support.inprocess import make_key
 from tests.support.processes import Processes, ServeProcess, child_env
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
@@ -169,8 +171,13 @@ def world(dsn: str, log_dir: Path) -> Iterator[World]:
         async def start() -> str:  # the three processes start side by side
             procs = [await workers.start(speed=SPEED, lease_ttl=LEASE_TTL, heartbeat=0.5,
                                          wait=False) for _ in range(2)]
-            key, *_ = await asyncio.gather(serve.key(), *(p.ready(30.0) for p in procs))
-            return str(key)
+            await asyncio.gather(serve.ready(), *(p.ready(30.0) for p in procs))
+            # a replica on PostgreSQL makes no key: make one (the schema is there by now)
+            store = await PostgresStore(workers.dsn, max_size=1).open()
+            try:
+                return (await make_key(store, "frontends"))[0]
+            finally:
+                await store.close()
 
         w = World(serve, workers, asyncio.run(start()))
         yield w
