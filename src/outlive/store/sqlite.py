@@ -118,6 +118,8 @@ def _private_file(path: Path) -> None:
             log.warning("%s is readable by other users (mode %s); `chmod 600` it and its -wal "
                         "and -shm files", path, oct(mode))
         return
+    except OSError:
+        return  # a missing folder, no permission: opening the database reports it
     os.fchmod(fd, 0o600)  # whatever the umask
     os.close(fd)
 
