@@ -5,8 +5,9 @@ Run:  .venv/bin/python bench/run_all.py [--full]
       keep the whole run under 10 minutes on a 2-core machine)
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
-runtime_bench.py, stream_bench.py and peers.py. runtime_bench's numbers are read from its
-printed tables (columns split on two or more spaces); stream_bench and peers write JSON.
+runtime_bench.py, stream_bench.py, peers.py and storage_bench.py. runtime_bench's numbers are
+read from its printed tables (columns split on two or more spaces); stream_bench, peers and
+storage_bench write JSON.
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ def main() -> None:
         sj, pj = Path(tmp) / "stream.json", Path(tmp) / "peers.json"
         run("stream_bench.py", *quick, "--json", str(sj))
         run("peers.py", *quick, "--jobs", "5000" if args.full else "2000", "--json", str(pj))
+        gj = Path(tmp) / "storage.json"
+        run("storage_bench.py", *quick, "--json", str(gj))
+        storage: dict[str, Any] = json.loads(gj.read_text()) if gj.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         peers: dict[str, dict[str, Any]] = (
             {p["peer"]: p for p in json.loads(pj.read_text())} if pj.exists() else {})
@@ -158,11 +162,14 @@ def main() -> None:
         ["attach to 100,000 events p50 / p99 ms",
          f"{float(a.get('p50 ms', NAN)):.1f} / {float(a.get('p99 ms', NAN)):.1f}", "", "", "",
          ""],
+        *[[f"'run long' session bytes cut by compaction, % ({db})", float(r["cut %"]), "", "",
+           "", ""] for db, r in storage.get("long", {}).items()],
     ]
     print("\n===== summary")
     print(table(["measure", "outlive", "pgqueuer", "procrastinate", "outlive/pgq",
                  "outlive/proc"], rows))
     ttl = 2.0
+    cuts = {db: float(r["cut %"]) for db, r in storage.get("long", {}).items()}
     targets = [
         ("outlive demo turns/s on PostgreSQL at least half of PgQueuer's no-op jobs/s",
          rt["turns/s"] >= best[pgq] / 2 if best[pgq] == best[pgq] else None,
@@ -179,6 +186,9 @@ def main() -> None:
         ("attach to a 100,000-event session < 50 ms",
          float(a["p99 ms"]) < 50 if a else None,
          f"p50 {float(a.get('p50 ms', NAN)):.1f} ms, p99 {float(a.get('p99 ms', NAN)):.1f} ms"),
+        ("compaction cuts a finished 'run long' session's bytes by >= 80 %",
+         min(cuts.values()) >= 80 if cuts else None,
+         ", ".join(f"{db} {cut:.0f} %" for db, cut in cuts.items())),
     ]
     print()
     for text, ok, numbers in targets:
