@@ -5,9 +5,9 @@ Run:  .venv/bin/python bench/run_all.py [--full]
       keep the whole run under 10 minutes on a 2-core machine)
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
-runtime_bench.py, stream_bench.py, peers.py and storage_bench.py. runtime_bench's numbers are
-read from its printed tables (columns split on two or more spaces); stream_bench, peers and
-storage_bench write JSON.
+runtime_bench.py, stream_bench.py, peers.py, storage_bench.py and purge_streams.py.
+runtime_bench's numbers are read from its printed tables (columns split on two or more
+spaces); the others write JSON.
 """
 
 from __future__ import annotations
@@ -120,6 +120,9 @@ def main() -> None:
         gj = Path(tmp) / "storage.json"
         run("storage_bench.py", *quick, "--json", str(gj))
         storage: dict[str, Any] = json.loads(gj.read_text()) if gj.exists() else {}
+        pj2 = Path(tmp) / "purge.json"
+        run("purge_streams.py", *quick, "--json", str(pj2))
+        purge: dict[str, Any] = json.loads(pj2.read_text()) if pj2.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         peers: dict[str, dict[str, Any]] = (
             {p["peer"]: p for p in json.loads(pj.read_text())} if pj.exists() else {})
@@ -186,6 +189,11 @@ def main() -> None:
         ("attach to a 100,000-event session < 50 ms",
          float(a["p99 ms"]) < 50 if a else None,
          f"p50 {float(a.get('p50 ms', NAN)):.1f} ms, p99 {float(a.get('p99 ms', NAN)):.1f} ms"),
+        (f"{purge.get('purged', 0):,} sessions purged while {purge.get('streams', '?')} "
+         "sessions stream, delivery p99 < 100 ms",
+         (float(purge["p99 ms"]) < 100 and purge["missing"] == 0) if purge else None,
+         f"p99 {float(purge.get('p99 ms', NAN)):.0f} ms, {purge.get('missing', '?')} missing, "
+         f"longest purge batch {float(purge.get('longest batch ms', NAN)):.0f} ms"),
         ("compaction cuts a finished 'run long' session's bytes by >= 80 %",
          min(cuts.values()) >= 80 if cuts else None,
          ", ".join(f"{db} {cut:.0f} %" for db, cut in cuts.items())),
