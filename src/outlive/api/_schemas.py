@@ -125,6 +125,9 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
+    compacted_through: int = Field(
+        0, description="Deltas at or below this seq may have been compacted away; a stream "
+        "cursor below it gets `resync {reason: \"compacted\"}` (docs/retention.md).")
 
 
 class SessionsPage(BaseModel):
@@ -196,6 +199,7 @@ def session_out(s: Session) -> SessionOut:
         metadata=s.metadata,
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
+        compacted_through=s.compacted_through,
     )
 
 
