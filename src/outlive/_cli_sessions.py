@@ -172,7 +172,7 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
 @sessions_app.command("purge")
 def purge(
     older_than: Annotated[str, typer.Option(
-        "--older-than", help="Purge finished sessions untouched this long (30d, 12h, 90m).")],
+        "--older-than", help="Purge sessions that ended this long ago (30d, 12h, 90m).")],
     db: Annotated[str | None, typer.Option(
         "--db", help="Database URL [env OUTLIVE_DB; default sqlite:///./outlive.db]")] = None,
     batch: Annotated[int, typer.Option(help="Sessions per transaction.")] = 50,

@@ -65,7 +65,7 @@ SpeedOption = Annotated[
 RetainOption = Annotated[
     str | None,
     typer.Option("--retain", envvar="OUTLIVE_RETAIN",
-                 help="Purge finished sessions untouched this long (30d, 12h, …) "
+                 help="Purge sessions that ended this long ago (30d, 12h, …) "
                       "[default: keep forever]. See docs/retention.md."),
 ]
 CompactOption = Annotated[

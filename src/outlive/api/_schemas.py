@@ -139,6 +139,9 @@ class SessionOut(BaseModel):
         description="What the session waits on a person for: `question` when its run ended "
         "on a question; cleared by the next message.",
     )
+    compacted_through: int = Field(
+        0, description="Deltas at or below this seq may have been compacted away; a stream "
+        "cursor below it gets `resync {reason: \"compacted\"}` (docs/retention.md).")
 
 
 class SessionsPage(BaseModel):
@@ -211,6 +214,7 @@ def session_out(s: Session) -> SessionOut:
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
         attention=s.attention,  # type: ignore[arg-type]
+        compacted_through=s.compacted_through,
     )
 
 

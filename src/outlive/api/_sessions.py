@@ -161,6 +161,7 @@ async def delete_session(
     now = purge == "now"
     await ctx.store.delete_session(owner.id, session_id,
                                    purge_in=0.0 if now else ctx.settings.purge_grace)
+    ctx.snapshots.discard(session_id)
     if now:
         await ctx.store.purge_session(session_id)
     return DeletedOut()

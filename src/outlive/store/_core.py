@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
 from ..domain.errors import LeaseLost, NotFound
-from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Status
+from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
 from ._port import Subscription
@@ -164,6 +164,10 @@ class StoreCore(abc.ABC):
             sets.append(f"deleted_at = {self.d.now}")
         if "attention" not in extra and new.status.value != row["status"]:
             sets.append("attention = NULL")  # any other change of status answers it
+        if new.status in TERMINAL and Status(row["status"]) not in TERMINAL:
+            sets.append(f"ended_at = {self.d.now}")  # the clock of compaction and retention
+        elif new.status not in TERMINAL and row["ended_at"] is not None:
+            sets.append("ended_at = NULL")
         for key, value in extra.items():
             sets.append(f"{key} = :{key}")
             params[key] = value

@@ -237,5 +237,8 @@ async def _stop(ctx: ApiContext, owner_id: str, ref: ResponseRef, forget: bool) 
 
 
 async def _forget(ctx: ApiContext, owner_id: str, ref: ResponseRef) -> None:
+    """A deleted (or `store: false`) response goes the way of a deleted session: hidden at
+    once, its content purged after the grace (docs/retention.md)."""
     with contextlib.suppress(NotFound):
-        await ctx.store.delete_session(owner_id, ref.session_id)
+        await ctx.store.delete_session(owner_id, ref.session_id,
+                                       purge_in=ctx.settings.purge_grace)

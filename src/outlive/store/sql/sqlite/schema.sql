@@ -46,13 +46,13 @@ CREATE TABLE sessions (
     deleted_at          REAL,
     attention           TEXT,
     compacted_through   INTEGER NOT NULL DEFAULT 0,
-    purge_after         REAL
+    purge_after         REAL,
+    ended_at            REAL
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
-CREATE INDEX sessions_finished ON sessions (updated_at)
-    WHERE status IN ('succeeded', 'failed', 'cancelled');
+CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
 CREATE TABLE session_events (
