@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
+from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -291,6 +292,16 @@ class PostgresStore(SqlStore):
                 "fences": [lease.fence for lease in leases],
                 "worker": worker,
             },
+        )
+
+    async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
+        return await tx.fetch(
+            self.q.commit_heads,
+            {"ids": [lease.session_id for lease, *_ in items],
+             "workers": [lease.worker for lease, *_ in items],
+             "fences": [lease.fence for lease, *_ in items],
+             "nes": [ne for _, ne, _, _ in items], "nns": [nn for _, _, nn, _ in items],
+             "ds": [d for *_, d in items]},
         )
 
     def subscribe(self) -> FanoutSubscription:
