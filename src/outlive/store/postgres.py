@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -155,6 +156,28 @@ class _Listener:
                 delay = min(delay * 2, 5.0)
 
 
+_COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
+                 "attempt": "integer", "fence": "bigint", "type": "text", "kind": "text",
+                 "data": "jsonb"}
+
+
+@functools.cache
+def _recordset_insert(table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(columns)
+    types = ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
+    return (f"INSERT INTO {table} ({names}) SELECT {names} "
+            f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({types})")
+
+
+def _plain(value: Any) -> Any:
+    """A row value as JSON: Jsonb unwrapped, a time as ISO 8601 (with its offset)."""
+    if isinstance(value, Jsonb):
+        return value.obj
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
 async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     """Checked on every checkout from the pool, so it must not cost a round trip: an idle
     connection's socket is readable only if the server said something unasked, which is what
@@ -293,6 +316,19 @@ class PostgresStore(SqlStore):
                 "worker": worker,
             },
         )
+
+    async def _insert_rows(
+        self, tx: Tx, table: str, columns: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """One INSERT of any number of rows, sent as one JSON parameter: the statement's text
+        is the same for every batch (the driver parses it once, not per row count) and the
+        rows cost one `json.dumps`, not a driver adaptation per value."""
+        if not rows:
+            return
+        payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
+                             separators=(",", ":"))
+        await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
+                         {"rows": payload})
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(
