@@ -48,36 +48,52 @@ def _run(coro: object) -> None:
 
 @sessions_app.command("create")
 def create(prompt: str, agent: str | None = None, model: str | None = None,
-           title: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
+           title: str | None = None,
+           abandon_after: Annotated[float | None, typer.Option(
+               help="Cancel the run when no stream has watched it for this many seconds "
+                    "(at least 30).")] = None,
+           idempotency_key: Annotated[str | None, typer.Option(
+               help="Run this again with the same key and you get the same session.")] = None,
+           url: UrlOption = None, key: KeyOption = None) -> None:
     """Start a session with PROMPT; prints its id."""
 
     async def go() -> None:
         async with _client(url, key) as c:
-            s = await c.create_session(prompt, agent=agent, model=model, title=title)
+            s = await c.create_session(prompt, agent=agent, model=model, title=title,
+                                       abandon_after=abandon_after,
+                                       client_request_id=idempotency_key)
             out.print(s.id, highlight=False)
 
     _run(go())
 
 
 @sessions_app.command("list")
-def list_(status: str | None = None, url: UrlOption = None, key: KeyOption = None) -> None:
-    """List your sessions, newest first."""
+def list_(status: str | None = None,
+          attention: Annotated[str | None, typer.Option(
+              help="Only sessions waiting on you: `question`.")] = None,
+          url: UrlOption = None, key: KeyOption = None) -> None:
+    """List your sessions, newest first; `needs answer` marks one waiting on you."""
 
     async def go() -> None:
         async with _client(url, key) as c:
-            rows = [(s.id, s.status, str(s.attempt), s.title or "", str(s.updated_at))
-                    for s in await c.list_all_sessions(status=status)]
+            rows = [(s.id, s.status, _needs(s.attention), str(s.attempt), s.title or "",
+                     str(s.updated_at))
+                    for s in await c.list_all_sessions(status=status, attention=attention)]
             if not out.is_terminal:  # scripts get one tab-separated line per session
                 for row in rows:
                     typer.echo("\t".join(row))
                 return
-            table = Table("id", "status", "attempt", "title", "updated")
+            table = Table("id", "status", "needs", "attempt", "title", "updated")
             table.columns[0].no_wrap = True
             for row in rows:
                 table.add_row(*row)
             out.print(table)
 
     _run(go())
+
+
+def _needs(attention: str | None) -> str:
+    return "answer" if attention == "question" else (attention or "")
 
 
 @sessions_app.command("show")
@@ -88,7 +104,8 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
         async with _client(url, key) as c:
             d = await c.get_session(session_id)
             s = d.session
-            out.print(f"{s.id}  {s.status}  attempt {s.attempt}  {s.title or ''}",
+            needs = "  needs your answer" if s.attention == "question" else ""
+            out.print(f"{s.id}  {s.status}{needs}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
             for item in d.snapshot.state.get("items", []):
                 if item["kind"] == "user":
@@ -98,6 +115,10 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
                 elif item["kind"] == "tool":
                     out.print(f"  [{item['tool']}: {item['status']}]", style="yellow",
                               highlight=False)
+                elif item["kind"] == "question":
+                    out.print(f"? {item['question']}", style="bold", highlight=False)
+                    for option in item.get("options") or []:
+                        out.print(f"  - {option}", highlight=False)
 
     _run(go())
 

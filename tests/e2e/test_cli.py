@@ -79,6 +79,22 @@ def test_sessions_commands_against_a_server(served) -> None:
     assert missing.returncode == 1 and "not found" in missing.stderr.lower()
 
 
+def test_a_question_is_shown_and_listed_until_answered(served) -> None:
+    url, key, _, folder = served
+    common = ("--url", url, "--key", key)
+    sid = outlive("sessions", "create", "ask me which colour", "--abandon-after", "60",
+                  "--idempotency-key", "k-1", *common, cwd=folder).stdout.strip()
+    outlive("sessions", "tail", sid, *common, cwd=folder)
+    shown = outlive("sessions", "show", sid, *common, cwd=folder)
+    assert "needs your answer" in shown.stdout
+    question = next(line for line in shown.stdout.splitlines() if line.startswith("? "))
+    assert len(question) > 3 and "  - " in shown.stdout  # the question and its options
+    waiting = outlive("sessions", "list", "--attention", "question", *common, cwd=folder)
+    assert waiting.stdout.split("\t")[:3] == [sid, "succeeded", "answer"]
+    r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {key}"})
+    assert r.json()["session"]["abandon_after"] == 60
+
+
 def test_keys_create_list_revoke(served) -> None:
     url, _, _, folder = served
     db = f"sqlite:///{folder / 'outlive.db'}"

@@ -110,27 +110,32 @@ class AsyncClient:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> SessionInfo:
         return await self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
-            abandon_after=abandon_after,
+            abandon_after=abandon_after, client_request_id=client_request_id,
         ))
 
     async def list_sessions(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+        attention: str | None = None,
     ) -> SessionPage:
         """One page, newest first; pass `next_cursor` back as `cursor` for the next."""
-        return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+        return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
+                                               attention=attention))
 
     async def list_all_sessions(
-        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE,
+        attention: str | None = None,
     ) -> list[SessionInfo]:
         """Every page, newest first."""
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
-            page = await self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            page = await self.list_sessions(status=status, limit=page_size, cursor=cursor,
+                                        attention=attention)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out

@@ -63,6 +63,8 @@ class SessionInfo(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     cancel_requested: bool = False
     abandon_after: float | None = None
+    attention: str | None = None
+    """`question` while the session waits for the person's answer; None otherwise."""
 
     @property
     def terminal(self) -> bool:
