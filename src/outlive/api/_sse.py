@@ -10,7 +10,9 @@ Session stream (DESIGN §6), in order:
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
-5. live events as they commit, a `: ping` comment every `ping_interval` when idle.
+5. live events as they commit, and an `event: ping` frame (no `id:`) after `ping_interval`
+   of silence. `attached` and `caught_up` carry `ping_interval` (seconds): a client that
+   hears nothing for 2.5 times that treats the connection as dead and reconnects.
    With `?until=end` the stream ends after `session_end` (at once after `caught_up` when the
    replayed log, or the snapshot, already ends the session).
 
@@ -56,7 +58,9 @@ __all__ = [
 
 log = logging.getLogger("outlive.api.sse")
 
-PING = b": ping\n\n"
+PING = b"event: ping\ndata: {}\n\n"
+"""A named event rather than a comment, so a browser's EventSource sees it too: the page's
+watchdog reconnects a stream that has been silent for 2.5 ping intervals."""
 OWNER_BACKLOG_LIMIT = 1000
 SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
@@ -214,7 +218,9 @@ async def session_frames(
     until_end: bool,
 ) -> AsyncIterator[bytes]:
     sid = session.id
-    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
+    ping = ctx.settings.ping_interval
+    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value,
+                             "ping_interval": ping})
     terminal = session.status in TERMINAL
     behind = cursor is not None and session.last_seq - cursor > SESSION_REPLAY_LIMIT
     if cursor is None or cursor > session.last_seq or behind:
@@ -238,10 +244,9 @@ async def session_frames(
             terminal = _ends(terminal, ev)
         if len(batch) < _PAGE:
             break
-    yield frame("caught_up", {"replayed": replayed})
+    yield frame("caught_up", {"replayed": replayed, "ping_interval": ping})
     if until_end and terminal:
         return
-    ping = ctx.settings.ping_interval
     while True:
         try:
             items = await mb.next_batch(ping)
@@ -290,8 +295,8 @@ async def owner_frames(
             if len(batch) < _PAGE:
                 break
     mb.last = sent
-    yield frame("caught_up", {"replayed": replayed, "current_id": sent})
     ping = ctx.settings.ping_interval
+    yield frame("caught_up", {"replayed": replayed, "current_id": sent, "ping_interval": ping})
     while True:
         try:
             items = await mb.next_batch(ping)

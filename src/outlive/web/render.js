@@ -330,6 +330,7 @@ export class RailView {
               { class: "rail-meta" },
               h("span", { class: "dot", "aria-hidden": "true" }),
               h("span", { class: "rail-status", "data-testid": "rail-status" }),
+              h("span", { class: "rail-attention", "data-testid": "rail-attention" }),
               h("span", { class: "rail-stage" }),
               h("span", { class: "rail-time" }),
             ),
@@ -348,6 +349,9 @@ export class RailView {
       const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
       setText(node.querySelector(".rail-status"), status);
       setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
+      node.dataset.attention = s.attention || "";
+      setText(node.querySelector(".rail-attention"),
+        s.attention === "question" ? "needs your answer" : s.attention || "");
       setText(node.querySelector(".rail-time"), shortTime(s.created_at));
       const expected = prev ? prev.nextSibling : this.list.firstChild;
       if (expected !== node) this.list.insertBefore(node, expected);
