@@ -82,7 +82,7 @@ async def test_cursor_replays_then_caught_up(api: Api):
         await st.next()
         frames = await st.until(lambda f: f.event == "caught_up")
     assert [f.seq for f in frames[:-1]] == [e.seq for e in stored[-2:]]
-    assert frames[-1].data == {"replayed": 2}
+    assert frames[-1].data == {"replayed": 2, "ping_interval": 15.0}
 
 
 async def test_until_end(idle_api: Api, harness):
