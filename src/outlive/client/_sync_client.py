@@ -45,7 +45,7 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float | httpx.Timeout = 10.0,
-        stream_read_timeout: float | None = 45.0,
+        stream_read_timeout: float | None = 37.5,
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
