@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from outlive.api import ApiSettings
 from outlive.client import AsyncClient
 from outlive.store import Store
 from tests.support.inprocess import make_key, start_worker
-from outlive.api import ApiSettings
 from tests.support.live import API_SETTINGS, WORKER_SETTINGS, Live, LiveServer
 from tests.support.tcpproxy import TcpProxy
 
