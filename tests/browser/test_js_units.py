@@ -559,7 +559,9 @@ CANCELS_JS = """async () => {
   const cancel = async (id) => {
     calls.push(id);
     if (down) throw new NetworkError('cannot reach the server');
-    if (id === 'done') throw new ApiError(409, 'SESSION_ALREADY_TERMINAL', 'x', {status: 'succeeded'});
+    if (id === 'done') {
+      throw new ApiError(409, 'SESSION_ALREADY_TERMINAL', 'x', {status: 'succeeded'});
+    }
     return {cancel_requested: true, status: 'running'};
   };
   const hooks = {onAnswer: (...a) => answers.push(a), onGone: () => {}, onUnauthorized: () => {},
@@ -567,7 +569,8 @@ CANCELS_JS = """async () => {
   const q = new CancelQueue(config, hooks, {cancel});
   q.request('a');
   await until(() => calls.length >= 3);
-  const out = {pending: q.pending('a'), stored: JSON.parse(localStorage.getItem('outlive.cancels'))};
+  const out = {pending: q.pending('a')};
+  out.stored = JSON.parse(localStorage.getItem('outlive.cancels'));
   q.stop();  // the page goes away with the cancel unanswered
   const again = new CancelQueue(config, hooks, {cancel});
   down = false;
