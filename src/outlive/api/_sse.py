@@ -47,6 +47,7 @@ from ._hub import Mailbox, StreamClosed
 from ._schemas import event_json, owner_event_json
 
 __all__ = [
+    "COMMENT_PING",
     "OWNER_BACKLOG_LIMIT",
     "PING",
     "SESSION_REPLAY_LIMIT",
@@ -61,6 +62,8 @@ log = logging.getLogger("outlive.api.sse")
 PING = b"event: ping\ndata: {}\n\n"
 """A named event rather than a comment, so a browser's EventSource sees it too: the page's
 watchdog reconnects a stream that has been silent for 2.5 ping intervals."""
+COMMENT_PING = b": ping\n\n"
+"""For protocols whose clients would choke on an event they do not know (OpenAI's SDKs)."""
 OWNER_BACKLOG_LIMIT = 1000
 SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
