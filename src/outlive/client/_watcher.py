@@ -117,9 +117,8 @@ class SessionWatcher:
         self._rng = rng or random.Random()
         self._backoff = Backoff(self._rng)
         self._fetch_backoff = Backoff(self._rng)
-        self._cancels = CancelQueue(
-            lambda sid: self._client.cancel(sid) if self._client is not None else _no_client(),
-            self._clock, self._rng, self._cancel_answered)
+        self._cancels = CancelQueue(self._send_cancel, self._clock, self._rng,
+                                    self._cancel_answered)
 
         self._entries: dict[str, Entry] = {}
         self._deleted: deque[str] = deque(maxlen=DELETED_MEMORY)
@@ -203,6 +202,10 @@ class SessionWatcher:
     def cancelling(self) -> frozenset[str]:
         """Sessions whose cancel is not answered yet (being retried)."""
         return self._cancels.pending
+
+    async def _send_cancel(self, session_id: str) -> CancelResult:
+        assert self._client is not None  # cancel() checked
+        return await self._client.cancel(session_id)
 
     def _mark_cancelling(self, session_id: str) -> None:
         entry = self._entries.get(session_id)
@@ -484,7 +487,3 @@ class SessionWatcher:
         if unknown:
             # Sessions created after the list was read: read it again.
             self._fetch_again = True
-
-
-async def _no_client() -> CancelResult:
-    raise TypeError("this SessionWatcher has no client to cancel with")
