@@ -29,7 +29,8 @@ class ApiSettings:
     """Knobs of one API process. Intervals are seconds; sizes are bytes or counts."""
 
     ping_interval: float = 15.0
-    """A `: ping` comment on every idle SSE stream this often (keeps proxies from timing out)."""
+    """A `ping` frame on every idle SSE stream this often: keeps proxies from timing out, and
+    lets clients tell a silent connection from a dead one (they give up after 2.5 of these)."""
     backstop_interval: float = 2.0
     """The fan-out hub re-reads every watched session and owner this often, so a lost
     notification costs at most this long."""

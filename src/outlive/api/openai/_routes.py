@@ -28,7 +28,7 @@ from ...domain.model import Delivery
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._hub import StreamClosed
-from .._sse import PING, EventStream, frame
+from .._sse import COMMENT_PING, EventStream, frame
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
 from ._requests import CreateResponse, display_model, input_text, resolve_model
@@ -214,7 +214,7 @@ async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int
     try:
         async for out in feed.stream(after):
             if out is None:
-                yield PING
+                yield COMMENT_PING
             else:
                 yield frame(out["type"], out, out["sequence_number"])
     except StreamClosed:
