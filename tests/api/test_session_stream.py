@@ -10,7 +10,7 @@ import pytest
 from outlive.api import ApiSettings, _sse
 from outlive.domain.model import NewEvent
 from outlive.domain.reducer import fold
-from tests.support.api import Api, Frame, sse
+from tests.support.api import METRICS_AUTH, METRICS_TOKEN, Api, Frame, sse
 from tests.support.inprocess import make_key
 from tests.support.waiting import eventually
 
@@ -150,7 +150,8 @@ async def test_a_cursor_too_far_behind_gets_a_snapshot_and_the_tail(
 
 
 async def test_pings_and_disconnect_leave_the_run_alone(harness):
-    server = await harness.serve(ApiSettings(ping_interval=0.1, watched_interval=0.2))
+    server = await harness.serve(ApiSettings(ping_interval=0.1, watched_interval=0.2,
+                                             metrics_token=METRICS_TOKEN))
     key, _ = await make_key(server.store)
     c = harness.client(server, key)
     sid = (await c.post("/v1/sessions", json={"prompt": "hello"})).json()["id"]
@@ -164,7 +165,7 @@ async def test_pings_and_disconnect_leave_the_run_alone(harness):
         assert st.pings >= 2
     # the stream's task ends at once with the connection
     await eventually(lambda: hub.stream_counts() == (0, 0), 2)
-    metrics = (await c.get("/metrics")).text
+    metrics = (await c.get("/metrics", headers=METRICS_AUTH)).text
     assert 'outlive_api_streams{kind="session"} 0.0' in metrics
     watched = (await server.store.load_session(sid)).watched_at
     assert watched is not None

@@ -36,6 +36,7 @@ def samples(store: Any) -> dict[str, Any]:
         "type": "session_title", "worker": "w1",
         # bounded storage (retention.sql)
         "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
+        "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
     }
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic_core import to_json
@@ -124,35 +124,52 @@ class EventStream(StreamingResponse):
         on_close: Callable[[], None],
         on_disconnect: Callable[[], None] | None = None,
         on_open: Callable[[], None] | None = None,
+        recheck: Callable[[], Awaitable[float | None]] | None = None,
+        on_revoke: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             frames,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
         self._frames = frames
         self._on_close = on_close
         self._on_disconnect = on_disconnect
         self._on_open = on_open
+        self._recheck = recheck
+        self._on_revoke = on_revoke
         self._gone = False
+        self._revoked = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._on_open is not None:
             self._on_open()
         producer = asyncio.create_task(self._produce(send))
         listener = asyncio.create_task(self._listen(receive))
+        tasks = {producer, listener}
+        guard = None
+        if self._recheck is not None:
+            guard = asyncio.create_task(self._guard(self._recheck))
+            tasks.add(guard)
         try:
-            await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if guard is not None and guard in done and not producer.done():
+                # The key was revoked or the login ended: end the stream like a shutdown
+                # does (a clean end; the client cannot resume without a new credential).
+                self._revoked = True
+                if self._on_revoke is not None:
+                    self._on_revoke()
+                await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
             if not producer.done():
                 self._gone = True
                 if self._on_disconnect is not None:
                     self._on_disconnect()
                 await producer
         finally:
-            for task in (producer, listener):
+            for task in tasks:
                 if not task.done():
                     task.cancel()
-            for task in (producer, listener):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             aclose = getattr(self._frames, "aclose", None)
@@ -168,9 +185,13 @@ class EventStream(StreamingResponse):
         )
         try:
             async for chunk in self._frames:
-                if self._gone:
-                    return
+                if self._gone or self._revoked:
+                    break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # Let the disconnect (and the revocation) be heard between frames: a replay
+                # of thousands of stored events would otherwise write them all to a closed
+                # socket, each write logged by asyncio.
+                await asyncio.sleep(0)
         except OSError:
             return  # the client went away mid-write
         except Exception as exc:  # a store error mid-stream: end it; the client resumes
@@ -178,6 +199,23 @@ class EventStream(StreamingResponse):
         if not self._gone:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    async def _guard(recheck: Callable[[], Awaitable[float | None]]) -> None:
+        """Return when the stream's credential stops giving access; checks when its cache
+        entry expires (a store error only postpones the check)."""
+        delay = 0.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                nxt = await recheck()
+            except Exception as exc:
+                log.warning("could not re-check a stream's credential: %s", exc)
+                nxt = 1.0
+            if nxt is None:
+                log.info("stream closed: its key was revoked or its login ended")
+                return
+            delay = nxt
 
     @staticmethod
     async def _listen(receive: Receive) -> None:

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from ..domain.errors import InvalidInput
 from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
+from ._validation import (
+    MAX_ABANDON_AFTER,
+    MIN_ABANDON_AFTER,
+    check_metadata,
+    check_string,
+    check_title,
+)
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
 __all__ = [
+    "MAX_ABANDON_AFTER",
+    "MIN_ABANDON_AFTER",
     "ApiKey",
     "Commit",
     "CommitOutcome",
@@ -18,6 +27,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "Subscription",
+    "check_metadata",
+    "check_string",
+    "check_title",
     "open_store",
 ]
 

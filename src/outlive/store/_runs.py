@@ -172,6 +172,8 @@ class RunOps(CommitOps):
 
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         clean = auto_title(title)
+        if clean is None:
+            return False
 
         async def op(tx: Tx, st: TxState) -> bool:
             return await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)

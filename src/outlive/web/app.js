@@ -292,6 +292,13 @@ function route() {
     } catch {
       id = m[1];
     }
+    // "." and ".." (also spelled %2E) are path segments a URL resolves away:
+    // `/v1/sessions/.` would ask for the session list. No session has such an id.
+    if (id === "." || id === "..") {
+      app.sessionId = id;
+      notFound(id);
+      return;
+    }
     openSession(id);
     return;
   }

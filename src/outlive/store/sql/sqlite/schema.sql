@@ -109,3 +109,15 @@ CREATE TABLE create_requests (
 ) WITHOUT ROWID;
 
 CREATE INDEX owner_events_session ON owner_events (session_id);
+
+CREATE TABLE login_sessions (
+    id           TEXT PRIMARY KEY,
+    token_hash   TEXT NOT NULL UNIQUE,
+    key_id       TEXT NOT NULL REFERENCES api_keys (id),
+    owner_id     TEXT NOT NULL REFERENCES owners (id),
+    created_at   REAL NOT NULL,
+    last_seen_at REAL NOT NULL,
+    revoked_at   REAL
+);
+
+CREATE INDEX login_sessions_key ON login_sessions (key_id);
