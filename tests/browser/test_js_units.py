@@ -61,6 +61,8 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         _maybe(rng, d, "error", [None, {"code": "x", "message": "boom"}, {"code": 1}, "plain",
                                  ["l"], 0])
         _maybe(rng, d, "reason", ["user"])
+        _maybe(rng, d, "attention", ["question", None, 3])
+        _maybe(rng, d, "dropped_inputs", [[1, 2], [3], [], None, "x", [True, 2]])
     elif kind == "user_message":
         _maybe(rng, d, "text", TEXTS)
         _maybe(rng, d, "delivery", DELIVERIES)
@@ -72,6 +74,8 @@ def _event(rng: random.Random) -> tuple[str, Any]:
     elif kind == "turn_start":
         _maybe(rng, d, "message_id", MESSAGE_IDS)
         _maybe(rng, d, "turn", [1, 2])
+        _maybe(rng, d, "inputs", [[1], [2, 3], [], None, "x", [True, 4]])
+        _maybe(rng, d, "inputs_through", [1, 3, True, "2", None])
     elif kind in ("text_delta", "thinking_delta"):
         _maybe(rng, d, "message_id", MESSAGE_IDS)
         _maybe(rng, d, "text", TEXTS)

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from outlive.api import _sse
 from outlive.client import (
     AttachedFrame,
     CaughtUpFrame,
     Client,
     EventRecord,
     NotFoundError,
+    ResyncFrame,
     SessionView,
     SnapshotFrame,
     StreamItem,
@@ -141,3 +143,19 @@ async def test_stream_raises_what_will_not_heal(live: Live):
     with pytest.raises(UnauthorizedError) as un:
         await bad.list_sessions()
     assert un.value.code == "UNAUTHORIZED"
+
+
+async def test_a_cursor_too_far_behind_resyncs_from_a_snapshot(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(_sse, "SESSION_REPLAY_LIMIT", 3)  # the server is in this process
+    s = await live.client.create_session("hello there")
+    await eventually(lambda: _ended(live, s.id), what="session end")
+    items = [i async for i in live.client.stream(s.id, after=1, until_end=True)]
+    assert [type(i).__name__ for i in items[:3]] == ["AttachedFrame", "ResyncFrame",
+                                                     "SnapshotFrame"]
+    resync, snapshot = items[1], items[2]
+    assert isinstance(resync, ResyncFrame) and resync.reason == "too_far_behind"
+    assert isinstance(snapshot, SnapshotFrame)
+    tail = [(i.type, i.seq, i.data) for i in items if isinstance(i, EventRecord)]
+    assert fold(tail, snapshot.state) == (await live.client.get_session(s.id)).snapshot.state

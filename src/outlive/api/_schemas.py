@@ -133,10 +133,10 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
-    attention: Literal["question"] | None = Field(
+    attention: str | None = Field(
         default=None,
         description="What the session waits on a person for: `question` when its run ended "
-        "on a question; cleared by the next message.",
+        "on a question (more kinds may come); cleared by the next message.",
     )
     compacted_through: int = Field(
         0, description="Deltas at or below this seq may have been compacted away; a stream "
@@ -212,7 +212,7 @@ def session_out(s: Session) -> SessionOut:
         metadata=s.metadata,
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
-        attention=s.attention,  # type: ignore[arg-type]
+        attention=s.attention,
         compacted_through=s.compacted_through,
     )
 

@@ -60,6 +60,7 @@ from ._errors import ApiError
 from ._frames import OWNER_EVENT_FIELDS
 from ._models import (
     CancelResult,
+    CaughtUpFrame,
     MalformedFrame,
     OwnerEventRecord,
     OwnerStreamItem,
@@ -365,7 +366,9 @@ class SessionWatcher:
         elif isinstance(item, ResyncRequiredFrame):
             self._cursor = item.current_id
             self._request_fetch("again")
-        # caught_up: nothing to do; the stream is open.
+        elif isinstance(item, CaughtUpFrame) and self._cursor is None:
+            # a connection opened without a cursor learns one: the next resumes from it
+            self._cursor = item.current_id
 
     def _on_malformed(self, item: MalformedFrame) -> None:
         log.warning("malformed owner event (%s): %s", item.event, item.error)

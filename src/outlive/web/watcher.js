@@ -130,7 +130,7 @@ export class OwnerWatcher {
     this.framesOnConnection = 0;
     const handlers = {
       open: () => this.onOpen(),
-      caught_up: () => this.onFrame(),
+      caught_up: (e) => this.onCaughtUp(e),
       resync_required: (e) => this.onResync(e),
     };
     for (const type of OWNER_EVENT_TYPES) handlers[type] = (e) => this.onEvent(type, e);
@@ -256,6 +256,19 @@ export class OwnerWatcher {
         return "stop";
       }
       return "retry";
+    }
+  }
+
+  onCaughtUp(msg) {
+    this.onFrame();
+    // A connection opened without a cursor learns one here, so the next one resumes from it
+    // (Last-Event-ID) instead of starting blind again.
+    if (this.cursor !== null) return;
+    try {
+      const data = JSON.parse(msg.data);
+      if (Number.isInteger(data.current_id)) this.cursor = data.current_id;
+    } catch {
+      /* nothing learnt: the next connection fetches the list, as before */
     }
   }
 
