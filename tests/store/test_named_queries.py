@@ -34,6 +34,9 @@ def samples(store: Any) -> dict[str, Any]:
         "type": "session_title", "worker": "w1",
         # bounded storage (retention.sql)
         "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
+        # approvals.sql
+        "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",
+        "reason": None, "always": False,
     }
 
 

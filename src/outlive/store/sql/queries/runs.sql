@@ -1,10 +1,12 @@
 -- Runs: claims, leases, fenced writes of a worker, the end of a run.
 
 -- name: claim_candidates
--- Queued sessions, and running ones nobody holds (parked, or their lease lapsed).
+-- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
+-- those waiting on an approval (no lease until a decision).
 SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
-   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now}))
+   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+       AND (s.attention IS NULL OR s.attention <> 'approval'))
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: set_lease_expiry
