@@ -134,10 +134,11 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
-    attention: Literal["question"] | None = Field(
+    attention: Literal["question", "approval"] | None = Field(
         default=None,
         description="What the session waits on a person for: `question` when its run ended "
-        "on a question; cleared by the next message.",
+        "on a question (cleared by the next message), `approval` while a tool call waits "
+        "for a decision (cleared by it).",
     )
 
 
