@@ -68,6 +68,7 @@ function summary(s) {
     created_at: s.created_at ?? null,
     updated_at: s.updated_at ?? null,
     cancel_requested: Boolean(s.cancel_requested),
+    attention: typeof s.attention === "string" ? s.attention : null,
   };
 }
 
@@ -332,6 +333,7 @@ export class OwnerWatcher {
       case "session_created":
       case "session_status":
         next.status = d.status;
+        next.attention = typeof d.attention === "string" ? d.attention : null;
         if (Number.isInteger(d.attempt)) next.attempt = d.attempt;
         if (d.status === "queued" && TERMINAL.has(cur.status)) {
           next.error = null; // revived by a message
