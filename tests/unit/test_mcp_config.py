@@ -144,3 +144,17 @@ def test_the_demo_model_calls_any_offered_tool_by_name():
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("fs__read", {"path": "a"})]
     assert "no tool `nope`" in plan_turn([Message("user", "call nope {}")], tools).text
     assert "not JSON" in plan_turn([Message("user", "call fs__read {oops")], tools).text
+
+
+def test_require_approval_gates_calls_by_the_tools_hints() -> None:
+    never = server_from_dict({"name": "fs", "command": "x"})
+    assert not never.approval_for(True, True)
+    declared = server_from_dict({"name": "fs", "command": "x", "require_approval": "destructive"})
+    assert declared.approval_for(True, True) and not declared.approval_for(True, False)
+    maybe = server_from_dict({"name": "fs", "url": "http://h/mcp",
+                              "require_approval": "maybe_destructive"})
+    assert maybe.approval_for(True, False) and not maybe.approval_for(False, False)
+    always = server_from_dict({"name": "fs", "command": "x", "require_approval": "always"})
+    assert always.approval_for(False, False)
+    with pytest.raises(InvalidInput):
+        server_from_dict({"name": "fs", "command": "x", "require_approval": "sometimes"})
