@@ -284,3 +284,17 @@ def test_ag_ui_numbering_is_the_same_on_every_fold() -> None:
     p = RunProjection(HEADER)
     one_by_one = [e for ev in events for e in p.apply(ev)]
     assert one_by_one == project_run(HEADER, events) and p.emitted == len(one_by_one)
+
+
+def test_ai_sdk_an_approval_is_a_data_part_updated_by_its_decision() -> None:
+    log = Log().opened().answer("msg_1", "I will send it.", stop="tool_use")
+    log.add("approval_requested", approval_id="apv_1", call_id="c1", tool="send_message",
+            args={"to": "team"}, expires_at="2026-01-03T00:00:00+00:00")
+    log.add("approval_decided", approval_id="apv_1", call_id="c1", tool="send_message",
+            decision="deny", reason="expired", always=False)
+    chunks = project_chat(RUN, log.end("succeeded").events)
+    parts = [c for c in chunks if c["type"] == "data-approval"]
+    assert [(c["id"], c["data"]["status"]) for c in parts] == [("apv_1", "pending"),
+                                                                ("apv_1", "expired")]
+    assert parts[0]["data"]["args"] == {"to": "team"} and parts[1]["data"]["reason"] == "expired"
+    assert chunks[-1] == {"type": "finish", "finishReason": "stop"}
