@@ -149,3 +149,15 @@ async def test_a_purge_removes_approvals(store):
     await store.delete_session(owner.id, s.id, purge_in=0)
     assert await store.purge_session(s.id)
     assert await store.approvals(s.id) == []
+
+
+async def test_a_session_waiting_on_an_approval_is_not_abandoned(store):
+    owner = await new_owner(store)
+    s = await store.create_session(owner.id, prompt="hi", agent="demo", model="demo:scripted",
+                                   abandon_after=0.05)
+    c = await claim_one(store)
+    await store.mark_delivered(c.lease, c.session.last_seq)
+    assert await store.await_approval(c.lease, _request()) is not None
+    await asyncio.sleep(0.1)
+    assert await store.cancel_abandoned() == []
+    assert not (await store.load_session(s.id)).cancel_requested

@@ -58,9 +58,11 @@ UPDATE sessions SET stage = :stage WHERE id = :id
 UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
 
 -- name: abandoned_sessions
--- Running sessions nobody has watched for their abandon_after seconds.
+-- Running sessions nobody has watched for their abandon_after seconds; one waiting on an
+-- approval waits on a person, not on a watcher (its approval expires instead).
 SELECT id, owner_id FROM sessions
 WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
+  AND (attention IS NULL OR attention <> 'approval')
   AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
 ORDER BY id {skip_locked}
 
