@@ -410,8 +410,7 @@ class SessionWatcher:
             attempt = data.get("attempt")
             if isinstance(attempt, int) and not isinstance(attempt, bool):
                 update["attempt"] = attempt
-            attention = data.get("attention")
-            update["attention"] = attention if isinstance(attention, str) else None
+            update["attention"] = a if isinstance(a := data.get("attention"), str) else None
             if data["status"] == "queued" and entry.info.terminal:
                 update.update(error=None, cancel_requested=False)  # revived by a message
             if ev.type == "session_created" and isinstance(data.get("title"), str):
