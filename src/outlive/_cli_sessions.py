@@ -184,6 +184,38 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
     _run(go())
 
 
+def _decide(session_id: str, approval_id: str, decision: str, reason: str | None,
+            always: bool, url: str | None, key: str | None) -> None:
+    async def go() -> None:
+        async with _client(url, key) as c:
+            decide = c.approve if decision == "approve" else c.deny
+            a = await decide(session_id, approval_id, reason=reason, always=always)
+            note = f": {a.reason}" if a.reason else ""
+            out.print(f"{a.tool} {a.decision}{note}", highlight=False)
+
+    _run(go())
+
+
+ReasonOption = Annotated[str | None, typer.Option(
+    "--reason", help="Why (a denial's reason is what the model is told)")]
+AlwaysOption = Annotated[bool, typer.Option(
+    "--always", help="Decide the same for later calls of this tool in this session")]
+
+
+@sessions_app.command("approve")
+def approve(session_id: str, approval_id: str, reason: ReasonOption = None,
+            always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Let a tool call that waits for approval run (its id is in `show` and `tail`)."""
+    _decide(session_id, approval_id, "approve", reason, always, url, key)
+
+
+@sessions_app.command("deny")
+def deny(session_id: str, approval_id: str, reason: ReasonOption = None,
+         always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Refuse a tool call that waits for approval; the model is told why."""
+    _decide(session_id, approval_id, "deny", reason, always, url, key)
+
+
 @sessions_app.command("purge")
 def purge(
     older_than: Annotated[str, typer.Option(

@@ -17,6 +17,9 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}/messages", "post"): {"202", "400", "401", "404", "409", "413"},
     ("/v1/sessions/{session_id}/cancel", "post"): {"202", "401", "404", "409"},
     ("/v1/sessions/{session_id}/events", "get"): {"200", "400", "401", "404"},
+    ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
+    ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
+        "200", "400", "401", "404", "409", "422"},
     ("/v1/events", "get"): {"200", "400", "401"},
     ("/v1/login", "post"): {"200", "401", "422"},
     ("/v1/logout", "post"): {"200"},

@@ -21,6 +21,7 @@ Ev = tuple[str, int, Any]
 
 MESSAGE_IDS: list[Any] = ["m1", "m2", "m3", 7, None, ["x", 1], {"k": "v'"}]
 CALL_IDS: list[Any] = ["c1", "c2", 3, None]
+APPROVAL_IDS: list[Any] = ["a1", "a2", 4, None, ["x"]]
 TEXTS: list[Any] = ["", "a", "héllo ", "漢字", "<b>x</b>", "two\nlines", "q'uote", 'dq"', 42,
                     True, False, None, ["l", 1, None, True], {"d": ["e", {"f": None}]}]
 JSONISH: list[Any] = [None, True, 0, -3, 1.5, "s", [], {}, [1, "a", None], {"a": {"b": [1, 2]}}]
@@ -43,6 +44,7 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         "user_message", "user_question", "turn_start", "text_delta", "text_delta",
         "text_delta", "thinking_delta", "message_end", "tool_start", "tool_progress",
         "tool_end", "stage", "title", "incomplete", "error", "mystery", "bad_payload",
+        "approval_requested", "approval_decided",
     ])
     d: dict[str, Any] = {}
     if kind == "bad_payload":
@@ -71,6 +73,17 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         _maybe(rng, d, "question", TEXTS)
         _maybe(rng, d, "options", [["a", "b"], [], None, "x", {"o": 1}])
         _maybe(rng, d, "call_id", CALL_IDS)
+    elif kind in ("approval_requested", "approval_decided"):
+        _maybe(rng, d, "approval_id", APPROVAL_IDS)
+        _maybe(rng, d, "call_id", CALL_IDS)
+        _maybe(rng, d, "tool", ["send_message", None, 4])
+        if kind == "approval_requested":
+            _maybe(rng, d, "args", JSONISH)
+            _maybe(rng, d, "expires_at", ["2026-12-01T00:00:00+00:00", None, 5])
+        else:
+            _maybe(rng, d, "decision", ["approve", "deny", "constructor", None, 1, ["deny"]])
+            _maybe(rng, d, "reason", ["expired", "no", None, 3, ""])
+            _maybe(rng, d, "always", [True, False, 1, None, "yes"])
     elif kind == "turn_start":
         _maybe(rng, d, "message_id", MESSAGE_IDS)
         _maybe(rng, d, "turn", [1, 2])
@@ -139,6 +152,20 @@ def _logs() -> list[list[Ev]]:
         ("session_end", 15, {"status": "cancelled", "reason": "user"}),
         ("text_delta", 16, {"message_id": "m2", "text": "late"}),
         ("user_message", 17, {"text": "again", "delivery": "start"}),
+    ])
+    # An approval: requested, decided, carried on; another that expires; one cancelled.
+    logs.append([
+        ("user_message", 1, {"text": "send it", "delivery": "start"}),
+        ("session_start", 2, {"attempt": 1}),
+        ("approval_requested", 3, {"approval_id": "a1", "call_id": "c1", "tool": "send_message",
+                                   "args": {"to": "team"}, "expires_at": "2026-12-01T00:00Z"}),
+        ("approval_decided", 4, {"approval_id": "a1", "call_id": "c1", "tool": "send_message",
+                                 "decision": "approve", "always": True}),
+        ("session_resumed", 5, {"reason": "handoff", "attempt": 1, "repaired_tool_calls": []}),
+        ("approval_requested", 6, {"approval_id": "a2", "call_id": "c2", "tool": "x"}),
+        ("approval_decided", 7, {"approval_id": "a2", "decision": "deny", "reason": "expired"}),
+        ("approval_requested", 8, {"approval_id": "a3", "call_id": "c3", "tool": "x"}),
+        ("session_end", 9, {"status": "cancelled", "reason": "user"}),
     ])
     return logs
 

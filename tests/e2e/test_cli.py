@@ -79,6 +79,22 @@ def test_sessions_commands_against_a_server(served) -> None:
     missing = outlive("sessions", "show", "ses_01M8KF3ENP5N8X8V8N64N2BMRM", *common, cwd=folder)
     assert missing.returncode == 1 and "not found" in missing.stderr.lower()
 
+    # A call that waits for approval: show names the command, approve lets it run.
+    gated = outlive("sessions", "create", "send it", *common, cwd=folder).stdout.strip()
+    headers = {"Authorization": f"Bearer {key}"}
+    deadline = time.monotonic() + 20
+    while not (pending := httpx.get(f"{url}/v1/sessions/{gated}/approvals",
+                                    headers=headers).json()["approvals"]):
+        assert time.monotonic() < deadline, "no approval was requested"
+        time.sleep(0.1)
+    apv = pending[0]["approval_id"]
+    shown = outlive("sessions", "show", gated, *common, cwd=folder)
+    assert f"outlive sessions approve|deny SESSION {apv}" in shown.stdout
+    approved = outlive("sessions", "approve", gated, apv, *common, cwd=folder)
+    assert approved.returncode == 0 and "send_message approve" in approved.stdout
+    tail = outlive("sessions", "tail", gated, *common, cwd=folder)
+    assert "  approved" in tail.stdout and "— session succeeded" in tail.stdout
+
 
 def test_a_question_is_shown_and_listed_until_answered(served) -> None:
     url, key, _, folder = served

@@ -37,6 +37,9 @@ def samples(store: Any) -> dict[str, Any]:
         # bounded storage (retention.sql)
         "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
         "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
+        # approvals.sql
+        "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",
+        "reason": None, "always": False,
     }
 
 

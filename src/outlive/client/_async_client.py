@@ -31,6 +31,7 @@ from ._calls import Call
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
+    Approval,
     CancelResult,
     EventPage,
     EventRecord,
@@ -167,6 +168,28 @@ class AsyncClient:
         return await self._call(_calls.send_message(
             session_id, text, mode=mode, client_request_id=client_request_id
         ))
+
+    async def approvals(self, session_id: str) -> list[Approval]:
+        """The session's approvals, pending and decided, oldest first."""
+        return await self._call(_calls.approvals(session_id))
+
+    async def approve(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Let the waiting tool call run (`always`: and every later call of that tool in
+        this session). Approving twice answers the same; after a denial or expiry it raises
+        ApiError 409 APPROVAL_ALREADY_DECIDED."""
+        return await self._call(_calls.decide(session_id, approval_id, "approve", reason=reason,
+                                    always=always))
+
+    async def deny(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Refuse the waiting tool call; the model is told, with `reason`."""
+        return await self._call(_calls.decide(session_id, approval_id, "deny", reason=reason,
+                                    always=always))
 
     async def cancel(self, session_id: str) -> CancelResult:
         """Ask the run to stop. A session that has already ended (409

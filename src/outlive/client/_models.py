@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Approval",
     "AttachedFrame",
     "CancelResult",
     "CaughtUpFrame",
@@ -64,11 +65,32 @@ class SessionInfo(_Model):
     cancel_requested: bool = False
     abandon_after: float | None = None
     attention: str | None = None
-    """`question` while the session waits for the person's answer; None otherwise."""
+    """What the session waits on a person for: `question` or `approval` (None: nobody)."""
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class Approval(_Model):
+    """A tool call that waits (or waited) for a person's decision."""
+
+    approval_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    requested_at: datetime
+    expires_at: datetime
+    decision: str | None = None
+    """None while pending; `approve` or `deny` (an expired one: `deny`, reason `expired`)."""
+    reason: str | None = None
+    always: bool = False
+    decided_at: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
 
 
 class SessionPage(_Model):

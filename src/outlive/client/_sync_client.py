@@ -20,6 +20,7 @@ from ._calls import Call
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_session
 from ._models import (
+    Approval,
     CancelResult,
     EventPage,
     EventRecord,
@@ -142,6 +143,28 @@ class Client:
         return self._call(_calls.send_message(
             session_id, text, mode=mode, client_request_id=client_request_id
         ))
+
+    def approvals(self, session_id: str) -> list[Approval]:
+        """The session's approvals, pending and decided, oldest first."""
+        return self._call(_calls.approvals(session_id))
+
+    def approve(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Let the waiting tool call run (`always`: and every later call of that tool in
+        this session). Approving twice answers the same; after a denial or expiry it raises
+        ApiError 409 APPROVAL_ALREADY_DECIDED."""
+        return self._call(_calls.decide(session_id, approval_id, "approve", reason=reason,
+                                    always=always))
+
+    def deny(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Refuse the waiting tool call; the model is told, with `reason`."""
+        return self._call(_calls.decide(session_id, approval_id, "deny", reason=reason,
+                                    always=always))
 
     def cancel(self, session_id: str) -> CancelResult:
         """As `AsyncClient.cancel`: 409 SESSION_ALREADY_TERMINAL returns the final status."""

@@ -11,6 +11,7 @@ Trigger words (case-insensitive, in the latest user message):
 * "ask me"        - an `ask_user` tool call (the runtime turns it into `user_question`);
 * "fail a tool"   - a `flaky` call that fails, then an answer that admits it;
 * "count" / "idempotent" - a call of the idempotent `counter` tool;
+* "send it"       - a `send_message` call that waits for the person's approval;
 * "length"        - some text, then stop reason "length";
 * "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
 * "think"         - thinking deltas before each turn's text (combines with the above);

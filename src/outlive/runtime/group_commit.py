@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 from ..store import Commit, Store
 from .writes import EntryDraft
@@ -129,6 +130,12 @@ class GroupCommitter:
 
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         await self.store.park(lease, reason=reason)
+
+    async def await_approval(
+        self, lease: Lease, request: ApprovalRequest, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> Approval | None:
+        return await self.store.await_approval(lease, request, entries=entries, events=events)
 
     async def set_stage(self, lease: Lease, stage: str) -> None:
         await self.store.set_stage(lease, stage)

@@ -52,6 +52,8 @@ class RuntimeSettings:
     """Sessions that ended this long ago are purged whole; None (default): kept forever."""
     owner_log_keep: int = 10_000
     """Each owner's lifecycle log keeps its last this many events."""
+    approval_ttl: float = 86400.0
+    """Seconds a person has to decide on a tool call before it is denied as `expired`."""
     sweep_batch: int = 50
     """Sessions per purge or compaction batch (each batch is one short transaction)."""
 
@@ -67,6 +69,8 @@ class RuntimeSettings:
             raise ValueError("owner_log_keep must be at least 1000 (streams resync beyond it)")
         if self.sweep_batch < 1:
             raise ValueError("sweep_batch must be at least 1")
+        if not self.approval_ttl > 0:
+            raise ValueError("approval_ttl must be positive")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (self.stall_timeout > 0 and self.turn_timeout > 0):

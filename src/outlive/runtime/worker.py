@@ -23,7 +23,7 @@ from ..store import Store, Subscription
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
-from .housekeeping import sweep
+from .housekeeping import expire_approvals, sweep
 from .runner import Run
 from .settings import RuntimeSettings
 
@@ -290,5 +290,6 @@ class Worker:
             await asyncio.sleep(self.settings.abandon_check_interval)
             try:
                 await self.store.cancel_abandoned()
+                await expire_approvals(self.store, self.settings)
             except Exception as exc:
                 log.warning("abandon scan failed: %s", exc)

@@ -7,6 +7,7 @@ transactions, notices, error translation and their one dialect-specific statemen
 
 from __future__ import annotations
 
+from ._approvals import ApprovalOps
 from ._eventlog import EventLogOps
 from ._keys import KeyOps
 from ._retention import RetentionOps
@@ -16,5 +17,5 @@ from ._sessions import SessionOps
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SessionOps, EventLogOps, RunOps, KeyOps, RetentionOps):
+class SqlStore(SessionOps, EventLogOps, ApprovalOps, RunOps, KeyOps, RetentionOps):
     """The shared implementation of the Store port; adapters supply the `StoreCore` seam."""

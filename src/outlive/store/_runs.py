@@ -210,6 +210,8 @@ class RunOps(CommitOps):
         a run that ended waiting on a person; it holds only on a `succeeded` end."""
         status = settle_status(status)
         check_attention(attention)
+        if attention == "approval":
+            raise InvalidInput("a run waits on an approval through await_approval, not settle")
 
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._fenced(tx, lease)

@@ -22,7 +22,11 @@
 // * A user message waits (`pending_inputs`) until the `turn_start` that delivers it names it
 //   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
-// * `attention` is the `session_end`'s until the next user message.
+// * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
+//   it to "approval" and `approval_decided` clears it.
+// * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
+//   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
+//   "cancelled".
 //
 // Where Python turns a non-string into text with str(), `pyStr` imitates it (True, None, lists
 // and dicts in Python's repr). The one case JSON cannot carry is a float with an integral
@@ -43,6 +47,8 @@ export const EVENT_TYPES = [
   "session_end",
   "user_message",
   "user_question",
+  "approval_requested",
+  "approval_decided",
   "turn_start",
   "text_delta",
   "thinking_delta",
@@ -176,6 +182,11 @@ function onSessionEnd(txn, seq, data) {
   }
   const attention = get(data, "attention");
   txn.state.attention = typeof attention === "string" ? attention : null;
+  for (let i = 0; i < txn.items.length; i++) {
+    if (txn.items[i].kind === "approval" && txn.items[i].status === "pending") {
+      txn.item(i).status = "cancelled";
+    }
+  }
   const dropped = seqs(get(data, "dropped_inputs"));
   if (dropped.size) {
     deliver(txn, (s) => dropped.has(s));
@@ -218,6 +229,43 @@ function onUserQuestion(txn, seq, data) {
   const options = json(truthy(get(data, "options")) ? data.options : []);
   txn.add({ kind: "question", seq, question, options });
   txn.state.question = { question, options: json(options) };
+}
+
+function newApproval(seq, approvalId, data) {
+  return {
+    kind: "approval",
+    seq,
+    approval_id: approvalId,
+    call_id: ident(get(data, "call_id")),
+    tool: json(get(data, "tool")),
+    args: truthy(get(data, "args")) ? json(data.args) : {},
+    expires_at: json(get(data, "expires_at")),
+    status: "pending",
+  };
+}
+
+function onApprovalRequested(txn, seq, data) {
+  const approvalId = ident(get(data, "approval_id"));
+  if (txn.find("approval", approvalId) === null) txn.add(newApproval(seq, approvalId, data));
+  txn.state.attention = "approval";
+}
+
+const DECIDED = { approve: "approved", deny: "denied" };
+
+function onApprovalDecided(txn, seq, data) {
+  const approvalId = ident(get(data, "approval_id"));
+  let i = txn.find("approval", approvalId);
+  if (i === null) i = txn.add(newApproval(seq, approvalId, data));
+  const decision = get(data, "decision");
+  const reason = get(data, "reason");
+  const item = txn.item(i);
+  if (decision === "deny" && reason === "expired") item.status = "expired";
+  else if (typeof decision === "string" && Object.hasOwn(DECIDED, decision)) {
+    item.status = DECIDED[decision];
+  } else item.status = "denied";
+  item.reason = typeof reason === "string" ? reason : null;
+  item.always = get(data, "always") === true;
+  txn.state.attention = null;
 }
 
 function newMessage(messageId) {
@@ -354,6 +402,8 @@ const HANDLERS = {
   session_end: onSessionEnd,
   user_message: onUserMessage,
   user_question: onUserQuestion,
+  approval_requested: onApprovalRequested,
+  approval_decided: onApprovalDecided,
   turn_start: onTurnStart,
   text_delta: delta("text"),
   thinking_delta: delta("thinking"),

@@ -346,6 +346,7 @@ export class OwnerWatcher {
       case "session_created":
       case "session_status":
         next.status = d.status;
+        next.attention = typeof d.attention === "string" ? d.attention : null;
         if (Number.isInteger(d.attempt)) next.attempt = d.attempt;
         // Every status change says whether the session now waits on a person (absent: no).
         next.attention = typeof d.attention === "string" ? d.attention : null;

@@ -42,6 +42,9 @@ DELETE FROM message_requests WHERE session_id {in_ids}
 -- A retried create after the purge makes a new session: the one it named is gone.
 DELETE FROM create_requests WHERE session_id {in_ids}
 
+-- name: purge_approvals
+DELETE FROM approvals WHERE session_id {in_ids}
+
 -- name: purge_owner_events
 -- `session_deleted` carries no content and tells a watcher that is behind to drop the row.
 DELETE FROM owner_events WHERE session_id {in_ids} AND type <> 'session_deleted'

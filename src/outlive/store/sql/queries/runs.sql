@@ -1,10 +1,12 @@
 -- Runs: claims, leases, fenced writes of a worker, the end of a run.
 
 -- name: claim_candidates
--- Queued sessions, and running ones nobody holds (parked, or their lease lapsed).
+-- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
+-- those waiting on an approval (no lease until a decision).
 SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
-   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now}))
+   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+       AND (s.attention IS NULL OR s.attention <> 'approval'))
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: set_lease_expiry
@@ -88,9 +90,11 @@ UPDATE sessions SET stage = :stage WHERE id = :id
 UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
 
 -- name: abandoned_sessions
--- Running sessions nobody has watched for their abandon_after seconds.
+-- Running sessions nobody has watched for their abandon_after seconds; one waiting on an
+-- approval waits on a person, not on a watcher (its approval expires instead).
 SELECT id, owner_id FROM sessions
 WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
+  AND (attention IS NULL OR attention <> 'approval')
   AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
 ORDER BY id {skip_locked}
 

@@ -121,3 +121,21 @@ CREATE TABLE login_sessions (
 );
 
 CREATE INDEX login_sessions_key ON login_sessions (key_id);
+
+CREATE TABLE approvals (
+    id           TEXT PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions (id),
+    call_id      TEXT NOT NULL,
+    tool         TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    fence        INTEGER NOT NULL,
+    requested_at REAL NOT NULL,
+    expires_at   REAL NOT NULL,
+    decision     TEXT CHECK (decision IN ('approve', 'deny')),
+    reason       TEXT,
+    always       INTEGER NOT NULL DEFAULT 0,
+    decided_at   REAL,
+    UNIQUE (session_id, call_id)
+);
+
+CREATE INDEX approvals_pending ON approvals (expires_at) WHERE decision IS NULL;
