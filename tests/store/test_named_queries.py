@@ -34,6 +34,11 @@ def samples(store: Any) -> dict[str, Any]:
         "type": "session_title", "worker": "w1",
         # bounded storage (retention.sql)
         "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
+        # webhooks (webhooks.sql)
+        "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
+        "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",
+        "wid": "wh_1", "lease": 30.0, "attempt": 1, "delay": 1.0, "error": None,
+        "outcome": "delivered",
     }
 
 

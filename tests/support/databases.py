@@ -25,8 +25,8 @@ BASE_DSN = os.environ.get(
 )
 
 TABLES = (
-    "create_requests", "message_requests", "owner_events", "session_snapshots", "session_entries",
-    "session_events", "sessions", "api_keys", "owners",
+    "webhook_deliveries", "webhooks", "create_requests", "message_requests", "owner_events",
+    "session_snapshots", "session_entries", "session_events", "sessions", "api_keys", "owners",
 )
 """Every table with rows, children before parents."""
 

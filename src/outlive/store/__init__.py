@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from ..domain.errors import InvalidInput
-from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
+from ._port import (
+    ApiKey,
+    Commit,
+    CommitOutcome,
+    Held,
+    Notice,
+    Owner,
+    Store,
+    Subscription,
+    TakenDelivery,
+    Webhook,
+    WebhookDelivery,
+)
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
@@ -18,6 +30,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "Subscription",
+    "TakenDelivery",
+    "Webhook",
+    "WebhookDelivery",
     "open_store",
 ]
 
