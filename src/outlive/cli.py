@@ -76,6 +76,24 @@ CompactOption = Annotated[
 ]
 
 
+PrivateWebhooksOption = Annotated[
+    bool,
+    typer.Option("--allow-private-webhooks", envvar="OUTLIVE_ALLOW_PRIVATE_WEBHOOKS",
+                 help="Let webhooks target loopback, private and link-local addresses "
+                      "(tests, closed networks). See docs/webhooks.md."),
+]
+WebhookBackoffOption = Annotated[
+    float,
+    typer.Option("--webhook-backoff", envvar="OUTLIVE_WEBHOOK_BACKOFF",
+                 help="Seconds before a failed webhook's first retry (doubled per attempt)."),
+]
+WebhookBackoffMaxOption = Annotated[
+    float,
+    typer.Option("--webhook-backoff-max", envvar="OUTLIVE_WEBHOOK_BACKOFF_MAX",
+                 help="Cap on the delay between webhook retries, seconds."),
+]
+
+
 def _storage_settings(retain: str | None, compact_after: str) -> tuple[float | None, float | None]:
     """(retain, compact_after) in seconds, from the options' durations."""
     try:
@@ -127,6 +145,9 @@ def worker(
     routes: RoutesOption = None,
     retain: RetainOption = None,
     compact_after: CompactOption = "5m",
+    allow_private_webhooks: PrivateWebhooksOption = False,
+    webhook_backoff: WebhookBackoffOption = 5.0,
+    webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
@@ -140,6 +161,9 @@ def worker(
         grace=grace,
         retain=retain_s,
         compact_after=compact_s,
+        allow_private_webhooks=allow_private_webhooks,
+        webhook_backoff=webhook_backoff,
+        webhook_backoff_max=webhook_backoff_max,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -221,6 +245,9 @@ def serve(
                           help="A deleted session's content is purged this long after the "
                                "DELETE (?purge=now: at once).")
     ] = "5m",
+    allow_private_webhooks: PrivateWebhooksOption = False,
+    webhook_backoff: WebhookBackoffOption = 5.0,
+    webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
@@ -245,7 +272,8 @@ def serve(
         store = await open_store(url, listen_url=listen_database_url(listen_db))
         key = await _local_key(store, _key_file(url, key_file))
         api = create_app(store, catalog=Catalog(registry, providers),
-                         settings=ApiSettings(purge_grace=grace_s))
+                         settings=ApiSettings(purge_grace=grace_s,
+                                              allow_private_webhooks=allow_private_webhooks))
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=3)
 
@@ -263,7 +291,10 @@ def serve(
                        RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl,
                                        heartbeat_interval=RuntimeSettings.heartbeat_for(
                                            lease_ttl),
-                                       retain=retain_s, compact_after=compact_s))
+                                       retain=retain_s, compact_after=compact_s,
+                                       allow_private_webhooks=allow_private_webhooks,
+                                       webhook_backoff=webhook_backoff,
+                                       webhook_backoff_max=webhook_backoff_max))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 

@@ -96,6 +96,12 @@ class WebhookOps(StoreCore):
 
     async def take_deliveries(self, *, limit: int, lease: float) -> list[TakenDelivery]:
         """Due deliveries for this worker to send within `lease` seconds."""
+        async def any_due(tx: Tx) -> bool:
+            return bool(await tx.fetch(self.q.any_due_delivery))
+
+        if not await self._read(any_due):
+            return []
+
         async def op(tx: Tx, st: TxState) -> list[TakenDelivery]:
             due = await tx.fetch(self.q.due_deliveries, {"limit": limit})
             out: list[TakenDelivery] = []

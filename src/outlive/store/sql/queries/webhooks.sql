@@ -28,6 +28,11 @@ SELECT msg_id, session_id, event, state, attempts, last_status, last_error, last
 FROM webhook_deliveries WHERE webhook_id = :id
 ORDER BY created_at DESC, msg_id DESC LIMIT :limit
 
+-- name: any_due_delivery
+-- A read first, so an idle outbox costs no write transaction.
+SELECT 1 AS due FROM webhook_deliveries
+WHERE state = 'pending' AND next_attempt_at <= {now} LIMIT 1
+
 -- name: due_deliveries
 -- Pending deliveries whose time has come: new ones, retries, and those whose taker's lease
 -- ran out (a worker that died mid-delivery).
