@@ -93,6 +93,12 @@ WebhookBackoffMaxOption = Annotated[
                  help="Cap on the delay between webhook retries, seconds."),
 ]
 
+WebhookTimeoutOption = Annotated[
+    float,
+    typer.Option("--webhook-timeout", envvar="OUTLIVE_WEBHOOK_TIMEOUT",
+                 help="Seconds a webhook receiver has to answer one delivery."),
+]
+
 
 def _storage_settings(retain: str | None, compact_after: str) -> tuple[float | None, float | None]:
     """(retain, compact_after) in seconds, from the options' durations."""
@@ -148,6 +154,7 @@ def worker(
     allow_private_webhooks: PrivateWebhooksOption = False,
     webhook_backoff: WebhookBackoffOption = 5.0,
     webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
+    webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
@@ -164,6 +171,7 @@ def worker(
         allow_private_webhooks=allow_private_webhooks,
         webhook_backoff=webhook_backoff,
         webhook_backoff_max=webhook_backoff_max,
+        webhook_timeout=webhook_timeout,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -248,6 +256,7 @@ def serve(
     allow_private_webhooks: PrivateWebhooksOption = False,
     webhook_backoff: WebhookBackoffOption = 5.0,
     webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
+    webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
@@ -294,7 +303,8 @@ def serve(
                                        retain=retain_s, compact_after=compact_s,
                                        allow_private_webhooks=allow_private_webhooks,
                                        webhook_backoff=webhook_backoff,
-                                       webhook_backoff_max=webhook_backoff_max))
+                                       webhook_backoff_max=webhook_backoff_max,
+                                       webhook_timeout=webhook_timeout))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 

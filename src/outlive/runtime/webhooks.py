@@ -53,7 +53,7 @@ class WebhookSender:
     def __init__(self, store: Store, settings: RuntimeSettings) -> None:
         self.store = store
         self.settings = settings
-        self.lease = 2 * settings.webhook_timeout + 5.0
+        self.lease = 2 * settings.webhook_timeout + 1.0
         """A taken delivery is due again after this long if its taker did not record it."""
 
     async def run(self) -> None:
