@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# Most tests wait on sockets, processes and timers: two pytest processes per run keep both
+# cores busy. Tests marked `serial` (they restart PostgreSQL) run alone afterwards.
+TEST_PROCS ?= 2
 PG_DSN ?= $(or $(OUTLIVE_TEST_POSTGRES),postgresql://postgres@127.0.0.1:5432/postgres)
 
 .PHONY: run test lint bench postgres browser pgbouncer node shell-tools clean mcp-example
@@ -64,7 +67,8 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 
 test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m serial
 
 bench: $(VENV)/.installed-test postgres
 	$(BIN)/pip install --quiet -e ".[bench]"

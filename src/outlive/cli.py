@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 from pathlib import Path
 from types import FrameType
@@ -65,7 +67,7 @@ SpeedOption = Annotated[
 RetainOption = Annotated[
     str | None,
     typer.Option("--retain", envvar="OUTLIVE_RETAIN",
-                 help="Purge finished sessions untouched this long (30d, 12h, …) "
+                 help="Purge sessions that ended this long ago (30d, 12h, …) "
                       "[default: keep forever]. See docs/retention.md."),
 ]
 CompactOption = Annotated[
@@ -203,13 +205,14 @@ def _key_file(db_url: str, option: str | None) -> Path:
     return Path("outlive.key")
 
 
-async def _local_key(store: Store, key_file: Path) -> str:
-    """The key printed by `serve`: reuse the saved one while it still works, else mint one."""
+async def _local_key(store: Store, key_file: Path) -> str | None:
+    """A new key for the owner `local` when the saved one is missing or no longer works;
+    None when the saved one works (it is not printed again: logs keep what is printed)."""
     from .api import hash_key, new_key
 
     saved = _read_key(key_file)
     if saved and await store.owner_for_key(hash_key(saved)) is not None:
-        return saved
+        return None
     owner = await store.ensure_owner("local")
     key = new_key()
     await store.create_api_key(owner.id, hash_key(key), "created by outlive serve")
@@ -222,8 +225,15 @@ def _read_key(path: Path) -> str | None:
 
 
 def _write_key(path: Path, key: str) -> None:
-    path.write_text(key + "\n")
-    path.chmod(0o600)
+    """Written 0600 from the first byte (never readable by others, not even briefly)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(key + "\n")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @app.command()
@@ -233,7 +243,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
     no_worker: Annotated[
-        bool, typer.Option("--no-worker", help="API only (for replicas beside `outlive worker`).")
+        bool, typer.Option("--no-worker", help="API only (for replicas beside `outlive worker`)."
+                                               " A replica on PostgreSQL makes no local key.")
     ] = False,
     workers: Annotated[int, typer.Option("--workers", help="Sessions the in-process worker "
                                                            "runs at once.")
@@ -258,11 +269,34 @@ def serve(
     webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
     webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    cookie_secure: Annotated[
+        bool, typer.Option("--cookie-secure", help="Always mark the login cookie Secure (it "
+                           "is anyway on requests that came over HTTPS) [env "
+                           "OUTLIVE_COOKIE_SECURE=1].")
+    ] = False,
+    forwarded_allow_ips: Annotated[
+        str | None, typer.Option("--forwarded-allow-ips", help="Proxies whose "
+                                 "X-Forwarded-For/-Proto are trusted, comma-separated, '*' for "
+                                 "any [env OUTLIVE_FORWARDED_ALLOW_IPS; default 127.0.0.1].")
+    ] = None,
+    metrics_token: Annotated[
+        str | None, typer.Option("--metrics-token", help="Serve GET /metrics on the API port "
+                                 "to 'Authorization: Bearer <token>' [env "
+                                 "OUTLIVE_METRICS_TOKEN].")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Serve GET /metrics without a token "
+                                 "on this port of 127.0.0.1 [env OUTLIVE_METRICS_PORT].")
+    ] = None,
+    api_docs: Annotated[
+        bool, typer.Option("--api-docs", help="Serve /docs and /redoc (they load scripts "
+                           "from a CDN).")
+    ] = False,
 ) -> None:
     """Serve the API, the web workbench and (unless --no-worker) an in-process worker."""
     import uvicorn
 
-    from .api import ApiSettings, create_app
+    from .api import ApiSettings, create_app, metrics_app
 
     configure_logging(log_level)
     if (problem := port_problem(host, port)) is not None:  # before creating any file
@@ -276,15 +310,29 @@ def serve(
     url = database_url(db)
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
+    settings = ApiSettings(
+        cookie_secure=cookie_secure or _env_flag("OUTLIVE_COOKIE_SECURE"),
+        metrics_token=metrics_token or os.environ.get("OUTLIVE_METRICS_TOKEN") or None,
+        api_docs=api_docs,
+        purge_grace=grace_s,
+        allow_private_webhooks=allow_private_webhooks,
+    )
+    forwarded = (forwarded_allow_ips or os.environ.get("OUTLIVE_FORWARDED_ALLOW_IPS")
+                 or "127.0.0.1")
+    env_port = os.environ.get("OUTLIVE_METRICS_PORT")
+    metrics_at = metrics_port if metrics_port is not None else (
+        int(env_port) if env_port else None)
+    keys = _key_file(url, key_file)
+    replica = no_worker and not url.startswith("sqlite")
 
     async def go() -> None:
         store = await open_store(url, listen_url=listen_database_url(listen_db))
-        key = await _local_key(store, _key_file(url, key_file))
+        key = None if replica else await _local_key(store, keys)
         api = create_app(store, catalog=Catalog(registry, providers),
-                         settings=ApiSettings(purge_grace=grace_s,
-                                              allow_private_webhooks=allow_private_webhooks))
+                         settings=settings)
         config = uvicorn.Config(api, host=host, port=port, log_level="warning",
-                                lifespan="on", timeout_graceful_shutdown=3)
+                                lifespan="on", timeout_graceful_shutdown=3,
+                                proxy_headers=True, forwarded_allow_ips=forwarded)
 
         class Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -293,6 +341,16 @@ def serve(
                 super().handle_exit(sig, frame)
 
         server = Server(config)
+        metrics_server = None
+        if metrics_at is not None:
+            # Started and stopped by hand: `serve()` would take over the signal handlers.
+            metrics_server = uvicorn.Server(uvicorn.Config(
+                metrics_app(api.state.ctx), host="127.0.0.1", port=metrics_at,
+                log_level="warning", lifespan="off"))
+            metrics_server.config.load()
+            metrics_server.lifespan = metrics_server.config.lifespan_class(
+                metrics_server.config)
+            await metrics_server.startup()
         w = None
         worker_task = None
         if not no_worker:
@@ -312,11 +370,19 @@ def serve(
             while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
                 await asyncio.sleep(0.05)
             base = f"http://{shown}:{port}"
-            out.print(f"outlive is serving on {base}  ({store.dialect}: {url})",
-                      highlight=False, soft_wrap=True)
-            out.print(f"open {base}/ and log in with the key of owner 'local':",
-                      highlight=False, soft_wrap=True)
-            out.print(key, highlight=False, soft_wrap=True)
+            say = [f"outlive is serving on {base}  ({store.dialect}: {url})"]
+            if metrics_at is not None:
+                say.append(f"metrics on http://127.0.0.1:{metrics_at}/metrics")
+            if key is not None:
+                say += [f"open {base}/ and log in with this new key of owner 'local' (shown "
+                        f"only now; kept in {keys.resolve()}):", key]
+            elif not replica:
+                say.append(f"open {base}/ and log in with the key of owner 'local' in "
+                           f"{keys.resolve()}")
+            else:
+                say.append("an API replica: make keys with `outlive keys create`")
+            for line in say:
+                out.print(line, highlight=False, soft_wrap=True)
             out.file.flush()
 
         announcer = asyncio.create_task(announce())
@@ -324,6 +390,9 @@ def serve(
             await server.serve()
         finally:
             announcer.cancel()
+            if metrics_server is not None:
+                with contextlib.suppress(Exception):
+                    await metrics_server.shutdown()
             if w is not None and worker_task is not None:
                 console.print("stopping the worker (finishing or parking runs)")
                 w.request_stop()

@@ -45,7 +45,7 @@ async def test_missing_invalid_and_malformed_keys(idle_api: Api, harness: Harnes
         anon.cookies.set("outlive_session", hash_key(idle_api.key))
         unauthorized(await anon.get("/v1/sessions", headers={"Authorization": "Bearer bad"}))
         assert (await anon.get("/healthz")).status_code == 200
-        assert (await anon.get("/metrics")).status_code == 200
+        assert (await anon.get("/metrics")).status_code == 401  # needs the metrics token
 
 
 async def test_revoked_key_stops_working_within_the_cache_ttl(harness: Harness):
@@ -79,23 +79,26 @@ async def test_lookups_are_cached(harness: Harness):
 
 async def test_cookie_login_and_logout(idle_api: Api):
     url = idle_api.server.url
-    async with httpx.AsyncClient(base_url=url) as browser:
+    async with httpx.AsyncClient(base_url=url, headers={"Origin": url}) as browser:
         unauthorized(await browser.post("/v1/login", json={"key": "olk_wrong"}))
         r = await browser.post("/v1/login", json={"key": idle_api.key})
         assert r.status_code == 200 and r.json() == {"ok": True, "owner": idle_api.owner.name}
         cookie = r.headers["set-cookie"]
-        assert cookie.startswith(f"outlive_session={hash_key(idle_api.key)};")
-        assert idle_api.key not in cookie
+        token = cookie.split(";")[0].removeprefix("outlive_session=")
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)
+        assert idle_api.key not in cookie and hash_key(idle_api.key) not in cookie
         lowered = cookie.lower()
         assert "httponly" in lowered and "samesite=strict" in lowered and "path=/" in lowered
-        assert "secure" not in lowered
+        assert "secure" not in lowered and "max-age=2592000" in lowered
         r = await browser.post("/v1/sessions", json={"prompt": "from the page"})
         assert r.status_code == 202
         assert (await browser.get(f"/v1/sessions/{r.json()['id']}")).status_code == 200
         r = await browser.post("/v1/logout")
         assert r.status_code == 200 and "outlive_session=" in r.headers["set-cookie"]
         unauthorized(await browser.get("/v1/sessions"))
-        browser.cookies.set("outlive_session", "0" * 64)
+        browser.cookies.set("outlive_session", token)  # logout ended it in the store
+        unauthorized(await browser.get("/v1/sessions"))
+        browser.cookies.set("outlive_session", hash_key(idle_api.key))  # nor the key's hash
         unauthorized(await browser.get("/v1/sessions"))
         browser.cookies.set("outlive_session", idle_api.key)  # the key itself is not a cookie
         unauthorized(await browser.get("/v1/sessions"))
@@ -104,7 +107,7 @@ async def test_cookie_login_and_logout(idle_api: Api):
 async def test_secure_cookie_setting(harness: Harness):
     server = await harness.serve(ApiSettings(cookie_secure=True))
     key, _ = await make_key(server.store)
-    async with httpx.AsyncClient(base_url=server.url) as browser:
+    async with httpx.AsyncClient(base_url=server.url, headers={"Origin": server.url}) as browser:
         r = await browser.post("/v1/login", json={"key": key})
         assert "secure" in r.headers["set-cookie"].lower()
         r = await browser.post("/v1/login", json={})

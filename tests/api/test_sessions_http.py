@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 from outlive.domain.reducer import fold
-from tests.support.api import Api
+from tests.support.api import METRICS_AUTH, Api
 from tests.support.inprocess import make_key
 from tests.support.waiting import eventually
 
 SESSION_FIELDS = {
     "id", "agent", "model", "title", "title_state", "status", "stage", "attempt", "last_seq",
     "error", "created_at", "updated_at", "metadata", "cancel_requested", "abandon_after",
-    "attention",
+    "attention", "compacted_through",
 }
 
 
@@ -284,7 +284,8 @@ async def test_healthz_and_metrics(idle_api: Api, harness):
     r = await c.get("/healthz")
     assert r.status_code == 200 and r.json() == {"ok": True}
     await idle_api.client.get("/v1/sessions")
-    r = await c.get("/metrics")
+    assert (await c.get("/metrics")).status_code == 401
+    r = await c.get("/metrics", headers=METRICS_AUTH)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     assert 'outlive_api_streams{kind="session"}' in r.text
     assert ('outlive_api_http_requests_total{method="GET",route="/v1/sessions",status="200"}'

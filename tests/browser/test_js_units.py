@@ -494,7 +494,7 @@ async def test_health_monitor_and_config(browser: Browser, static_origin: str) -
     assert out["defaults"] == {
         "RECONCILE_INTERVAL": 60_000, "RECONCILE_JITTER": 15_000, "MALFORMED_LIMIT": 5,
         "JOURNAL_LIMIT": 1024, "HEALTH_SAMPLE": 5_000, "DEGRADED_AFTER": 9,
-        "BACKOFF_MIN": 100, "BACKOFF_MAX": 5_000,
+        "BACKOFF_MIN": 100, "BACKOFF_MAX": 5_000, "PING_INTERVAL": 15_000,
     }
     o = out["overrides"]
     assert (o["RECONCILE_INTERVAL"], o["RECONCILE_JITTER"], o["MALFORMED_LIMIT"]) == (1000, 0, 2)
@@ -513,3 +513,83 @@ async def test_status_tones(browser: Browser, static_origin: str) -> None:
       return ['queued', 'running', 'failed', 'succeeded', 'cancelled'].map(toneOf);
     }""")
     assert got == ["live", "live", "error", "idle", "idle"]
+
+
+WATCHDOG_JS = """async () => {
+  const {Stream} = await import('/web/stream.js');
+  const {loadConfig} = await import('/web/config.js');
+  const {FakeES, sleep, until} = window.fakes;
+  FakeES.all = [];
+  const config = loadConfig('?backoff_min_ms=1&backoff_max_ms=5');
+  const seen = [];
+  const stream = new Stream({url: () => '/s', cursor: () => null, config, EventSourceImpl: FakeES,
+    handlers: {attached: () => seen.push('attached'), caught_up: () => {}}});
+  stream.start();
+  const es = FakeES.all[0];
+  es.open();
+  es.emit('attached', {last_seq: 0, status: 'running', ping_interval: 0.04});
+  const out = {limit: stream.silenceLimit()};
+  for (let i = 0; i < 6; i++) { await sleep(30); es.emit('ping', {}); }  // pings keep it
+  out.whilePinged = [FakeES.all.length, stream.silences];
+  await until(() => FakeES.all.length === 2, 2000);  // silence: replaced
+  out.afterSilence = [stream.silences, es.readyState, stream.status()];
+  stream.stop();
+  return out;
+}"""
+
+
+async def test_the_stream_watchdog_replaces_a_silent_connection(
+    browser: Browser, static_origin: str
+) -> None:
+    page = await _units_page(browser, static_origin)
+    out = await page.evaluate(WATCHDOG_JS)
+    assert out["limit"] == 100  # 2.5 x the 40 ms the server announced
+    assert out["whilePinged"] == [1, 0]
+    assert out["afterSilence"] == [1, 2, "connecting"]
+
+
+CANCELS_JS = """async () => {
+  const {CancelQueue} = await import('/web/cancels.js');
+  const {NetworkError, ApiError} = await import('/web/api.js');
+  const {loadConfig} = await import('/web/config.js');
+  const {until} = window.fakes;
+  localStorage.clear();
+  const config = loadConfig('?backoff_min_ms=1&backoff_max_ms=5');
+  let down = true;
+  const calls = [];
+  const answers = [];
+  const cancel = async (id) => {
+    calls.push(id);
+    if (down) throw new NetworkError('cannot reach the server');
+    if (id === 'done') {
+      throw new ApiError(409, 'SESSION_ALREADY_TERMINAL', 'x', {status: 'succeeded'});
+    }
+    return {cancel_requested: true, status: 'running'};
+  };
+  const hooks = {onAnswer: (...a) => answers.push(a), onGone: () => {}, onUnauthorized: () => {},
+    onChange: () => {}};
+  const q = new CancelQueue(config, hooks, {cancel});
+  q.request('a');
+  await until(() => calls.length >= 3);
+  const out = {pending: q.pending('a')};
+  out.stored = JSON.parse(localStorage.getItem('outlive.cancels'));
+  q.stop();  // the page goes away with the cancel unanswered
+  const again = new CancelQueue(config, hooks, {cancel});
+  down = false;
+  again.start();  // the next page resumes it from localStorage
+  again.request('done');
+  await until(() => answers.length === 2);
+  out.answers = answers.sort();
+  out.left = localStorage.getItem('outlive.cancels');
+  return out;
+}"""
+
+
+async def test_a_cancel_is_kept_across_pages_and_retried_until_answered(
+    browser: Browser, static_origin: str
+) -> None:
+    page = await _units_page(browser, static_origin)
+    out = await page.evaluate(CANCELS_JS)
+    assert out["pending"] is True and "a" in out["stored"]
+    assert out["answers"] == [["a", "running", False], ["done", "succeeded", True]]
+    assert out["left"] == "{}"

@@ -732,6 +732,7 @@ def _wait_pg_up(dsn: str, timeout: float = 60.0) -> None:
             time.sleep(0.2)
 
 
+@pytest.mark.serial
 async def test_postgres_restart_mid_run(chaos_db: str, procs: Processes,
                                         apis: list[ServeProcess], tmp_path: Path) -> None:
     import shutil

@@ -20,7 +20,8 @@ from outlive.client import (
     UnauthorizedError,
 )
 from outlive.domain.reducer import fold
-from tests.support.live import Live, Proxy
+from tests.support.live import Live
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import eventually
 
 
@@ -64,7 +65,7 @@ async def test_stream_survives_a_server_restart(live: Live):
     await _assert_same_as_log(live, s.id, items)
 
 
-async def test_stream_survives_dropped_connections(live: Live, proxy: Proxy):
+async def test_stream_survives_dropped_connections(live: Live, proxy: TcpProxy):
     client = live.new_client(proxy.url)
     s = await client.create_session("run long")
     items: list[StreamItem] = []
@@ -95,7 +96,7 @@ async def _ended(live: Live, session_id: str) -> bool:
     return (await live.client.get_session(session_id)).session.terminal
 
 
-async def test_session_view_follows_a_session_to_its_end(live: Live, proxy: Proxy):
+async def test_session_view_follows_a_session_to_its_end(live: Live, proxy: TcpProxy):
     client = live.new_client(proxy.url)
     s = await client.create_session("run long")
     view = SessionView(client, s.id, until_end=True)

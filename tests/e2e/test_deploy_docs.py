@@ -88,6 +88,10 @@ def test_deploy_doc_commands_run_on_loopback(pg_dsn: str, tmp_path: Path) -> Non
             assert time.monotonic() < deadline, f"session still {state}"
             time.sleep(0.2)
         assert state == "succeeded"
+        # the replica (serve --no-worker on PostgreSQL) made no key and printed none
+        replica_log = (tmp_path / "bg0.log").read_text()
+        assert "an API replica" in replica_log and "olk_" not in replica_log
+        assert not (tmp_path / "outlive.key").exists()
         assert (tmp_path / "outlive.dump").stat().st_size > 0
         assert (tmp_path / "outlive-backup.db").stat().st_size > 0
     finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -167,19 +166,19 @@ def world(dsn: str, log_dir: Path) -> Iterator[World]:
                          db=workers.dsn, key_file=log_dir / "serve.key")
     w: World | None = None
     try:
-        key = asyncio.run(serve.key())
-        for _ in range(2):
-            asyncio.run(workers.start(speed=SPEED, lease_ttl=LEASE_TTL, heartbeat=0.5))
-        w = World(serve, workers, key)
+        async def start() -> str:  # the three processes start side by side
+            procs = [await workers.start(speed=SPEED, lease_ttl=LEASE_TTL, heartbeat=0.5,
+                                         wait=False) for _ in range(2)]
+            key, *_ = await asyncio.gather(serve.key(), *(p.ready(30.0) for p in procs))
+            return str(key)
+
+        w = World(serve, workers, asyncio.run(start()))
         yield w
     finally:
         if w is not None:
             w.close()
         workers.close()
         serve.stop(5)
-        if os.environ.get("OUTLIVE_KEEP_LOGS") is None:
-            for p in workers.started:
-                p.log_path.unlink(missing_ok=True)
 
 
 SPEED = 20.0

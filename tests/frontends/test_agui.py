@@ -21,14 +21,15 @@ def assistant_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_a_whole_run_with_a_tool_call_passes_the_verifier(frontends: World) -> None:
     thread = frontends.chat_id()
-    done = frontends.run("agui.mjs", "run", thread, "What is the weather in Paris?")
+    done = frontends.run("agui.mjs", "run", thread, "think, then look up the weather in Paris")
     assert done["failure"] is None and done["runError"] is None
     types = done["types"]
     assert types[:3] == ["RUN_STARTED", "STATE_SNAPSHOT", "MESSAGES_SNAPSHOT"]
     assert types[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
     for kind in ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
                  "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                 "STEP_STARTED", "STEP_FINISHED"):
+                 "STEP_STARTED", "STEP_FINISHED", "REASONING_START", "REASONING_MESSAGE_CONTENT",
+                 "REASONING_END"):
         assert kind in types, kind
     assert done["finished"]["outcome"]["type"] == "success"
     session_id = frontends.session_of_chat(thread)
@@ -67,17 +68,18 @@ def test_a_question_is_an_interrupt_answered_with_resume(frontends: World) -> No
 def test_cancel_ends_the_run_cancelled_and_a_dropped_connection_does_not(
     frontends: World,
 ) -> None:
-    thread = frontends.chat_id()
-    d = frontends.driver("agui.mjs", "cancel", thread, "run long", "12")
-    done = d.done()
-    assert [line["cancel"] for line in d.lines if "cancel" in line] == [202]
+    thread, dropped = frontends.chat_id(), frontends.chat_id()
+    cancelling = frontends.driver("agui.mjs", "cancel", thread, "run long", "12")
+    dropping = frontends.driver("agui.mjs", "drop", dropped, "run long", "12")  # side by side
+
+    done = cancelling.done()
+    assert [line["cancel"] for line in cancelling.lines if "cancel" in line] == [202]
     assert done["failure"] is None
     assert done["finished"]["outcome"]["type"] == "cancelled"
     session_id = frontends.session_of_chat(thread)
     assert frontends.wait_status(session_id, {"succeeded", "cancelled"}) == "cancelled"
 
-    dropped = frontends.chat_id()
-    frontends.run("agui.mjs", "drop", dropped, "run long", "12")
+    dropping.done()
     session_id = frontends.session_of_chat(dropped)
     assert frontends.wait_status(session_id, {"succeeded", "cancelled"}) == "succeeded"
 

@@ -4,6 +4,7 @@ foreign ids, and auth like /v1."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .harness import World
@@ -88,3 +89,19 @@ def test_an_answer_must_match_the_pending_question(frontends: World) -> None:
                                 headers={"Last-Event-ID": "2"})
     assert replay.text.startswith("id: 3\n")
     assert data_lines(replay.text) == data_lines(asked.text)[3:]
+
+
+def test_a_question_is_answered_through_its_ask_user_part(frontends: World) -> None:
+    chat = frontends.chat_id()
+    asked = frontends.http.post("/ai-sdk/chat", json={
+        "id": chat, "message": user_message("m1", "ask me")})
+    chunks = [json.loads(line) for line in data_lines(asked.text)[:-1]]
+    [question] = [c for c in chunks if c["type"] == "tool-input-available"]
+    assert question["toolName"] == "ask_user" and chunks[-1]["finishReason"] == "tool-calls"
+    part = {"type": "dynamic-tool", "toolName": "ask_user", "toolCallId": question["toolCallId"],
+            "state": "output-available", "input": question["input"], "output": "blue"}
+    answered = frontends.http.post("/ai-sdk/chat", json={
+        "id": chat, "message": {"id": "a1", "role": "assistant", "parts": [part]}})
+    assert answered.status_code == 200 and data_lines(answered.text)[-1] == "[DONE]"
+    events = frontends.events(answered.headers["x-outlive-session-id"])
+    assert [e["data"]["text"] for e in events if e["type"] == "user_message"] == ["ask me", "blue"]

@@ -33,6 +33,7 @@ async def test_the_example_agents_file_gives_the_demo_agent_working_tools(monkey
         assert result.ok and result.result["text"] == "2 + 3 = 5"
         result = await registry.run(ToolCall("c2", "example__shout", {"text": " "}),
                                     ToolContext("s1", "c2"))
-        assert not result.ok and "there is nothing to shout" in (result.error or "")
+        assert not result.ok and isinstance(result.error, dict)
+        assert result.error["message"].endswith("there is nothing to shout")
     finally:
         await pool.close()

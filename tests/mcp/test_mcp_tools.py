@@ -76,7 +76,9 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
     # isError: a failed result, red in the transcript, an error to the model.
     done, events = await ask(sqlite_store, owner, "call test__broken {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "the disk is on fire" in end.data["error"]
+    assert end.data["ok"] is False
+    assert end.data["error"]["message"].endswith("the disk is on fire")
+    assert end.data["error"]["retryable"] is False
     assert "failed: " in by_type(events, "message_end")[-1].data["text"]
 
     # Text and image content are kept apart, the image inline while it is small.
@@ -97,7 +99,8 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
     t0 = time.monotonic()
     done, events = await ask(sqlite_store, owner, "call web__die {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "MCP server 'web' went away" in end.data["error"]
+    assert end.data["ok"] is False and end.data["error"]["retryable"] is True
+    assert "MCP server 'web' went away" in end.data["error"]["message"]
     assert time.monotonic() - t0 < 10
 
 
@@ -126,6 +129,21 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
         {"event": c["event"], "key": c["key"]} for c in calls(record)],
         what="the server recorded notifications/cancelled")
 
+    # An interrupting follow-up aborts the call the same way, and the run goes on.
+    s = await sqlite_store.create_session(owner, agent="mcp", model="demo:scripted",
+                                          prompt="call test__hang {}")
+    await eventually(lambda: len([c for c in calls(record) if c["event"] == "start"]) == 2,
+                     what="the second hang call reached the server")
+    await sqlite_store.post_message(owner, s.id, "never mind", mode="interrupt")
+    done = await settled(sqlite_store, s.id, timeout=5)
+    assert done.status is Status.SUCCEEDED
+    end = by_type(await all_events(sqlite_store, s.id), "tool_end")[0]
+    assert end.data["interrupted"] is True
+    key = [c for c in calls(record) if c["event"] == "start"][1]["key"]
+    await eventually(lambda: {"event": "cancelled", "key": key} in [
+        {"event": c["event"], "key": c["key"]} for c in calls(record)],
+        what="the server recorded the interrupt's notifications/cancelled")
+
     # A per-tool timeout: a failed result, and the server is told to stop too.
     done, events = await ask(sqlite_store, owner, 'call test__ledger {"seconds": 30}')
     assert by_type(events, "tool_end")[0].data["error"] == "timed out after 0.3s"
@@ -144,7 +162,8 @@ async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,
     assert conn.connects == 1
     done, events = await ask(sqlite_store, owner, "call test__die {}")
     end = by_type(events, "tool_end")[0]
-    assert end.data["ok"] is False and "MCP server 'test' went away" in end.data["error"]
+    assert end.data["ok"] is False and end.data["error"]["retryable"] is True
+    assert "MCP server 'test' went away" in end.data["error"]["message"]
     await eventually(lambda: conn.ready and conn.connects == 2, timeout=10,
                      what="the connection restarted")
     done, events = await ask(sqlite_store, owner, 'call test__add {"a": 1, "b": 1}')

@@ -33,15 +33,16 @@ def run_statements(dialect: str) -> list[str]:
         "insert_owner_event", "get_session", *notify,
         # the run reads the waiting prompt
         "undelivered_inputs",
-        # commit 1: session_start and the first turn, then the automatic title in the same
-        # transaction (its event and its owner event)
-        "commit_head", "insert_session_entries", "insert_session_events",
+        # commit 1 (through the worker's group commit, alone here): session_start and the
+        # first turn, then the automatic title in the same transaction (its event and its
+        # owner event)
+        "commit_heads", "insert_session_entries", "insert_session_events",
         "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event", *notify,
         # commit 2: the model's answer and the tool call
-        "commit_head", "insert_session_entries", "insert_session_events", *notify,
+        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # commit 3: the tool result and the second turn
-        "commit_head", "insert_session_entries", "insert_session_events", *notify,
+        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
         # pipelined on PostgreSQL, none without an endpoint), session_end, the owner's
         # session_status

@@ -25,7 +25,11 @@ from .waiting import eventually
 
 AnyStore = PostgresStore | SqliteStore
 
-FAST = ApiSettings(ping_interval=15.0, backstop_interval=2.0, watched_interval=0.5)
+METRICS_TOKEN = "metrics-token-of-the-tests"
+FAST = ApiSettings(ping_interval=15.0, backstop_interval=2.0, watched_interval=0.5,
+                   metrics_token=METRICS_TOKEN)
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+"""Headers that read `/metrics` on a server started with `FAST`."""
 
 
 # ---- servers ------------------------------------------------------------------------------
@@ -98,10 +102,12 @@ class Harness:
         self.workers.append(running)
         return running.worker
 
-    def client(self, server: Server, key: str | None = None, **kw: Any) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+    def client(self, server: Server, key: str | None = None, *,
+               headers: dict[str, str] | None = None, **kw: Any) -> httpx.AsyncClient:
+        sent = {"Authorization": f"Bearer {key}"} if key else {}
         c = httpx.AsyncClient(
-            base_url=server.url, headers=headers, timeout=httpx.Timeout(10.0), **kw
+            base_url=server.url, headers={**sent, **(headers or {})},
+            timeout=httpx.Timeout(10.0), **kw
         )
         self.clients.append(c)
         return c
@@ -204,6 +210,10 @@ class SSE:
                     self.ended = True
                     raise EOFError("stream closed") from None
                 if line == "":
+                    if fields.get("event") == "ping":
+                        self.pings += 1
+                        fields = {}
+                        continue
                     if fields:
                         data = fields.get("data")
                         return Frame(

@@ -26,7 +26,8 @@ BASE_DSN = os.environ.get(
 
 TABLES = (
     "webhook_deliveries", "webhooks", "create_requests", "message_requests", "owner_events",
-    "session_snapshots", "session_entries", "session_events", "sessions", "api_keys", "owners",
+    "session_snapshots", "session_entries", "session_events", "sessions", "login_sessions",
+    "api_keys", "owners",
 )
 """Every table with rows, children before parents."""
 

@@ -188,10 +188,14 @@ class WorkerProcess(LoggedProcess):
 
 class ServeProcess(LoggedProcess):
     """One `outlive serve --port PORT ARGS` process (on 127.0.0.1, serve's default), run in
-    `cwd`, where the default database and key file go; ready once it printed the local owner's
-    key, which it does after the server started listening."""
+    `cwd`, where the default database and key file go; ready once it printed what it serves
+    and where the local owner's key is (after the server started listening). The key itself
+    is printed only by the start that created it."""
 
-    ready_pattern = re.compile(r"^(olk_\S+)$", re.MULTILINE)
+    ready_pattern = re.compile(
+        r"^outlive is serving on .*\n(?:metrics on .*\n)?"
+        r"(?:.*shown only now.*\n(?P<key>olk_\S+)$|.*log in with the key of owner 'local' in "
+        r"(?P<file>\S+)$|an API replica.*$)", re.MULTILINE)
 
     def __init__(self, cwd: Path, name: str, *args: str, db: str | None = None,
                  key_file: Path | None = None, env: dict[str, str] | None = None) -> None:
@@ -208,8 +212,12 @@ class ServeProcess(LoggedProcess):
         return await super().ready(timeout)
 
     async def key(self) -> str:
-        """The local owner's key, as printed."""
-        return (await self.ready()).group(1)
+        """The local owner's key: as printed when this start made it, else from its file."""
+        found = await self.ready()
+        if found.group("key"):
+            return found.group("key")
+        assert found.group("file"), f"{self.name} made no local key:\n{self.log()}"
+        return Path(found.group("file")).read_text().strip()  # noqa: ASYNC240 - a tiny file
 
 
 class Processes:

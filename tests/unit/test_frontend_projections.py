@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from ag_ui.core import BaseEvent
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from outlive.api.agui import RunHeader, RunProjection, project_run
 from outlive.api.aisdk import ASK_TOOL, ChatProjection, hidden_deltas, project_chat
@@ -284,3 +286,84 @@ def test_ag_ui_numbering_is_the_same_on_every_fold() -> None:
     p = RunProjection(HEADER)
     one_by_one = [e for ev in events for e in p.apply(ev)]
     assert one_by_one == project_run(HEADER, events) and p.emitted == len(one_by_one)
+
+
+# ---- any slice -------------------------------------------------------------------------------
+
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("turn_start"), st.sampled_from(["m1", "m2", "m3"])),
+    st.tuples(st.just("text_delta"), st.sampled_from(["m1", "m2", "m3"])),
+    st.tuples(st.just("thinking_delta"), st.sampled_from(["m1", "m2", "m3"])),
+    st.tuples(st.just("message_end"), st.sampled_from(["m1", "m2", "m3"])),
+    st.tuples(st.just("message_end_interrupted"), st.sampled_from(["m1", "m2"])),
+    st.tuples(st.just("tool_start"), st.sampled_from(["c1", "c2"])),
+    st.tuples(st.just("tool_end"), st.sampled_from(["c1", "c2", "c3"])),
+    st.tuples(st.sampled_from(["session_resumed", "session_interrupted", "stage", "title",
+                               "incomplete", "error", "user_question", "user_message",
+                               "tool_progress"]), st.just("")),
+), max_size=30)
+
+
+def build(steps: list[tuple[str, str]], status: str) -> Log:
+    log = Log().opened()
+    for kind, ident in steps:
+        if kind in ("turn_start", "text_delta", "thinking_delta"):
+            log.add(kind, turn=1, message_id=ident, text=f"{kind[:2]}{len(log.events)} ")
+        elif kind == "message_end":
+            log.add(kind, message_id=ident, text=f"final {ident}", stop_reason="stop")
+        elif kind == "message_end_interrupted":
+            log.add("message_end", message_id=ident, text="", stop_reason="interrupted")
+        elif kind == "tool_start":
+            log.add(kind, call_id=ident, tool="t", arguments={"n": 1})
+        elif kind == "tool_end":
+            log.add(kind, call_id=ident, ok=len(log.events) % 2 == 0, result=1, error="no")
+        elif kind == "user_message":
+            log.add(kind, text="more", delivery="steer")
+        else:
+            log.add(kind, reason="length", title="t", stage="s", code="x", message="m",
+                    question="q?", options=["a"], call_id="q1")
+    return log.end(status, reason="user")
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=STEPS, status=st.sampled_from(["succeeded", "failed", "cancelled"]))
+def test_any_slice_gives_balanced_streams_in_both_protocols(
+    steps: list[tuple[str, str]], status: str
+) -> None:
+    events = build(steps, status).events
+    for hidden in (frozenset(), hidden_deltas(events)):
+        chunks = project_chat(RUN, events, hidden)
+        kinds = chunk_types(chunks)
+        assert kinds[0] == "start" and kinds[-1] == "finish"
+        for part in ("text", "reasoning"):
+            opened = [c["id"] for c in chunks if c["type"] == f"{part}-start"]
+            assert sorted(opened) == sorted(c["id"] for c in chunks
+                                            if c["type"] == f"{part}-end")
+            assert len(set(opened)) == len(opened), "a part id is never reused"
+            live: set[str] = set()
+            for c in chunks:  # deltas only inside their part
+                if c["type"] == f"{part}-start":
+                    live.add(c["id"])
+                elif c["type"] == f"{part}-end":
+                    live.remove(c["id"])
+                elif c["type"] == f"{part}-delta":
+                    assert c["id"] in live
+        assert kinds.count("start-step") == kinds.count("finish-step")
+        inputs = [c["toolCallId"] for c in chunks if c["type"] == "tool-input-start"]
+        assert len(set(inputs)) == len(inputs), "a tool part is never opened twice"
+        outputs = [c["toolCallId"] for c in chunks if c["type"].startswith("tool-output-")]
+        assert len(set(outputs)) == len(outputs) and set(outputs) <= set(inputs)
+        assert ("abort" in kinds) == (status == "cancelled")
+
+    out = project_run(HEADER, events)
+    kinds = agui_types(out)
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] in ("RUN_FINISHED", "RUN_ERROR")
+    assert kinds.count("RUN_STARTED") == 1 and kinds[-2] == "MESSAGES_SNAPSHOT"
+    for start, end in (("TEXT_MESSAGE_START", "TEXT_MESSAGE_END"), ("STEP_STARTED",
+                       "STEP_FINISHED"), ("REASONING_START", "REASONING_END"),
+                       ("TOOL_CALL_START", "TOOL_CALL_END")):
+        assert kinds.count(start) == kinds.count(end), start
+    assert kinds.count("TOOL_CALL_START") >= kinds.count("TOOL_CALL_RESULT")
+    opened = [e.model_dump()["message_id"] for e in out
+              if agui_types([e])[0] in ("TEXT_MESSAGE_START", "REASONING_START")]
+    assert len(set(opened)) == len(opened), "a message id is never streamed twice"

@@ -10,12 +10,13 @@ from mcp import types
 
 from outlive.domain.errors import InvalidInput
 from outlive.mcp import HttpServer, StdioServer, server_from_dict
-from outlive.mcp.results import INLINE_BINARY_LIMIT, McpToolError, convert_result
-from outlive.mcp.tool import tool_name
+from outlive.mcp.results import INLINE_BINARY_LIMIT, convert_result
+from outlive.mcp.tool import adapt_tools, tool_name
 from outlive.providers import Message, ToolSpec
 from outlive.providers.demo import plan_turn
 from outlive.runtime import AgentRegistry, demo_agent
 from outlive.runtime.agent_file import load_agents_file
+from outlive.tools import ToolFailure
 
 
 def test_stdio_and_http_servers_from_tables(monkeypatch):
@@ -126,9 +127,9 @@ def test_results_keep_text_content_and_structure_apart():
     wrapped = types.CallToolResult(content=[types.TextContent(type="text", text="5")],
                                    structuredContent={"result": "5"})
     assert convert_result(wrapped) == {"text": "5"}
-    with pytest.raises(McpToolError, match="no such file"):
-        convert_result(types.CallToolResult(
-            content=[types.TextContent(type="text", text="no such file")], isError=True))
+    failed = convert_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text="no such file")], isError=True))
+    assert failed == ToolFailure("no such file")
 
 
 def test_tool_names_are_namespaced_and_safe_for_model_apis():
@@ -144,3 +145,18 @@ def test_the_demo_model_calls_any_offered_tool_by_name():
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("fs__read", {"path": "a"})]
     assert "no tool `nope`" in plan_turn([Message("user", "call nope {}")], tools).text
     assert "not JSON" in plan_turn([Message("user", "call fs__read {oops")], tools).text
+
+
+def test_a_schema_that_cannot_be_checked_here_leaves_checking_to_the_server():
+    conn = _Listed([types.Tool(name="fetch", inputSchema={
+        "type": "object", "properties": {"x": {"$ref": "https://example.com/x.json"}}})])
+    [t] = adapt_tools(conn)
+    assert callable(t.bind({"x": 1}))  # no network, no crash
+
+
+class _Listed:
+    """Just enough of a connection for `adapt_tools`: a server declaration and its tools."""
+
+    def __init__(self, tools: list[types.Tool]) -> None:
+        self.server = server_from_dict({"name": "s", "command": "x"})
+        self.tools = tools

@@ -35,8 +35,34 @@ def test_titles_are_stripped_and_bounded():
 
 def test_a_generated_title_is_cut_to_the_limit_rather_than_refused():
     assert v.auto_title("t" * (MAX_TITLE_CHARS + 50)) == "t" * MAX_TITLE_CHARS
-    with pytest.raises(InvalidInput):
-        v.auto_title("   ")
+    assert v.auto_title("   ") is None  # nothing to show: no title
+    assert v.auto_title("\u200b\u2060\ufeff") is None
+    assert v.auto_title("\u202eabc\u202c\x00\ud800") == "abc\ufffd\ufffd"
+
+
+def test_titles_lose_bidi_controls_and_must_show_something():
+    assert v.check_title("\u2067txt.exe\u2069 \u200e") == "txt.exe"
+    assert v.check_title("a\u200bb") == "a\u200bb"  # zero-width inside a visible title stays
+    for bad in ["\u200b", " \u200c\u200d ", "\u202a\u202c", "\ud800x"]:
+        with pytest.raises(InvalidInput):
+            v.check_title(bad)
+
+
+def test_strings_and_metadata_refuse_nul_and_lone_surrogates():
+    v.check_string("fine 😀 \u202e", "x")
+    for bad in ["\x00", "a\ud800", "\udfff"]:
+        with pytest.raises(InvalidInput, match="x must not"):
+            v.check_string(bad, "x")
+    v.check_metadata({"a": [1, 2.5, None, True, {"b": "😀"}]})
+    for bad in [{"\ud800": 1}, {"a": {"b": ["\x00"]}}, {"a": float("nan")}, {1: "x"},
+                {"a": object()}]:
+        with pytest.raises(InvalidInput, match="metadata"):
+            v.check_metadata(bad)
+    deep: dict[str, object] = {}
+    for _ in range(40):
+        deep = {"d": deep}
+    with pytest.raises(InvalidInput, match="nested"):
+        v.check_metadata(deep)
 
 
 def test_session_arguments():
@@ -44,7 +70,10 @@ def test_session_arguments():
     assert v.check_session_args("demo", "m", None, None, None) is None
     for args in [("", "m", None, None, None), ("demo", "", None, None, None),
                  ("demo", "m", "", None, None), ("demo", "m", None, "", None),
-                 ("demo", "m", None, None, 0), ("demo", "m", None, None, -1.0)]:
+                 ("demo", "m", None, None, 0), ("demo", "m", None, None, -1.0),
+                 ("demo", "m", None, None, 30 * 86400 + 1),
+                 ("demo", "m", None, None, 1e300), ("demo", "m", None, None, float("inf")),
+                 ("d\x00", "m", None, None, None), ("demo", "m\ud800", None, None, None)]:
         with pytest.raises(InvalidInput):
             v.check_session_args(*args)
 
@@ -75,7 +104,7 @@ def test_modes_a_caller_may_ask_for():
 def test_client_request_ids_and_owner_names_are_bounded():
     v.check_client_request_id(None)
     v.check_client_request_id("x" * 200)
-    for bad in ["", "x" * 201]:
+    for bad in ["", "x" * 201, "a\x00", "\udc00"]:
         with pytest.raises(InvalidInput):
             v.check_client_request_id(bad)
     v.check_owner_name("x" * 100)
@@ -108,3 +137,4 @@ def test_scrub_replaces_nul_everywhere_and_keeps_clean_values_as_they_are():
     assert out == {"a": ["x\ufffd", {"b": "\ufffdy"}], "n": 1, "k": "ok"}
     assert dirty["a"][0] == "x\x00"  # the input is not changed
     assert out["k"] is dirty["k"]
+    assert v.scrub({"\ud800": ["a\udfff"]}) == {"\ufffd": ["a\ufffd"]}

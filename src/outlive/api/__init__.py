@@ -10,5 +10,7 @@ from ._app import create_app
 from ._catalog import AgentCatalog, AgentInfo
 from ._context import ApiSettings
 from ._keys import hash_key, new_key
+from ._metrics import metrics_app
 
-__all__ = ["AgentCatalog", "AgentInfo", "ApiSettings", "create_app", "hash_key", "new_key"]
+__all__ = ["AgentCatalog", "AgentInfo", "ApiSettings", "create_app", "hash_key", "metrics_app",
+           "new_key"]

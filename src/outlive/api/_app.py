@@ -1,8 +1,9 @@
 """`create_app`: the FastAPI application of one API process.
 
-Routes live under `/v1` (sessions, events, login), plus `GET /healthz` and `GET /metrics`
-without auth; the OpenAPI document is `/openapi.json` (docs at `/docs`). The OpenAI-compatible
-Responses API is a sub-application at `/openai/v1` (its own document at
+Routes live under `/v1` (sessions, events, login), plus `GET /healthz` without auth and
+`GET /metrics` with the metrics token; the OpenAPI document is `/openapi.json` (`/docs` and
+`/redoc` only with `ApiSettings.api_docs`: they load their scripts from a CDN). The
+OpenAI-compatible Responses API is a sub-application at `/openai/v1` (its own document at
 `/openai/v1/openapi.json`), so its errors keep OpenAI's shape. The front-end protocols, the AI
 SDK's chat stream at `/ai-sdk` and AG-UI at `/ag-ui`, are plain routes with the same auth,
 left out of `/openapi.json` (their bodies are the protocols' own). The lifespan starts
@@ -25,15 +26,17 @@ from fastapi import FastAPI
 from .. import __version__
 from ..store import Store
 from ..web import mount as mount_web
-from . import _auth, _events, _meta, _metrics, _sessions, _webhooks, agui, aisdk
+from . import _events, _login, _meta, _metrics, _sessions, _webhooks, agui, aisdk
 from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
 from ._context import ApiContext, ApiSettings
 from ._errors import BodyLimit, install_error_handlers
+from ._headers import AllowedMethods, SecurityHeaders
 from ._hub import Hub
 from ._metrics import ApiMetrics, MetricsMiddleware
 from ._snapshots import Snapshots
+from ._throttle import LoginThrottle
 
 __all__ = ["create_app"]
 
@@ -57,10 +60,11 @@ def create_app(
         store=store,
         catalog=catalog,
         settings=settings,
-        auth=Authenticator(store, settings.key_cache_ttl),
+        auth=Authenticator(store, settings),
         snapshots=snapshots,
         hub=Hub(store, snapshots, settings),
         metrics=metrics,
+        throttle=LoginThrottle(settings.auth_fail_limit, settings.auth_fail_window, metrics),
     )
 
     @asynccontextmanager
@@ -77,14 +81,18 @@ def create_app(
         version=__version__,
         description=_DESCRIPTION,
         lifespan=lifespan,
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
     )
     app.state.ctx = ctx
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_body=settings.max_body,
                        exempt=(openai_surface.PREFIX + "/",))
+    app.add_middleware(AllowedMethods)
+    app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _events, _webhooks, _auth, _meta, _metrics, aisdk, agui):
+    for module in (_sessions, _events, _webhooks, _login, _meta, _metrics, aisdk, agui):
         app.include_router(module.router)
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

@@ -1,41 +1,67 @@
-"""Authentication: bearer API keys for programs, an HttpOnly cookie for the web page.
+"""Authentication: bearer API keys for programs, a login cookie for the web page.
 
 * `Authorization: Bearer <key>`: the key is hashed (`hash_key`) and looked up with
   `store.owner_for_key(hash)`. When the header is present it alone decides.
-* Cookie `outlive_session`: set by `POST /v1/login {"key"}`; its value is the key's hash (never
-  the key), verified the same way. It is HttpOnly, SameSite=Strict and Path=/ (plus Secure with
-  `ApiSettings.cookie_secure`); SameSite=Strict keeps other sites from riding it (CSRF), and
-  JSON bodies are only accepted with a JSON content type, which plain HTML forms cannot send.
-  `POST /v1/logout` clears it.
+* Cookie `outlive_session`: a random login token made by `POST /v1/login {"key"}` (see
+  `_login.py`); the store keeps only the token's hash, so neither the key nor anything in the
+  database is the cookie. A login slides: it ends after `login_idle` seconds unused, after
+  `login_max_age` seconds in any case, at logout, and when its key is revoked.
+* Cross-site request forgery: a cookie rides along on any request the browser makes to this
+  host, even one a page on another port of the same host starts (SameSite=Strict does not stop
+  that: it is the same *site*). So every cookie-authenticated request that changes something
+  must come from this server's own page: `Sec-Fetch-Site: same-origin`, or (browsers without
+  it) an `Origin` equal to this server's. Anything else is 403 `CROSS_ORIGIN_REQUEST`. Bearer
+  requests are not affected: no browser adds that header on its own.
 * Lookups (found or not) are cached in-process for `key_cache_ttl` seconds (5 s), so a revoked
-  key stops working within that time on every API process.
+  key or an ended login stops working within that time on every API process; open streams
+  check again when their entry expires (`Authenticator.recheck`) and close.
+* Failed key checks are counted per client address (`LoginThrottle`): past the limit the
+  address gets 429 with `Retry-After` before any key is looked at.
 
 Every failure is 401 `UNAUTHORIZED` with `WWW-Authenticate: Bearer`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..store import Owner, Store
-from ._context import Ctx
-from ._errors import ApiError, error_responses
+from ._context import ApiContext, ApiSettings, Ctx
+from ._errors import ApiError
 from ._keys import hash_key, looks_like_key
 
-__all__ = ["COOKIE_NAME", "Authenticator", "CurrentOwner", "current_owner", "router"]
+__all__ = [
+    "COOKIE_NAME",
+    "Authenticator",
+    "Credential",
+    "CurrentOwner",
+    "check_same_origin",
+    "client_address",
+    "current_owner",
+    "hash_token",
+    "stream_recheck",
+    "unauthorized",
+]
 
 COOKIE_NAME = "outlive_session"
 _CACHE_MAX = 10_000
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{43}$")
+MIN_RECHECK = 0.5
+"""Streams re-check their credential at least this far apart (with the cache off)."""
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer olk_…`")
 _cookie = APIKeyCookie(
     name=COOKIE_NAME, auto_error=False,
-    description="Set by POST /v1/login for the web page (the key's hash, HttpOnly).",
+    description="Set by POST /v1/login for the web page (a random login token, HttpOnly).",
 )
 
 
@@ -43,33 +69,68 @@ def unauthorized(message: str = "a valid API key is required") -> ApiError:
     return ApiError(401, "UNAUTHORIZED", message)
 
 
+def hash_token(token: str) -> str:
+    """The stored form of a login token (SHA-256, hex): 256 random bits need no slow hash."""
+    return hashlib.sha256(token.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a request authenticated with: a key's hash or a login token's hash."""
+
+    kind: Literal["key", "login"]
+    digest: str
+
+
 class Authenticator:
-    """Resolves key hashes to owners through the Store, with a short in-process cache."""
+    """Resolves credentials to owners through the Store, with a short in-process cache."""
 
-    def __init__(self, store: Store, ttl: float) -> None:
+    def __init__(self, store: Store, settings: ApiSettings) -> None:
         self._store = store
-        self._ttl = ttl
-        self._cache: dict[str, tuple[float, Owner | None]] = {}
+        self._settings = settings
+        self._ttl = settings.key_cache_ttl
+        self._cache: dict[Credential, tuple[float, Owner | None]] = {}
 
-    async def owner_for_hash(self, key_hash: str) -> Owner | None:
+    async def lookup(self, cred: Credential) -> tuple[Owner | None, float]:
+        """The owner (or None) and the monotonic time its cache entry expires."""
         now = time.monotonic()
-        hit = self._cache.get(key_hash)
+        hit = self._cache.get(cred)
         if hit is not None and hit[0] > now:
-            return hit[1]
-        owner = await self._store.owner_for_key(key_hash)
+            return hit[1], hit[0]
+        if cred.kind == "key":
+            owner = await self._store.owner_for_key(cred.digest)
+        else:
+            owner = await self._store.owner_for_login(
+                cred.digest, idle=self._settings.login_idle,
+                max_age=self._settings.login_max_age)
+        expires = now + self._ttl
         if self._ttl > 0:
             if len(self._cache) >= _CACHE_MAX:
                 self._prune(now)
-            self._cache[key_hash] = (now + self._ttl, owner)
-        return owner
+            self._cache[cred] = (expires, owner)
+        return owner, expires
+
+    async def owner_for(self, cred: Credential) -> Owner | None:
+        return (await self.lookup(cred))[0]
 
     async def owner_for_key(self, key: str) -> Owner | None:
         if not looks_like_key(key):
             return None
-        return await self.owner_for_hash(hash_key(key))
+        return await self.owner_for(Credential("key", hash_key(key)))
 
-    def forget(self) -> None:
-        self._cache.clear()
+    async def recheck(self, cred: Credential, owner_id: str) -> float | None:
+        """For an open stream: seconds until it should check again, or None when the
+        credential no longer gives access to `owner_id` (revoked key, ended login)."""
+        owner, expires = await self.lookup(cred)
+        if owner is None or owner.id != owner_id:
+            return None
+        return max(expires - time.monotonic(), MIN_RECHECK)
+
+    def forget(self, cred: Credential | None = None) -> None:
+        if cred is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(cred, None)
 
     def _prune(self, now: float) -> None:
         for k in [k for k, (exp, _) in self._cache.items() if exp <= now]:
@@ -78,27 +139,64 @@ class Authenticator:
             self._cache.clear()
 
 
+def client_address(request: Request) -> str:
+    """The client's address (the proxy's client when `--forwarded-allow-ips` trusts it)."""
+    return request.client.host if request.client is not None else "unknown"
+
+
+def check_same_origin(request: Request) -> None:
+    """403 unless this unsafe, non-bearer request comes from this server's own page."""
+    if request.method in _SAFE_METHODS:
+        return
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        if site == "same-origin":
+            return
+    else:
+        origin = request.headers.get("origin", "").lower()
+        host = request.headers.get("host", "").lower()
+        if origin and host and origin == f"{request.url.scheme}://{host}":
+            return
+    raise ApiError(
+        403, "CROSS_ORIGIN_REQUEST",
+        "a request with the login cookie that changes something must come from this "
+        "server's own page (Origin or Sec-Fetch-Site: same-origin); programs send "
+        "'Authorization: Bearer <api key>' instead",
+    )
+
+
 async def current_owner(
     request: Request,
     ctx: Ctx,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     cookie: Annotated[str | None, Depends(_cookie)],
 ) -> Owner:
-    """The owner making this request, or 401."""
+    """The owner making this request, or 401 (403 for a cross-origin cookie request, 429
+    for an address with too many failed key checks). The credential is kept in
+    `request.state.credential` for streams that re-check it."""
     header = request.headers.get("authorization")
     if header is not None:
+        address = client_address(request)
+        ctx.throttle.check(address)
         if bearer is None or not bearer.credentials:
+            ctx.throttle.failed(address, "malformed")
             raise unauthorized("use 'Authorization: Bearer <api key>'")
-        owner = await ctx.auth.owner_for_key(bearer.credentials)
-        if owner is None:
+        key = bearer.credentials
+        cred = Credential("key", hash_key(key)) if looks_like_key(key) else None
+        owner = await ctx.auth.owner_for(cred) if cred is not None else None
+        if owner is None or cred is None:
+            ctx.throttle.failed(address, "key")
             raise unauthorized("the API key is invalid or revoked")
+        request.state.credential = cred
         return owner
     if cookie:
-        owner = None
-        if len(cookie) == 64 and all(c in "0123456789abcdef" for c in cookie):
-            owner = await ctx.auth.owner_for_hash(cookie)
-        if owner is None:
-            raise unauthorized("the session cookie is invalid or its key was revoked")
+        check_same_origin(request)
+        login = Credential("login", hash_token(cookie)) if _TOKEN.match(cookie) else None
+        owner = await ctx.auth.owner_for(login) if login is not None else None
+        if owner is None or login is None:
+            raise unauthorized("the login has ended (logged out, expired, or its key was "
+                               "revoked); log in again")
+        request.state.credential = login
         return owner
     raise unauthorized()
 
@@ -106,56 +204,16 @@ async def current_owner(
 CurrentOwner = Annotated[Owner, Depends(current_owner)]
 
 
-# ---- login / logout ---------------------------------------------------------------------------
+def stream_recheck(request: Request, ctx: ApiContext, owner_id: str
+                   ) -> Callable[[], Awaitable[float | None]] | None:
+    """What an open stream calls to learn whether its credential still holds (see
+    `EventStream`); None when the request carried none (never for an authenticated one)."""
+    cred: Credential | None = getattr(request.state, "credential", None)
+    if cred is None:
+        return None
+    auth = ctx.auth
 
+    async def recheck() -> float | None:
+        return await auth.recheck(cred, owner_id)
 
-class LoginRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    key: str = Field(min_length=1, max_length=200, description="An API key.")
-
-
-class LoginResponse(BaseModel):
-    ok: bool = True
-    owner: str = Field(description="The name of the key's owner.")
-
-
-class LogoutResponse(BaseModel):
-    ok: bool = True
-
-
-router = APIRouter(prefix="/v1", tags=["auth"])
-
-
-@router.post(
-    "/login",
-    response_model=LoginResponse,
-    responses=error_responses(401, 400, 413, 422),
-    summary="Exchange an API key for the web page's session cookie",
-)
-async def login(body: LoginRequest, response: Response, ctx: Ctx) -> LoginResponse:
-    owner = await ctx.auth.owner_for_key(body.key)
-    if owner is None:
-        raise unauthorized("the API key is invalid or revoked")
-    response.set_cookie(
-        COOKIE_NAME,
-        hash_key(body.key),
-        httponly=True,
-        samesite="strict",
-        secure=ctx.settings.cookie_secure,
-        path="/",
-    )
-    return LoginResponse(owner=owner.name)
-
-
-@router.post(
-    "/logout",
-    response_model=LogoutResponse,
-    summary="Clear the web page's session cookie",
-)
-async def logout(response: Response, ctx: Ctx) -> LogoutResponse:
-    response.delete_cookie(
-        COOKIE_NAME, path="/", httponly=True, samesite="strict",
-        secure=ctx.settings.cookie_secure,
-    )
-    return LogoutResponse()
+    return recheck

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._hub import Hub
     from ._metrics import ApiMetrics
     from ._snapshots import Snapshots
+    from ._throttle import LoginThrottle
 
 __all__ = ["ApiContext", "ApiSettings", "Ctx", "get_ctx"]
 
@@ -29,14 +30,30 @@ class ApiSettings:
     """Knobs of one API process. Intervals are seconds; sizes are bytes or counts."""
 
     ping_interval: float = 15.0
-    """A `: ping` comment on every idle SSE stream this often (keeps proxies from timing out)."""
+    """A `ping` frame on every idle SSE stream this often: keeps proxies from timing out, and
+    lets clients tell a silent connection from a dead one (they give up after 2.5 of these)."""
     backstop_interval: float = 2.0
     """The fan-out hub re-reads every watched session and owner this often, so a lost
     notification costs at most this long."""
     watched_interval: float = 5.0
     """How often open streams bump `sessions.watched_at` (one batched write per process)."""
     cookie_secure: bool = False
-    """Mark the login cookie `Secure` (set it when the server is reached over HTTPS)."""
+    """Always mark the login cookie `Secure` (it is anyway on requests that came over HTTPS,
+    as uvicorn's proxy headers report them)."""
+    login_idle: float = 7 * 86400.0
+    """A web page login ends after this long unused (each use slides it)."""
+    login_max_age: float = 30 * 86400.0
+    """A web page login ends this long after it began, used or not."""
+    auth_fail_limit: int = 20
+    """Failed key checks one client address may make within `auth_fail_window` (then 429)."""
+    auth_fail_window: float = 60.0
+    metrics_token: str | None = None
+    """`GET /metrics` on the API port needs `Authorization: Bearer <this>`; without it the
+    API port does not serve metrics (use the separate loopback metrics port)."""
+    metrics_cache_ttl: float = 5.0
+    """Session counts in `/metrics` are read from the database at most this often."""
+    api_docs: bool = False
+    """Serve `/docs` and `/redoc` (their scripts come from a CDN, so off by default)."""
     snapshot_every: int = 500
     """Cache a transcript snapshot in the store after folding this many events."""
     max_body: int = 1_048_576
@@ -61,8 +78,14 @@ class ApiSettings:
                 raise ValueError(f"{name} must be positive")
         if self.purge_grace < 0:
             raise ValueError("purge_grace must not be negative")
-        if self.key_cache_ttl < 0:
-            raise ValueError("key_cache_ttl must not be negative")
+        if self.key_cache_ttl < 0 or self.metrics_cache_ttl < 0:
+            raise ValueError("key_cache_ttl and metrics_cache_ttl must not be negative")
+        if not (self.login_idle > 0 and self.login_max_age > 0 and self.auth_fail_window > 0
+                and self.auth_fail_limit >= 1):
+            raise ValueError("login_idle, login_max_age, auth_fail_window and "
+                             "auth_fail_limit must be positive")
+        if self.metrics_token is not None and not self.metrics_token:
+            raise ValueError("metrics_token must not be empty")
         if self.snapshot_every < 1 or self.stream_queue < 1 or self.max_body < 1:
             raise ValueError("snapshot_every, stream_queue and max_body must be at least 1")
 
@@ -76,6 +99,7 @@ class ApiContext:
     snapshots: Snapshots
     hub: Hub
     metrics: ApiMetrics
+    throttle: LoginThrottle
 
 
 def get_ctx(request: Request) -> ApiContext:

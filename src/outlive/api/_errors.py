@@ -48,11 +48,13 @@ RETRY_AFTER_SECONDS = 2
 class ApiError(Exception):
     """A refusal decided in the API layer; same body shape as every other error."""
 
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+    def __init__(self, status: int, code: str, message: str, *,
+                 headers: Mapping[str, str] | None = None, **details: Any) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = dict(headers or {})
         self.details = details
 
 
@@ -73,10 +75,14 @@ _DESCRIPTIONS = {
     400: "Invalid input (codes INVALID_INPUT, INVALID_JSON, UNKNOWN_AGENT, "
     "UNKNOWN_MODEL_ROUTE, BAD_CURSOR)",
     401: "Missing, invalid or revoked API key (UNAUTHORIZED)",
+    403: "A login-cookie request that changes something came from another origin "
+    "(CROSS_ORIGIN_REQUEST)",
     404: "No such session for this owner (NOT_FOUND; identical for foreign sessions)",
     409: "Conflict (SESSION_BUSY, SESSION_ALREADY_TERMINAL with `status`)",
     413: "Too large (TOO_LARGE: text over 100,000 characters or body over the limit)",
     422: "Request failed validation (VALIDATION_ERROR with `errors`)",
+    429: "Too many failed key checks from this address (TOO_MANY_FAILED_LOGINS, with "
+    "Retry-After)",
     503: "The store is unreachable (STORE_UNAVAILABLE)",
 }
 
@@ -87,10 +93,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def _jsonable(value: Any) -> Any:
+    """A detail as JSON that encodes as UTF-8: an echoed input may hold a lone surrogate."""
     try:
-        json.dumps(value)
+        text = json.dumps(value, ensure_ascii=False)
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.loads(text.encode("utf-8", "replace"))
     except (TypeError, ValueError):
-        return str(value)
+        return str(value).encode("utf-8", "replace").decode("utf-8")
     return value
 
 
@@ -101,7 +111,7 @@ def error_json(
     details: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message}
+    body: dict[str, Any] = {"code": code, "message": _jsonable(message)}
     for key, value in (details or {}).items():
         if key not in body:
             body[key] = _jsonable(value)
@@ -142,8 +152,9 @@ async def _on_store_unavailable(request: Request, exc: Exception) -> JSONRespons
 
 async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return error_json(exc.status, exc.code, exc.message, exc.details, headers)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+    return error_json(exc.status, exc.code, exc.message, exc.details,
+                      {**headers, **exc.headers})
 
 
 async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
@@ -169,6 +180,7 @@ _HTTP_CODES = {
     406: "NOT_ACCEPTABLE",
     413: "TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "TOO_MANY_REQUESTS",
 }
 
 

@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 
-from ._auth import CurrentOwner
+from ._auth import CurrentOwner, stream_recheck
 from ._context import ApiContext, Ctx
 from ._errors import ApiError, error_responses
 from ._hub import Mailbox
@@ -67,6 +67,7 @@ def _wants_json(accept: str | None) -> bool:
     summary="Stream a session's events (SSE), or read them as JSON",
 )
 async def session_events(
+    request: Request,
     session_id: str,
     owner: CurrentOwner,
     ctx: Ctx,
@@ -89,11 +90,13 @@ async def session_events(
         return EventsPage(
             events=[EventOut.model_validate(event_json(e)) for e in events], last_seq=last_seq
         )
-    return await _open_session_stream(ctx, owner.id, session_id, cursor, until == "end")
+    return await _open_session_stream(request, ctx, owner.id, session_id, cursor,
+                                      until == "end")
 
 
 async def _open_session_stream(
-    ctx: ApiContext, owner_id: str, session_id: str, cursor: int | None, until_end: bool
+    request: Request, ctx: ApiContext, owner_id: str, session_id: str, cursor: int | None,
+    until_end: bool,
 ) -> EventStream:
     mb = ctx.hub.watch_session(session_id)  # before anything is read: nothing falls between
     try:
@@ -108,6 +111,8 @@ async def _open_session_stream(
         on_open=gauge.inc,
         on_disconnect=mb.close,
         on_close=_closer(ctx, mb, gauge.dec),
+        recheck=stream_recheck(request, ctx, owner_id),
+        on_revoke=mb.close,
     )
 
 
@@ -126,6 +131,7 @@ def _closer(ctx: ApiContext, mb: Mailbox[Any], dec: Callable[[], None]) -> Calla
     summary="Stream the owner's lifecycle events (SSE)",
 )
 async def owner_events(
+    request: Request,
     owner: CurrentOwner,
     ctx: Ctx,
     after: Annotated[
@@ -149,4 +155,6 @@ async def owner_events(
         on_open=gauge.inc,
         on_disconnect=mb.close,
         on_close=_closer(ctx, mb, gauge.dec),
+        recheck=stream_recheck(request, ctx, owner.id),
+        on_revoke=mb.close,
     )

@@ -1,8 +1,12 @@
 """Operations endpoints and metrics: `GET /healthz`, `GET /metrics`, the request counter.
 
-Neither endpoint needs a key: load balancers and Prometheus scrape them without credentials,
-and they reveal no tenant data (only process-wide counts). The server listens on 127.0.0.1
-by default; put `/metrics` behind the proxy's access rules when exposing it further.
+`/healthz` needs no key (load balancers probe it; it says only whether the store answers).
+`/metrics` tells more (request rates, sessions by status, failed logins), so the API port
+serves it only to `Authorization: Bearer <metrics_token>` (`--metrics-token`, env
+`OUTLIVE_METRICS_TOKEN`) and answers 404 without a configured token. The other way is a
+separate metrics port bound to loopback (`--metrics-port`, `metrics_app`), open to whatever
+can reach 127.0.0.1 there. Session counts are read from the database at most every
+`metrics_cache_ttl` seconds, however often it is scraped.
 
 Each app has its own `CollectorRegistry` (`app.state.ctx.metrics.registry`), so two apps in
 one process never collide, and other modules can register their collectors on it.
@@ -11,6 +15,8 @@ Metrics now:
 
 * `outlive_api_streams{kind="session"|"owner"|"openai"}`: open SSE streams (gauge; "openai"
   counts the Responses streams of `/openai/v1`);
+* `outlive_api_auth_failures_total{reason}`, `outlive_api_auth_throttled_total`: failed key
+  checks and refusals by the failed-login limit (`_throttle.py`);
 * `outlive_api_http_requests_total{method, route, status}`: requests by route template (so
   session ids never become label values; unmatched paths count as route "unmatched"; routes
   of the `/openai/v1` sub-application carry that prefix);
@@ -22,9 +28,12 @@ Metrics now:
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import time
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -37,11 +46,12 @@ from prometheus_client import (
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import metrics as process_metrics
-from ._context import Ctx
-from ._errors import error_responses
+from ..store import Store
+from ._context import ApiContext, Ctx
+from ._errors import ApiError, error_responses
 from ._schemas import HealthOut
 
-__all__ = ["ApiMetrics", "MetricsMiddleware", "router"]
+__all__ = ["ApiMetrics", "MetricsMiddleware", "metrics_app", "router"]
 
 log = logging.getLogger("outlive.api")
 
@@ -60,11 +70,39 @@ class ApiMetrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+        self.auth_failures = Counter(
+            "outlive_api_auth_failures", "Failed key checks, by what failed.", ["reason"],
+            registry=self.registry,
+        )
+        self.auth_throttled = Counter(
+            "outlive_api_auth_throttled",
+            "Requests refused by the failed-login limit (429).", registry=self.registry,
+        )
         for kind in ("session", "owner", "openai"):
             self.streams.labels(kind=kind)
+        for reason in ("key", "login", "malformed"):
+            self.auth_failures.labels(reason=reason)
+        self._counted_at = -float("inf")
+        self._counting = asyncio.Lock()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    async def count_sessions(self, store: Store, ttl: float) -> None:
+        """Refresh `outlive_sessions{status}` unless it was read less than `ttl` ago (one
+        `COUNT ... GROUP BY` per `ttl` however often, and however many at once, scrape)."""
+        async with self._counting:
+            if time.monotonic() - self._counted_at < ttl:
+                return
+            try:
+                async with asyncio.timeout(HEALTH_TIMEOUT):
+                    counts = await store.count_by_status()
+            except Exception as exc:
+                log.warning("metrics: could not count sessions: %s", exc)
+                return
+            self._counted_at = time.monotonic()
+            for status, n in counts.items():
+                process_metrics.SESSIONS.labels(status=status).set(n)
 
 
 class MetricsMiddleware:
@@ -108,6 +146,11 @@ class MetricsMiddleware:
 
 router = APIRouter(tags=["operations"])
 
+_METRICS_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+          "description": "Prometheus text exposition format."},
+}
+
 
 @router.get(
     "/healthz",
@@ -129,22 +172,39 @@ async def healthz(ctx: Ctx) -> Response | HealthOut:
     return HealthOut(ok=True)
 
 
+async def _render(ctx: ApiContext) -> Response:
+    """This app's API metrics, then the process-wide ones (the runtime's, when a worker runs
+    in this process) with `outlive_sessions{status}` from the database (cached)."""
+    await ctx.metrics.count_sessions(ctx.store, ctx.settings.metrics_cache_ttl)
+    body = ctx.metrics.render() + generate_latest(REGISTRY)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
-                     "description": "Prometheus text exposition format."}},
-    summary="Prometheus metrics (no key needed)",
+    responses={**_METRICS_DOC, **error_responses(401, 404)},
+    summary="Prometheus metrics (with the metrics token)",
 )
-async def metrics(ctx: Ctx) -> Response:
-    """This app's API metrics, then the process-wide ones (the runtime's, when a worker runs
-    in this process) with `outlive_sessions{status}` read from the database now."""
-    try:
-        async with asyncio.timeout(HEALTH_TIMEOUT):
-            counts = await ctx.store.count_by_status()
-        for status, n in counts.items():
-            process_metrics.SESSIONS.labels(status=status).set(n)
-    except Exception as exc:
-        log.warning("metrics: could not count sessions: %s", exc)
-    body = ctx.metrics.render() + generate_latest(REGISTRY)
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
+async def metrics(ctx: Ctx, request: Request) -> Response:
+    token = ctx.settings.metrics_token
+    if token is None:
+        raise ApiError(404, "NOT_FOUND", "metrics are served with a metrics token "
+                       "(--metrics-token) or on the loopback metrics port (--metrics-port)")
+    given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        raise ApiError(401, "UNAUTHORIZED", "send 'Authorization: Bearer <metrics token>'")
+    return await _render(ctx)
+
+
+def metrics_app(ctx: ApiContext) -> FastAPI:
+    """`GET /metrics` alone, without a token, for a separate port bound to loopback; it
+    shares the API app's registry and store (`ctx`)."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.ctx = ctx
+
+    @app.get("/metrics", response_class=Response)
+    async def open_metrics() -> Response:
+        return await _render(ctx)
+
+    return app

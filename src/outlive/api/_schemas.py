@@ -23,6 +23,7 @@ from ..domain.model import (
     Status,
     TitleState,
 )
+from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -48,8 +49,6 @@ __all__ = [
 ]
 
 MAX_METADATA_BYTES = 16 * 1024
-MIN_ABANDON_AFTER = 30.0
-"""Below this a run would be cancelled between two `watched_at` bumps of a live stream."""
 
 
 class _Request(BaseModel):
@@ -79,10 +78,10 @@ class CreateSession(_Request):
         f"{MAX_METADATA_BYTES} bytes as JSON).",
     )
     abandon_after: float | None = Field(
-        default=None, ge=MIN_ABANDON_AFTER, allow_inf_nan=False,
+        default=None, ge=MIN_ABANDON_AFTER, le=MAX_ABANDON_AFTER, allow_inf_nan=False,
         description="Cancel the run (reason `abandoned`) when no stream (on any API "
-        f"process) has watched it for this many seconds, at least {MIN_ABANDON_AFTER:g}. "
-        "Off by default.",
+        f"process) has watched it for this many seconds, {MIN_ABANDON_AFTER:g} to "
+        f"{MAX_ABANDON_AFTER:g} (30 days). Off by default.",
     )
     client_request_id: str | None = Field(
         default=None, min_length=1, max_length=200,
@@ -139,6 +138,9 @@ class SessionOut(BaseModel):
         description="What the session waits on a person for: `question` when its run ended "
         "on a question; cleared by the next message.",
     )
+    compacted_through: int = Field(
+        0, description="Deltas at or below this seq may have been compacted away; a stream "
+        "cursor below it gets `resync {reason: \"compacted\"}` (docs/retention.md).")
 
 
 class SessionsPage(BaseModel):
@@ -211,6 +213,7 @@ def session_out(s: Session) -> SessionOut:
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
         attention=s.attention,  # type: ignore[arg-type]
+        compacted_through=s.compacted_through,
     )
 
 

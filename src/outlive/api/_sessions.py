@@ -15,6 +15,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from ..domain.errors import TooLarge
 from ..domain.model import Status
+from ..store import check_metadata, check_string
 from ._auth import CurrentOwner
 from ._context import Ctx
 from ._errors import ApiError, error_responses
@@ -60,6 +61,11 @@ async def create_session(
                description="Same as `client_request_id` in the body (which wins)."),
     ] = None,
 ) -> SessionOut:
+    for what, value in (("agent", body.agent), ("model", body.model)):
+        if value is not None:
+            check_string(value, what)  # before either is looked up and named in a refusal
+    if body.metadata is not None:
+        check_metadata(body.metadata)
     agent_name = body.agent if body.agent is not None else ctx.catalog.default_agent
     agents = {a.name: a for a in ctx.catalog.agents()}
     agent = agents.get(agent_name)
@@ -161,6 +167,7 @@ async def delete_session(
     now = purge == "now"
     await ctx.store.delete_session(owner.id, session_id,
                                    purge_in=0.0 if now else ctx.settings.purge_grace)
+    ctx.snapshots.discard(session_id)
     if now:
         await ctx.store.purge_session(session_id)
     return DeletedOut()

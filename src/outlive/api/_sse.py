@@ -12,7 +12,9 @@ Session stream (docs/architecture.md §6), in order:
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
-5. live events as they commit, a `: ping` comment every `ping_interval` when idle.
+5. live events as they commit, and an `event: ping` frame (no `id:`) after `ping_interval`
+   of silence. `attached` and `caught_up` carry `ping_interval` (seconds): a client that
+   hears nothing for 2.5 times that treats the connection as dead and reconnects.
    With `?until=end` the stream ends after `session_end` (at once after `caught_up` when the
    replayed log, or the snapshot, already ends the session).
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic_core import to_json
@@ -47,6 +49,7 @@ from ._hub import Mailbox, StreamClosed
 from ._schemas import event_json, owner_event_json
 
 __all__ = [
+    "COMMENT_PING",
     "OWNER_BACKLOG_LIMIT",
     "PING",
     "SESSION_REPLAY_LIMIT",
@@ -59,7 +62,11 @@ __all__ = [
 
 log = logging.getLogger("outlive.api.sse")
 
-PING = b": ping\n\n"
+PING = b"event: ping\ndata: {}\n\n"
+"""A named event rather than a comment, so a browser's EventSource sees it too: the page's
+watchdog reconnects a stream that has been silent for 2.5 ping intervals."""
+COMMENT_PING = b": ping\n\n"
+"""For protocols whose clients would choke on an event they do not know (OpenAI's SDKs)."""
 OWNER_BACKLOG_LIMIT = 1000
 SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
@@ -117,35 +124,52 @@ class EventStream(StreamingResponse):
         on_close: Callable[[], None],
         on_disconnect: Callable[[], None] | None = None,
         on_open: Callable[[], None] | None = None,
+        recheck: Callable[[], Awaitable[float | None]] | None = None,
+        on_revoke: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             frames,
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
         self._frames = frames
         self._on_close = on_close
         self._on_disconnect = on_disconnect
         self._on_open = on_open
+        self._recheck = recheck
+        self._on_revoke = on_revoke
         self._gone = False
+        self._revoked = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._on_open is not None:
             self._on_open()
         producer = asyncio.create_task(self._produce(send))
         listener = asyncio.create_task(self._listen(receive))
+        tasks = {producer, listener}
+        guard = None
+        if self._recheck is not None:
+            guard = asyncio.create_task(self._guard(self._recheck))
+            tasks.add(guard)
         try:
-            await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if guard is not None and guard in done and not producer.done():
+                # The key was revoked or the login ended: end the stream like a shutdown
+                # does (a clean end; the client cannot resume without a new credential).
+                self._revoked = True
+                if self._on_revoke is not None:
+                    self._on_revoke()
+                await asyncio.wait({producer, listener}, return_when=asyncio.FIRST_COMPLETED)
             if not producer.done():
                 self._gone = True
                 if self._on_disconnect is not None:
                     self._on_disconnect()
                 await producer
         finally:
-            for task in (producer, listener):
+            for task in tasks:
                 if not task.done():
                     task.cancel()
-            for task in (producer, listener):
+            for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             aclose = getattr(self._frames, "aclose", None)
@@ -161,9 +185,13 @@ class EventStream(StreamingResponse):
         )
         try:
             async for chunk in self._frames:
-                if self._gone:
-                    return
+                if self._gone or self._revoked:
+                    break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # Let the disconnect (and the revocation) be heard between frames: a replay
+                # of thousands of stored events would otherwise write them all to a closed
+                # socket, each write logged by asyncio.
+                await asyncio.sleep(0)
         except OSError:
             return  # the client went away mid-write
         except Exception as exc:  # a store error mid-stream: end it; the client resumes
@@ -171,6 +199,23 @@ class EventStream(StreamingResponse):
         if not self._gone:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    async def _guard(recheck: Callable[[], Awaitable[float | None]]) -> None:
+        """Return when the stream's credential stops giving access; checks when its cache
+        entry expires (a store error only postpones the check)."""
+        delay = 0.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                nxt = await recheck()
+            except Exception as exc:
+                log.warning("could not re-check a stream's credential: %s", exc)
+                nxt = 1.0
+            if nxt is None:
+                log.info("stream closed: its key was revoked or its login ended")
+                return
+            delay = nxt
 
     @staticmethod
     async def _listen(receive: Receive) -> None:
@@ -222,7 +267,9 @@ async def session_frames(
     until_end: bool,
 ) -> AsyncIterator[bytes]:
     sid = session.id
-    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
+    ping = ctx.settings.ping_interval
+    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value,
+                             "ping_interval": ping})
     terminal = session.status in TERMINAL
     resync = None
     if cursor is not None and cursor > session.last_seq:
@@ -253,10 +300,9 @@ async def session_frames(
             terminal = _ends(terminal, ev)
         if len(batch) < _PAGE:
             break
-    yield frame("caught_up", {"replayed": replayed})
+    yield frame("caught_up", {"replayed": replayed, "ping_interval": ping})
     if until_end and terminal:
         return
-    ping = ctx.settings.ping_interval
     while True:
         try:
             items = await mb.next_batch(ping)
@@ -305,8 +351,8 @@ async def owner_frames(
             if len(batch) < _PAGE:
                 break
     mb.last = sent
-    yield frame("caught_up", {"replayed": replayed, "current_id": sent})
     ping = ctx.settings.ping_interval
+    yield frame("caught_up", {"replayed": replayed, "current_id": sent, "ping_interval": ping})
     while True:
         try:
             items = await mb.next_batch(ping)

@@ -7,25 +7,29 @@ that made up a random chat id keeps talking to the same session.
 
 A run is named `run_<the session id's ULID>_<seq>`, the seq of the user message that opened it,
 so any API process can find it again. The client's own request id (the AI SDK's message id,
-AG-UI's `runId`) goes with that user message as its `client_request_id`: the same request
-retried opens no second run.
+AG-UI's `runId`), scoped by the conversation id (`request_key`), goes with that user message as
+its `client_request_id`: the same request retried opens no second run, and two conversations
+may use the same request ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from ..domain.errors import NotFound, SessionBusy
-from ..domain.model import Delivery, Session
+from ..domain.model import TERMINAL, Delivery, Session
 from ._context import ApiContext
 from ._errors import ApiError
 
-__all__ = ["RunRef", "find_thread", "not_found", "run_for_request", "start_run"]
+__all__ = ["RunRef", "find_thread", "not_found", "request_key", "run_for_request", "start_run"]
 
 _RUN = re.compile(r"^run_([0-9A-HJKMNP-TV-Z]{26})_([1-9][0-9]{0,17})$")
 _SESSION = re.compile(r"^ses_[0-9A-HJKMNP-TV-Z]{26}$")
 MAX_CHAT_ID = 200
+MAX_REQUEST_KEY = 200
+"""The store's limit on a `client_request_id`."""
 
 
 @dataclass(frozen=True)
@@ -72,11 +76,13 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
                     request_id: str | None, agent: str | None = None) -> RunRef:
     """Open a run with `text`: create the conversation's session, or send `text` to it.
 
-    A conversation that is busy (a run in flight) refuses with 409 `SESSION_BUSY`: these
-    protocols stream one run per request and never fold two into one."""
+    A conversation that is busy (queued or running: a run is under way, or a stop is settling)
+    refuses with 409 `SESSION_BUSY`: these protocols stream one run per request and never fold
+    two into one."""
     session = await find_thread(ctx, owner_id, chat_id)
-    if session is not None and request_id is not None:
-        known = await run_for_request(ctx, session, request_id)
+    key = request_key(chat_id, request_id) if request_id is not None else None
+    if session is not None and key is not None:
+        known = await run_for_request(ctx, session, key)
         if known is not None:  # the same request again: the run it opened
             return known
     if session is None:
@@ -84,28 +90,40 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
         metadata = None if _SESSION.match(chat_id) else {"chat_id": chat_id}
         session = await ctx.store.create_session(
             owner_id, agent=name, model=model, prompt=text, metadata=metadata,
-            client_request_id=request_id)
+            client_request_id=key)
         return RunRef(session.id, session.last_input_seq)
+    if session.status not in TERMINAL:  # queued or running: a run is already under way
+        raise _busy(session)
     try:
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
-                                              client_request_id=request_id)
+                                              client_request_id=key)
     except SessionBusy:
-        raise ApiError(409, "SESSION_BUSY",
-                       "a run is in flight in this conversation; stop it or wait for it",
-                       session_id=session.id) from None
+        raise _busy(session) from None
     if posted.delivery is not Delivery.START:  # a retried request that steered, once
-        raise ApiError(409, "SESSION_BUSY",
-                       "a run is in flight in this conversation; stop it or wait for it",
-                       session_id=session.id)
+        raise _busy(session)
     return RunRef(session.id, posted.seq)
 
 
-async def run_for_request(ctx: ApiContext, session: Session, request_id: str) -> RunRef | None:
-    """The run a client's request id opened in this session, if any (newest first)."""
+def _busy(session: Session) -> ApiError:
+    return ApiError(409, "SESSION_BUSY",
+                    "a run is in flight in this conversation; stop it or wait for it",
+                    session_id=session.id)
+
+
+def request_key(chat_id: str, request_id: str) -> str:
+    """The `client_request_id` of a front end's request: its id within its conversation."""
+    key = f"{chat_id}:{request_id}"
+    if len(key) <= MAX_REQUEST_KEY:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+async def run_for_request(ctx: ApiContext, session: Session, key: str) -> RunRef | None:
+    """The run the request with this `request_key` opened in the session, if any."""
     _, state = await ctx.snapshots.at(session.id, session.last_seq)
     for item in reversed(state.get("items", [])):
         if (item.get("kind") == "user" and item.get("delivery") == Delivery.START.value
-                and item.get("client_request_id") == request_id):
+                and item.get("client_request_id") == key):
             return RunRef(session.id, int(item["seq"]))
     return None
 

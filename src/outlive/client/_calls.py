@@ -125,19 +125,22 @@ def create_session(
     title: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     abandon_after: float | None = None,
+    client_request_id: str | None = None,
 ) -> Call[SessionInfo]:
     body = _drop_none(
         {"prompt": prompt, "agent": agent, "model": model, "title": title,
          "metadata": dict(metadata) if metadata is not None else None,
-         "abandon_after": abandon_after}
+         "abandon_after": abandon_after, "client_request_id": client_request_id}
     )
     return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
 
 
 def list_sessions(
-    *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+    attention: str | None = None,
 ) -> Call[SessionPage]:
-    params = _drop_none({"status": status, "limit": limit, "cursor": cursor})
+    params = _drop_none({"status": status, "limit": limit, "cursor": cursor,
+                         "attention": attention})
     return Call("GET", "/v1/sessions", SessionPage.model_validate, params=params)
 
 

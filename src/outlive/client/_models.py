@@ -63,6 +63,8 @@ class SessionInfo(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     cancel_requested: bool = False
     abandon_after: float | None = None
+    attention: str | None = None
+    """`question` while the session waits for the person's answer; None otherwise."""
 
     @property
     def terminal(self) -> bool:
@@ -137,6 +139,8 @@ class AttachedFrame(_Model):
     kind: Literal["attached"] = Field(default="attached", exclude=True)
     last_seq: int
     status: str
+    ping_interval: float | None = None
+    """Seconds between the server's pings on an idle stream (servers that say so)."""
 
 
 class SnapshotFrame(_Model):
@@ -160,6 +164,9 @@ class CaughtUpFrame(_Model):
 
     kind: Literal["caught_up"] = Field(default="caught_up", exclude=True)
     replayed: int = 0
+    ping_interval: float | None = None
+    current_id: int | None = None
+    """Owner stream: the last owner event id, so a client without a cursor has one."""
 
 
 class ResyncRequiredFrame(_Model):

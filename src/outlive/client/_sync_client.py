@@ -45,7 +45,7 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float | httpx.Timeout = 10.0,
-        stream_read_timeout: float | None = 45.0,
+        stream_read_timeout: float | None = 37.5,
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -90,25 +90,30 @@ class Client:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> SessionInfo:
         return self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
-            abandon_after=abandon_after,
+            abandon_after=abandon_after, client_request_id=client_request_id,
         ))
 
     def list_sessions(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+        attention: str | None = None,
     ) -> SessionPage:
-        return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+        return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
+                                               attention=attention))
 
     def list_all_sessions(
-        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE,
+        attention: str | None = None,
     ) -> list[SessionInfo]:
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
-            page = self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            page = self.list_sessions(status=status, limit=page_size, cursor=cursor,
+                                        attention=attention)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out

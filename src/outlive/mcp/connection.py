@@ -2,9 +2,8 @@
 
 A supervisor task owns the transport and the SDK's `ClientSession` (their task groups must be
 entered and left by the same task), connects, lists the tools, then waits until the worker
-closes it or the server goes away, and connects again with backoff. A stdio server is started
-through a tiny launcher that asks the kernel to kill it when the worker dies, so `kill -9` of a
-worker leaves no server behind.
+closes it or the server goes away, and connects again with backoff. stdio servers are started
+through `launch.py`, so they die with the worker.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable
 from typing import IO, Any, TextIO, cast
@@ -21,13 +19,14 @@ from typing import IO, Any, TextIO, cast
 import anyio
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import ClientSession, McpError, StdioServerParameters, types
+from mcp import ClientSession, McpError, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from .config import HttpServer, McpServer, StdioServer
+from .launch import launch_parameters
 
 __all__ = ["IDEMPOTENCY_META_KEY", "ServerConnection", "ServerUnavailable"]
 
@@ -44,22 +43,6 @@ PING_TIMEOUT = 2.0
 away mid-response, so the calls in flight would wait for their timeouts."""
 STDERR_TAIL_LINES = 12
 
-# Runs `argv[2:]` in place of itself once the kernel will kill it with its parent (Linux
-# PR_SET_PDEATHSIG); exits at once if the parent is already gone.
-_LAUNCHER = (
-    "import ctypes,os,signal,sys\n"
-    "try:\n"
-    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
-    "except (OSError, AttributeError):\n"
-    "    pass\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit(70)\n"
-    "try:\n"
-    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
-    "except OSError as e:\n"
-    "    sys.stderr.write(f'cannot run {sys.argv[2]!r}: {e.strerror}\\n')\n"
-    "    sys.exit(127)\n"
-)
 
 class ServerUnavailable(Exception):
     """The server cannot take calls now; the message names it and says why."""
@@ -201,7 +184,7 @@ class ServerConnection:
             if self._stderr is None:
                 self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
             errlog = cast(TextIO, self._stderr)
-            async with stdio_client(_launch(server), errlog=errlog) as (read, write):
+            async with stdio_client(launch_parameters(server), errlog=errlog) as (read, write):
                 yield read, write
             return
         assert isinstance(server, HttpServer)
@@ -372,12 +355,3 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         cursor = page.nextCursor
         if not cursor:
             return tools
-
-
-def _launch(server: StdioServer) -> StdioServerParameters:
-    command, args = server.command, list(server.args)
-    if sys.platform.startswith("linux"):
-        command, args = sys.executable, ["-c", _LAUNCHER, str(os.getpid()), command, *args]
-    return StdioServerParameters(command=command, args=args, env=dict(server.env) or None,
-                                 cwd=server.cwd)
-

@@ -2,8 +2,8 @@
 
 Text is kept as text (joined), structured content as JSON, small images and audio inline as
 base64 (larger ones by size only, so one screenshot cannot bloat the event log), embedded
-resources by their text or size, resource links by URI. A result with `isError` is a failure:
-the tool raises `McpToolError`, which the registry records as a failed result.
+resources by their text or size, resource links by URI. A result with `isError` is a
+`ToolFailure`: recorded, shown and given to the model as a failed result.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 from mcp import types
 
-__all__ = ["INLINE_BINARY_LIMIT", "McpToolError", "convert_result"]
+from ..tools import ToolFailure
+
+__all__ = ["INLINE_BINARY_LIMIT", "convert_result"]
 
 INLINE_BINARY_LIMIT = 8 * 1024
 """Base64 characters of an image, audio clip or blob kept in the result; larger ones are
@@ -21,12 +23,8 @@ described, not stored (the model is shown the result as JSON: a screenshot in ba
 cost it tens of thousands of tokens and tell it nothing)."""
 
 
-class McpToolError(Exception):
-    """The server answered the call with `isError: true`; the message is its text."""
-
-
-def convert_result(result: types.CallToolResult) -> dict[str, Any]:
-    """The JSON result of a successful call; raises `McpToolError` for an error result."""
+def convert_result(result: types.CallToolResult) -> dict[str, Any] | ToolFailure:
+    """The JSON result of a call, or the failure the server reported."""
     texts: list[str] = []
     blocks: list[dict[str, Any]] = []
     for block in result.content:
@@ -36,7 +34,9 @@ def convert_result(result: types.CallToolResult) -> dict[str, Any]:
             blocks.append(_block(block))
     if result.isError:
         message = "\n".join(texts).strip() or "the tool reported an error"
-        raise McpToolError(message)
+        detail = result.structuredContent if result.structuredContent is not None else (
+            blocks or None)
+        return ToolFailure(message, value=detail)
     text = "\n".join(texts)
     structured = result.structuredContent
     if structured is not None and texts:

@@ -18,8 +18,8 @@ from jsonschema.exceptions import SchemaError
 from mcp import types
 
 from ..domain.tool_calls import ToolSpec
-from ..tools import InvalidArguments, ToolContext
-from .connection import ServerConnection
+from ..tools import InvalidArguments, ToolContext, ToolFailure
+from .connection import ServerConnection, ServerUnavailable
 from .results import convert_result
 
 __all__ = ["SEPARATOR", "McpTool", "adapt_tools"]
@@ -50,7 +50,11 @@ class McpTool:
         return ToolSpec(self.name, self.description, self.schema)
 
     def bind(self, arguments: dict[str, Any]) -> Callable[[ToolContext], Coroutine[Any, Any, Any]]:
-        problems = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        try:
+            problems = sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.path))
+        except Exception as exc:  # e.g. a `$ref` we do not fetch: the server still checks
+            log.info("tool %s: arguments not checked here (%s)", self.name, exc)
+            problems = []
         if problems:
             raise InvalidArguments(
                 f"invalid arguments for tool {self.name!r}: "
@@ -62,7 +66,8 @@ class McpTool:
 
         return call
 
-    async def _call(self, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    async def _call(self, arguments: dict[str, Any], ctx: ToolContext
+                    ) -> dict[str, Any] | ToolFailure:
         async def report(progress: float, total: float | None, message: str | None) -> None:
             if message:
                 await ctx.progress(message)
@@ -71,8 +76,11 @@ class McpTool:
             else:
                 await ctx.progress(f"{progress:g}")
 
-        result = await self.connection.call(self.remote_name, arguments,
-                                            key=ctx.idempotency_key, progress=report)
+        try:
+            result = await self.connection.call(self.remote_name, arguments,
+                                                key=ctx.idempotency_key, progress=report)
+        except ServerUnavailable as exc:  # it restarts with backoff: a retry may work
+            return ToolFailure(str(exc), retryable=True)
         return convert_result(result)
 
 

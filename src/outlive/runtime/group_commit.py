@@ -83,7 +83,7 @@ class GroupCommitter:
         while self._queue:
             # One turn of the loop first: runs woken by the same tick join this transaction.
             await asyncio.sleep(0)
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            batch, self._queue = self._next_batch()
             self._in_flight_since = batch[0].since
             try:
                 outcomes = await self.store.commit_many([w.commit for w in batch])
@@ -103,6 +103,21 @@ class GroupCommitter:
                     w.done.set_exception(out)
                 else:
                     w.done.set_result(out)
+
+    def _next_batch(self) -> tuple[list[_Waiting], list[_Waiting]]:
+        """The oldest commits, at most one per session (a run parked while its last commit
+        still waited queues another: that one goes in the next transaction, after it)."""
+        batch: list[_Waiting] = []
+        later: list[_Waiting] = []
+        sessions: set[str] = set()
+        for w in self._queue:
+            sid = w.commit.lease.session_id
+            if len(batch) < self.max_batch and sid not in sessions:
+                sessions.add(sid)
+                batch.append(w)
+            else:
+                later.append(w)
+        return batch, later
 
     async def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,

@@ -49,7 +49,7 @@ class RuntimeSettings:
     compact_after: float | None = 300.0
     """A finished session's deltas are compacted this long after it ended; None: never."""
     retain: float | None = None
-    """Finished sessions untouched this long are purged whole; None (default): kept forever."""
+    """Sessions that ended this long ago are purged whole; None (default): kept forever."""
     owner_log_keep: int = 10_000
     """Each owner's lifecycle log keeps its last this many events."""
     sweep_batch: int = 50

@@ -278,16 +278,16 @@ class Worker:
                     r.cancel_seen()
 
     async def _sweeps(self) -> None:
-        """Bounded storage: the first pass soon after start, then every `sweep_interval`."""
+        """Bounded storage (docs/retention.md): a pass every `sweep_interval`, the first one
+        interval after start, so a worker's first moments are spent on sessions."""
         interval = self.settings.sweep_interval
         assert interval is not None
-        await asyncio.sleep(min(interval, 1.0))
         while True:
+            await asyncio.sleep(interval)
             try:
                 await sweep(self.store, self.settings)
             except Exception as exc:
                 log.warning("storage sweep failed: %s", exc)
-            await asyncio.sleep(interval)
 
     async def _abandon_scan(self) -> None:
         while True:

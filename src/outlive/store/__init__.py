@@ -16,10 +16,19 @@ from ._port import (
     Webhook,
     WebhookDelivery,
 )
+from ._validation import (
+    MAX_ABANDON_AFTER,
+    MIN_ABANDON_AFTER,
+    check_metadata,
+    check_string,
+    check_title,
+)
 from .postgres import PostgresStore
 from .sqlite import SqliteStore
 
 __all__ = [
+    "MAX_ABANDON_AFTER",
+    "MIN_ABANDON_AFTER",
     "ApiKey",
     "Commit",
     "CommitOutcome",
@@ -33,6 +42,9 @@ __all__ = [
     "TakenDelivery",
     "Webhook",
     "WebhookDelivery",
+    "check_metadata",
+    "check_string",
+    "check_title",
     "open_store",
 ]
 

@@ -1,4 +1,6 @@
-"""Owners and API keys. Only a key's hash is ever stored."""
+"""Owners, API keys and the web page's logins. Only hashes are ever stored: a key's, and a
+login token's (a random value unrelated to the key, so a copy of the database logs no one in).
+"""
 
 from __future__ import annotations
 
@@ -52,7 +54,51 @@ class KeyOps(StoreCore):
         return await self._read(op)
 
     async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke the key and end every login made with it, in one transaction."""
+
         async def op(tx: Tx, st: TxState) -> bool:
-            return bool(await tx.fetch(self.q.revoke_api_key, {"id": key_id}))
+            revoked = bool(await tx.fetch(self.q.revoke_api_key, {"id": key_id}))
+            if revoked:
+                await tx.execute(self.q.revoke_key_logins, {"id": key_id})
+            return revoked
+
+        return await self._write(op)
+
+    async def create_login(self, key_hash: str, token_hash: str, *, max_age: float
+                           ) -> Owner | None:
+        """Start a login for the active key with this hash; None when there is none. Logins
+        past `max_age` or ended are deleted on the way (the table stays small)."""
+
+        async def op(tx: Tx, st: TxState) -> Owner | None:
+            rows = await tx.fetch(self.q.active_key, {"hash": key_hash})
+            if not rows:
+                return None
+            await tx.execute(self.q.purge_logins, {"max_age": max_age})
+            await tx.execute(self.q.insert_login, {
+                "id": new_id("lgn"), "token": token_hash, "key": rows[0]["id"],
+                "owner": rows[0]["owner_id"],
+            })
+            return Owner(rows[0]["owner_id"], rows[0]["name"])
+
+        return await self._write(op)
+
+    async def owner_for_login(self, token_hash: str, *, idle: float, max_age: float
+                              ) -> Owner | None:
+        """The owner of a live login, sliding its idle expiry; None when the login is unknown,
+        ended, idle longer than `idle`, older than `max_age`, or its key was revoked."""
+
+        async def op(tx: Tx, st: TxState) -> Owner | None:
+            rows = await tx.fetch(self.q.touch_login,
+                                  {"token": token_hash, "idle": idle, "max_age": max_age})
+            if not rows:
+                return None
+            owner = await tx.fetch(self.q.owner_by_id, {"id": rows[0]["owner_id"]})
+            return Owner(owner[0]["id"], owner[0]["name"])
+
+        return await self._write(op)
+
+    async def end_login(self, token_hash: str) -> bool:
+        async def op(tx: Tx, st: TxState) -> bool:
+            return bool(await tx.fetch(self.q.end_login, {"token": token_hash}))
 
         return await self._write(op)

@@ -96,7 +96,7 @@ class RetentionOps(StoreCore):
         return done
 
     async def purge_expired(self, *, older_than: float, limit: int = 50) -> int:
-        """One batch of finished sessions untouched for `older_than` seconds, removed whole."""
+        """One batch of sessions that ended more than `older_than` seconds ago, removed whole."""
 
         async def op(tx: Tx, st: TxState) -> int:
             rows = await tx.fetch(self.q.expired_sessions, {"age": older_than, "limit": limit})
@@ -120,7 +120,8 @@ class RetentionOps(StoreCore):
     # -- compaction ------------------------------------------------------------------------
 
     async def compact_finished(self, *, older_than: float, limit: int = 20) -> int:
-        """Compact up to `limit` sessions that ended more than `older_than` seconds ago."""
+        """Compact up to `limit` sessions that ended more than `older_than` seconds ago
+        (`ended_at`, written with the status, so a turn's updates never touch its index)."""
 
         async def pick(tx: Tx) -> list[str]:
             rows = await tx.fetch(self.q.compactable_sessions,

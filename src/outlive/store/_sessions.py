@@ -49,7 +49,7 @@ class SessionOps(StoreCore):
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
         starts a second run."""
-        clean_title = check_session_args(agent, model, prompt, title, abandon_after)
+        clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         check_client_request_id(client_request_id)
         transition(None, Action.CREATE)
         sid = new_id("ses")

@@ -7,6 +7,7 @@ for the person who sent the input.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,16 +25,20 @@ from ..domain.model import (
 )
 
 __all__ = [
+    "MAX_ABANDON_AFTER",
     "MAX_LIST_LIMIT",
+    "MIN_ABANDON_AFTER",
     "auto_title",
     "check_abandon_after",
     "check_attention",
     "check_client_request_id",
     "check_event_types",
     "check_list",
+    "check_metadata",
     "check_owner_name",
     "check_read_window",
     "check_session_args",
+    "check_string",
     "check_text",
     "check_title",
     "parse_mode",
@@ -44,41 +49,105 @@ __all__ = [
 MAX_LIST_LIMIT = 500
 MAX_CLIENT_REQUEST_ID = 200
 MAX_OWNER_NAME = 100
+MIN_ABANDON_AFTER = 30.0
+"""The shortest `abandon_after` the HTTP API accepts: below it a run would be cancelled between
+two `watched_at` bumps of a live stream. (The Store itself takes any positive value, for
+embedding programs and tests.)"""
+MAX_ABANDON_AFTER = 30 * 86400.0
+"""The longest `abandon_after`: longer means "never" in practice, and once overflowed
+PostgreSQL's interval in the sweep that serves every tenant."""
+MAX_METADATA_DEPTH = 32
 _CURSOR = re.compile(r"^ses_[0-9A-Z]{26}$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+"""Embeddings, overrides, isolates and marks: they reorder what follows them on screen, so a
+title could show `txt.exe` for `exe.txt`."""
+_INVISIBLE = re.compile("[\u200b-\u200d\u2060\ufeff\u00ad\u180e]")
+"""Zero-width characters: a title made only of them (and whitespace) looks empty."""
+
+
+def check_string(value: str, what: str) -> None:
+    """Text both databases store alike: no NUL (PostgreSQL refuses it) and no lone surrogate
+    (not encodable as UTF-8; JSON can carry one as an escape, `"\\ud800"`)."""
+    if "\x00" in value:
+        raise InvalidInput(f"{what} must not contain NUL characters")
+    if _SURROGATE.search(value):
+        raise InvalidInput(f"{what} must not contain unpaired surrogate code points")
+
+
+def check_metadata(metadata: Any) -> None:
+    """Every key and string value of a session's metadata, at any depth, passes `check_string`;
+    numbers are finite (JSON has no NaN or infinity)."""
+    _check_json(metadata, "metadata", 0)
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    if depth > MAX_METADATA_DEPTH:
+        raise InvalidInput(f"metadata is nested more than {MAX_METADATA_DEPTH} levels deep")
+    if isinstance(value, str):
+        check_string(value, where)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidInput(f"{where} keys must be strings")
+            check_string(k, f"{where} keys")
+            _check_json(v, where, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_json(v, where, depth + 1)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(f"{where} numbers must be finite")
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise InvalidInput(f"{where} must be JSON")
 
 
 def check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("text must be a non-empty string")
-    if "\x00" in text:
-        raise InvalidInput("text must not contain NUL characters")
+    check_string(text, "text")
     if len(text) > MAX_TEXT_CHARS:
         raise TooLarge(f"text is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
 
 
 def check_title(title: str) -> str:
-    """The title as stored: surrounding whitespace removed."""
-    if not isinstance(title, str) or not title.strip():
+    """The title as stored: bidi controls removed, surrounding whitespace removed; a title
+    that shows nothing (only whitespace and zero-width characters) is refused."""
+    if not isinstance(title, str):
         raise InvalidInput("title must be a non-empty string")
-    if "\x00" in title:
-        raise InvalidInput("title must not contain NUL characters")
+    check_string(title, "title")
     if len(title) > MAX_TITLE_CHARS:
         raise InvalidInput(f"title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}")
-    return title.strip()
+    clean = _BIDI_CONTROLS.sub("", title).strip()
+    if not _INVISIBLE.sub("", clean).strip():
+        raise InvalidInput("title must contain visible characters")
+    return clean
 
 
-def auto_title(title: str) -> str:
-    """A generated title is cut to the limit rather than refused."""
-    return check_title(title[:MAX_TITLE_CHARS])
+def auto_title(title: str) -> str | None:
+    """A generated (model- or prompt-written) title, cleaned like a manual one and cut to the
+    limit; None when nothing visible is left (the session keeps no title)."""
+    text = _SURROGATE.sub("\ufffd", title.replace("\x00", "\ufffd"))
+    try:
+        return check_title(text[:MAX_TITLE_CHARS])
+    except InvalidInput:
+        return None
 
 
 def check_abandon_after(abandon_after: float | None) -> None:
-    if abandon_after is not None and abandon_after <= 0:
-        raise InvalidInput("abandon_after must be a positive number of seconds")
+    if abandon_after is None:
+        return
+    if (isinstance(abandon_after, bool) or not isinstance(abandon_after, int | float)
+            or not math.isfinite(abandon_after)
+            or not 0 < abandon_after <= MAX_ABANDON_AFTER):
+        raise InvalidInput(
+            f"abandon_after must be a positive number of seconds, at most "
+            f"{MAX_ABANDON_AFTER:g} (30 days)"
+        )
 
 
 def check_session_args(
-    agent: str, model: str, prompt: str | None, title: str | None, abandon_after: float | None
+    agent: str, model: str, prompt: str | None, title: str | None, abandon_after: float | None,
+    metadata: Any = None,
 ) -> str | None:
     """Everything `create_session` is given; returns the title as stored (or None)."""
     if prompt is not None:
@@ -87,6 +156,12 @@ def check_session_args(
     check_abandon_after(abandon_after)
     if not agent or not model:
         raise InvalidInput("agent and model are required")
+    check_string(agent, "agent")
+    check_string(model, "model")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be a JSON object")
+        check_metadata(metadata)
     return clean_title
 
 
@@ -128,17 +203,19 @@ def check_attention(attention: str | None) -> None:
 
 
 def check_client_request_id(client_request_id: str | None) -> None:
-    if client_request_id is not None and not (
-        0 < len(client_request_id) <= MAX_CLIENT_REQUEST_ID
-    ):
+    if client_request_id is None:
+        return
+    if not 0 < len(client_request_id) <= MAX_CLIENT_REQUEST_ID:
         raise InvalidInput(
             f"client_request_id must be 1 to {MAX_CLIENT_REQUEST_ID} characters"
         )
+    check_string(client_request_id, "client_request_id")
 
 
 def check_owner_name(name: str) -> None:
     if not name or len(name) > MAX_OWNER_NAME:
         raise InvalidInput(f"owner name must be 1 to {MAX_OWNER_NAME} characters")
+    check_string(name, "owner name")
 
 
 def check_event_types(events: Sequence[NewEvent]) -> None:
@@ -161,13 +238,18 @@ def settle_status(status: Status | str) -> Status:
 
 
 def scrub(value: Any) -> Any:
-    """NUL characters become U+FFFD, the same on both databases (PostgreSQL's JSON cannot hold
-    them, and model output is untrusted). Returns `value` itself when there is none."""
+    """NUL characters and lone surrogates become U+FFFD, the same on both databases
+    (PostgreSQL's JSON cannot hold NUL, UTF-8 cannot hold a lone surrogate, and model output
+    is untrusted). Returns `value` itself when there is none."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+        if "\x00" in value:
+            value = value.replace("\x00", "\ufffd")
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
     if isinstance(value, dict):
-        out = {k: scrub(v) for k, v in value.items()}
-        return value if all(out[k] is value[k] for k in value) else out
+        out = {scrub(k): scrub(v) for k, v in value.items()}
+        if len(out) == len(value) and all(k in out and out[k] is value[k] for k in value):
+            return value
+        return out
     if isinstance(value, list):
         items = [scrub(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ import aiosqlite
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, epoch
+from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -23,6 +26,8 @@ from ._migrate import SCHEMA_VERSION_DDL, migrations
 __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("outlive.store")
 
 class SqliteDialect:
     name = "sqlite"
@@ -102,6 +107,22 @@ def _translated() -> Iterator[None]:
         raise StoreUnavailable(f"SQLite unavailable: {exc}") from exc
 
 
+def _private_file(path: Path) -> None:
+    """Create the database file mode 0600 before SQLite opens it (SQLite gives its `-wal` and
+    `-shm` files the database file's mode); warn when an existing one is readable by others:
+    it holds every conversation and every owner's key hashes."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            log.warning("%s is readable by other users (mode %s); `chmod 600` it and its -wal "
+                        "and -shm files", path, oct(mode))
+        return
+    os.fchmod(fd, 0o600)  # whatever the umask
+    os.close(fd)
+
+
 _FANOUTS: dict[str, Fanout] = {}
 """One fan-out per database file, shared by every Store on it in this process."""
 
@@ -158,10 +179,12 @@ class SqliteStore(SqlStore):
             try:
                 # Plain sqlite3 first: aiosqlite's failed connect leaves a stop request that
                 # its thread answers later, on an event loop that may be closed by then.
+                if self.path != ":memory:":
+                    _private_file(Path(self.path))
                 await asyncio.to_thread(_probe, self.path)
                 self._writer = await self._connect()
                 self._reader = await self._connect()
-            except sqlite3.Error as exc:  # a missing folder, no permission, not a database
+            except (sqlite3.Error, OSError) as exc:  # a missing folder, no permission, …
                 await self.close()
                 raise StoreUnavailable(
                     f"cannot open the SQLite database {self.path}: {exc}"
@@ -274,6 +297,11 @@ class SqliteStore(SqlStore):
                 "pairs": json.dumps([[lease.session_id, lease.fence] for lease in leases]),
             },
         )
+
+    async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
+        return await tx.fetch(self.q.commit_heads, {"items": json.dumps(
+            [[lease.session_id, lease.worker, lease.fence, ne, nn, d]
+             for lease, ne, nn, d in items])})
 
     def subscribe(self) -> FanoutSubscription:
         return self._fanout.subscribe()

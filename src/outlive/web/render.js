@@ -324,6 +324,7 @@ export class RailView {
               { class: "rail-meta" },
               h("span", { class: "dot", "aria-hidden": "true" }),
               h("span", { class: "rail-status", "data-testid": "rail-status" }),
+              h("span", { class: "rail-attention", "data-testid": "rail-attention" }),
               h("span", { class: "rail-stage" }),
               h("span", { class: "rail-time" }),
             ),
@@ -342,6 +343,9 @@ export class RailView {
       const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
       setText(node.querySelector(".rail-status"), status);
       setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
+      node.dataset.attention = s.attention || "";
+      setText(node.querySelector(".rail-attention"),
+        s.attention === "question" ? "needs your answer" : s.attention || "");
       const time = node.querySelector(".rail-time");
       time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
       setText(time, relativeTime(s.created_at));

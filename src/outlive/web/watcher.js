@@ -68,6 +68,7 @@ function summary(s) {
     created_at: s.created_at ?? null,
     updated_at: s.updated_at ?? null,
     cancel_requested: Boolean(s.cancel_requested),
+    attention: typeof s.attention === "string" ? s.attention : null,
   };
 }
 
@@ -333,6 +334,9 @@ export class OwnerWatcher {
       case "session_status":
         next.status = d.status;
         if (Number.isInteger(d.attempt)) next.attempt = d.attempt;
+        // Every status change says whether the session now waits on a person (absent: no).
+        next.attention = typeof d.attention === "string" ? d.attention : null;
+        if (d.error && typeof d.error === "object") next.error = d.error;
         if (d.status === "queued" && TERMINAL.has(cur.status)) {
           next.error = null; // revived by a message
           next.cancel_requested = false;

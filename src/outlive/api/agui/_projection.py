@@ -81,6 +81,14 @@ class RunHeader:
     """The transcript (reducer state) just before the run's opening message."""
 
 
+@dataclass
+class _Stream:
+    """An open text or reasoning message: its AG-UI id and the text sent so far."""
+
+    ident: str
+    sent: str = ""
+
+
 class RunProjection:
     """Folds one run's events, in log order, into AG-UI events."""
 
@@ -91,8 +99,9 @@ class RunProjection:
         self.emitted = 0
         self._events: list[Event] = []
         self._step: str | None = None
-        self._text: dict[Any, str] = {}  # open text message: our message id -> its text so far
-        self._reasoning: dict[Any, str] = {}
+        self._text: dict[Any, _Stream] = {}  # open text messages by our message id
+        self._reasoning: dict[Any, _Stream] = {}
+        self._ids: set[str] = set()
         self._tools: set[str] = set()
         self._seen_tools: set[str] = set()
         self._parent: str | None = None
@@ -151,39 +160,47 @@ class RunProjection:
             self._out.append(StepFinishedEvent(step_name=self._step))
             self._step = None
 
-    def _delta(self, kind: str, message_id: Any, text: str) -> None:
-        ident = assistant_id(message_id)
+    def _open_id(self, wanted: str, seq: int) -> str:
+        """A message id for a new stream: ours, unless an earlier stream of the run used it."""
+        ident = wanted if wanted not in self._ids else f"{wanted}_{seq}"
+        self._ids.add(ident)
+        return ident
+
+    def _delta(self, kind: str, message_id: Any, text: str, seq: int) -> None:
         if kind == "text":
             if message_id not in self._text:
                 self._close_reasoning(message_id)
-                self._text[message_id] = ""
+                ident = self._open_id(assistant_id(message_id), seq)
+                self._text[message_id] = _Stream(ident)
                 self._out.append(TextMessageStartEvent(message_id=ident, role="assistant"))
-            self._text[message_id] += text
-            self._out.append(TextMessageContentEvent(message_id=ident, delta=text))
+            stream = self._text[message_id]
+            stream.sent += text
+            self._out.append(TextMessageContentEvent(message_id=stream.ident, delta=text))
         else:
-            rid = f"rs_{ident}"
             if message_id not in self._reasoning:
-                self._reasoning[message_id] = ""
-                self._out.append(ReasoningStartEvent(message_id=rid))
-                self._out.append(ReasoningMessageStartEvent(message_id=rid, role="reasoning"))
-            self._reasoning[message_id] += text
-            self._out.append(ReasoningMessageContentEvent(message_id=rid, delta=text))
+                ident = self._open_id(f"rs_{assistant_id(message_id)}", seq)
+                self._reasoning[message_id] = _Stream(ident)
+                self._out.append(ReasoningStartEvent(message_id=ident))
+                self._out.append(ReasoningMessageStartEvent(message_id=ident, role="reasoning"))
+            stream = self._reasoning[message_id]
+            stream.sent += text
+            self._out.append(ReasoningMessageContentEvent(message_id=stream.ident, delta=text))
 
     def _close_text(self, message_id: Any, text: str | None = None) -> None:
-        if message_id not in self._text:
+        stream = self._text.pop(message_id, None)
+        if stream is None:
             return
-        sent = self._text.pop(message_id)
-        ident = assistant_id(message_id)
-        if text and text != sent and text.startswith(sent):
-            self._out.append(TextMessageContentEvent(message_id=ident, delta=text[len(sent):]))
-        self._out.append(TextMessageEndEvent(message_id=ident))
+        if text and text != stream.sent and text.startswith(stream.sent):
+            self._out.append(TextMessageContentEvent(message_id=stream.ident,
+                                                     delta=text[len(stream.sent):]))
+        self._out.append(TextMessageEndEvent(message_id=stream.ident))
 
     def _close_reasoning(self, message_id: Any) -> None:
-        if self._reasoning.pop(message_id, None) is None:
+        stream = self._reasoning.pop(message_id, None)
+        if stream is None:
             return
-        rid = f"rs_{assistant_id(message_id)}"
-        self._out.append(ReasoningMessageEndEvent(message_id=rid))
-        self._out.append(ReasoningEndEvent(message_id=rid))
+        self._out.append(ReasoningMessageEndEvent(message_id=stream.ident))
+        self._out.append(ReasoningEndEvent(message_id=stream.ident))
 
     def _close_all_text(self) -> None:
         for message_id in list(self._reasoning):
@@ -259,13 +276,13 @@ def _on_turn_start(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None
 def _on_thinking(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
     text = _text(data.get("text"))
     if text:
-        p._delta("reasoning", data.get("message_id"), text)
+        p._delta("reasoning", data.get("message_id"), text, ev.seq)
 
 
 def _on_text(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
     text = _text(data.get("text"))
     if text:
-        p._delta("text", data.get("message_id"), text)
+        p._delta("text", data.get("message_id"), text, ev.seq)
 
 
 def _on_message_end(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
@@ -276,7 +293,7 @@ def _on_message_end(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> Non
         p._close_text(message_id)
         return
     if message_id not in p._text and text:
-        p._delta("text", message_id, text)
+        p._delta("text", message_id, text, ev.seq)
     p._close_text(message_id, text)
 
 

@@ -31,9 +31,16 @@ from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._errors import ApiError
 from .._hub import StreamClosed
-from .._run_feed import RunFeed, latest_run_start, watch_session
+from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream
-from .._threads import RunRef, find_thread, not_found, run_for_request, start_run
+from .._threads import (
+    RunRef,
+    find_thread,
+    not_found,
+    request_key,
+    run_for_request,
+    start_run,
+)
 from ._projection import RunHeader, RunProjection
 from ._requests import parse_input, pending_question, run_text
 
@@ -68,14 +75,14 @@ async def run_events(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx,
             raise ApiError(400, "BAD_CURSOR", "Last-Event-ID must be an event number")
         after = int(last_event_id.strip())
     session = await _thread(ctx, owner.id, thread_id)
-    ref = await _run(ctx, session, run_id)
+    ref = await _run(ctx, session, thread_id, run_id)
     return await _open(ctx, owner.id, ref, thread_id, run_id, after=after)
 
 
 @router.post("/{thread_id}/runs/{run_id}/cancel")
 async def cancel_run(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx) -> JSONResponse:
     session = await _thread(ctx, owner.id, thread_id)
-    ref = await _run(ctx, session, run_id)
+    ref = await _run(ctx, session, thread_id, run_id)
     current = await latest_run_start(ctx, session)
     stopping = current == ref.start and session.status not in TERMINAL
     if stopping:
@@ -92,12 +99,12 @@ async def _thread(ctx: ApiContext, owner_id: str, thread_id: str) -> Session:
     return session
 
 
-async def _run(ctx: ApiContext, session: Session, run_id: str) -> RunRef:
+async def _run(ctx: ApiContext, session: Session, thread_id: str, run_id: str) -> RunRef:
     """The run the client named `run_id` (its own id, or outlive's `run_…`)."""
     ref = RunRef.parse(run_id)
     if ref is not None and ref.session_id == session.id:
         return ref
-    found = await run_for_request(ctx, session, run_id)
+    found = await run_for_request(ctx, session, request_key(thread_id, run_id))
     if found is None:
         raise not_found(f"run {run_id}")
     return found
@@ -115,7 +122,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run
     feed = RunFeed(ctx, session.id, ref.start, mb)
     try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        if not first or first[0].seq != ref.start or first[0].type != "user_message":
+        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
             raise not_found(f"run {run_id}")
         before = (await ctx.snapshots.at(session.id, ref.start - 1))[1] if ref.start > 1 \
             else empty_state()

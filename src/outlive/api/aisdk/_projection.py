@@ -277,6 +277,8 @@ def _on_tool_end(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
 
 def _on_question(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
     call_id = _text(data.get("call_id")) or f"question_{ev.seq}"
+    if call_id in p._seen_tools:
+        call_id = f"{call_id}_{ev.seq}"
     options = data.get("options")
     question = {"question": _text(data.get("question")),
                 "options": list(options) if isinstance(options, list) else []}

@@ -32,7 +32,7 @@ from ...domain.model import TERMINAL, Event, Session
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._hub import StreamClosed
-from .._run_feed import RunFeed, latest_run_start, watch_session
+from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream, data_frame
 from .._threads import RunRef, find_thread, not_found, start_run
 from ._projection import ChatProjection, hidden_deltas
@@ -121,7 +121,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, *, start_index: int
         async for ev in feed.stored(until=lambda: bool(stored)
                                     and stored[-1].type == "session_end"):
             stored.append(ev)
-        if not stored or stored[0].seq != ref.start or stored[0].type != "user_message":
+        if not stored or stored[0].seq != ref.start or not opens_a_run(stored[0]):
             raise not_found(f"run {ref.id}")
         projection = ChatProjection(ref.id, hidden_deltas(stored) if replay else frozenset())
         chunks = [c for ev in stored for c in projection.apply(ev)]

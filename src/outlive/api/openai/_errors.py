@@ -50,8 +50,14 @@ class OpenAIError(Exception):
 def openai_error(status: int, message: str, *, type: str = INVALID, param: str | None = None,
                  code: str | None = None, headers: Mapping[str, str] | None = None
                  ) -> JSONResponse:
-    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    body = {"error": {"message": _utf8(message), "type": type,
+                      "param": None if param is None else _utf8(param), "code": code}}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def _utf8(text: str) -> str:
+    """Echoed input may hold a lone surrogate (valid as a JSON escape, not as UTF-8)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 async def _on_openai(request: Request, exc: Exception) -> JSONResponse:

@@ -20,15 +20,16 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from ...domain.errors import AlreadyTerminal, NotFound, SessionBusy
 from ...domain.model import Delivery
-from .._auth import CurrentOwner
+from ...store import check_string
+from .._auth import CurrentOwner, stream_recheck
 from .._context import ApiContext, Ctx
 from .._hub import StreamClosed
-from .._sse import PING, EventStream, frame
+from .._sse import COMMENT_PING, EventStream, frame
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
 from ._requests import CreateResponse, display_model, input_text, resolve_model
@@ -43,10 +44,12 @@ stops within milliseconds unless its worker is gone; then it settles when its le
 
 
 @router.post("/responses", summary="Create a response", response_model=None)
-async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
-                          ) -> JSONResponse | EventStream:
+async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
+                          request: Request) -> JSONResponse | EventStream:
     body.check_supported()
     text = input_text(body)
+    if body.model is not None:
+        check_string(body.model, "model")
     if body.previous_response_id:
         ref = await _follow_up(ctx, owner.id, body, text)
     else:
@@ -57,7 +60,8 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
     forget = body.store is False
     if body.stream:
         return await _open_stream(ctx, owner.id, ref.id, None,
-                                  foreground=not body.background, forget=forget)
+                                  foreground=not body.background, forget=forget,
+                                  request=request)
     feed = await open_feed(ctx, owner.id, ref.id, live=not body.background)
     try:
         with contextlib.suppress(StreamClosed):
@@ -108,6 +112,7 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
 @router.get("/responses/{response_id}", summary="Retrieve a response, or stream its events",
             response_model=None)
 async def retrieve_response(
+    request: Request,
     response_id: str,
     owner: CurrentOwner,
     ctx: Ctx,
@@ -122,7 +127,7 @@ async def retrieve_response(
                 raise bad_request("Last-Event-ID must be a sequence number.", "Last-Event-ID")
             after = int(last_event_id.strip())
         return await _open_stream(ctx, owner.id, response_id, after, foreground=False,
-                                  forget=False)
+                                  forget=False, request=request)
     feed = await open_feed(ctx, owner.id, response_id, live=False)
     try:
         return JSONResponse(await feed.settle())
@@ -182,7 +187,7 @@ class _Connection:
 
 
 async def _open_stream(ctx: ApiContext, owner_id: str, response_id: str, after: int | None,
-                       *, foreground: bool, forget: bool) -> EventStream:
+                       *, foreground: bool, forget: bool, request: Request) -> EventStream:
     feed = await open_feed(ctx, owner_id, response_id, live=True)
     if feed.session.compacted_through >= feed.ref.start:
         # Its deltas were compacted away (docs/retention.md): the stream it sent cannot be
@@ -205,8 +210,13 @@ async def _open_stream(ctx: ApiContext, owner_id: str, response_id: str, after: 
         feed.close()
         gauge.dec()
 
+    def revoked() -> None:  # end the stream, not the run: only the client leaving does that
+        if mailbox is not None:
+            mailbox.close()
+
     return EventStream(_frames(ctx, owner_id, feed, after, conn, foreground, forget),
-                       on_open=gauge.inc, on_disconnect=disconnected, on_close=closed)
+                       on_open=gauge.inc, on_disconnect=disconnected, on_close=closed,
+                       recheck=stream_recheck(request, ctx, owner_id), on_revoke=revoked)
 
 
 async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int | None,
@@ -214,7 +224,7 @@ async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int
     try:
         async for out in feed.stream(after):
             if out is None:
-                yield PING
+                yield COMMENT_PING
             else:
                 yield frame(out["type"], out, out["sequence_number"])
     except StreamClosed:
@@ -237,5 +247,8 @@ async def _stop(ctx: ApiContext, owner_id: str, ref: ResponseRef, forget: bool) 
 
 
 async def _forget(ctx: ApiContext, owner_id: str, ref: ResponseRef) -> None:
+    """A deleted (or `store: false`) response goes the way of a deleted session: hidden at
+    once, its content purged after the grace (docs/retention.md)."""
     with contextlib.suppress(NotFound):
-        await ctx.store.delete_session(owner_id, ref.session_id)
+        await ctx.store.delete_session(owner_id, ref.session_id,
+                                       purge_in=ctx.settings.purge_grace)

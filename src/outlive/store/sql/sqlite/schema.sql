@@ -46,13 +46,13 @@ CREATE TABLE sessions (
     deleted_at          REAL,
     attention           TEXT,
     compacted_through   INTEGER NOT NULL DEFAULT 0,
-    purge_after         REAL
+    purge_after         REAL,
+    ended_at            REAL
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
-CREATE INDEX sessions_finished ON sessions (updated_at)
-    WHERE status IN ('succeeded', 'failed', 'cancelled');
+CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
 CREATE TABLE session_events (
@@ -109,6 +109,18 @@ CREATE TABLE create_requests (
 ) WITHOUT ROWID;
 
 CREATE INDEX owner_events_session ON owner_events (session_id);
+
+CREATE TABLE login_sessions (
+    id           TEXT PRIMARY KEY,
+    token_hash   TEXT NOT NULL UNIQUE,
+    key_id       TEXT NOT NULL REFERENCES api_keys (id),
+    owner_id     TEXT NOT NULL REFERENCES owners (id),
+    created_at   REAL NOT NULL,
+    last_seen_at REAL NOT NULL,
+    revoked_at   REAL
+);
+
+CREATE INDEX login_sessions_key ON login_sessions (key_id);
 
 CREATE TABLE webhooks (
     id         TEXT PRIMARY KEY,

@@ -1,0 +1,189 @@
+"""Smaller defences through a real uvicorn: clear 4xx for inputs that used to be 500s,
+bounded abandon_after, clean titles (manual and automatic), the failed-login limit, the
+metrics token and its cached counts, response headers, OPTIONS, no CDN-backed docs, and a
+client that leaves mid-replay costing no log flood."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import struct
+
+import httpx
+import pytest
+
+from outlive.api import ApiSettings, metrics_app
+from outlive.domain.model import NewEvent
+from tests.support.api import Api, Harness, start_server
+from tests.support.inprocess import make_key
+
+
+async def test_inputs_that_were_500s_are_clear_400s(idle_api: Api):
+    c = idle_api.client
+    for body in ({"prompt": "hi", "metadata": {"k": "\ud800"}},
+                 {"prompt": "hi", "metadata": {"\udfff": 1}},
+                 {"prompt": "hi", "metadata": {"k": ["a\x00"]}}):
+        r = await c.post("/v1/sessions", content=json.dumps(body),
+                         headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_INPUT", r.text
+    sid = (await idle_api.create("hi"))["id"]
+    r = await c.post(f"/v1/sessions/{sid}/messages",
+                     json={"text": "x", "client_request_id": "a\x00b"})
+    assert r.status_code == 400 and "client_request_id" in r.json()["error"]["message"]
+    for value in (1e300, 29, 30 * 86400 + 1, 0):
+        r = await c.post("/v1/sessions", json={"prompt": "hi", "abandon_after": value})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
+    ok = await idle_api.create("hi", abandon_after=30)
+    assert ok["abandon_after"] == 30
+    assert len((await c.get("/v1/sessions")).json()["sessions"]) == 2
+
+
+async def test_titles_cannot_spoof(api: Api):
+    c = api.client
+    sid = (await api.create("hello", title="\u202eexe.txt"))["id"]
+    assert (await c.get(f"/v1/sessions/{sid}")).json()["session"]["title"] == "exe.txt"
+    r = await c.patch(f"/v1/sessions/{sid}", json={"title": "\u200b\u200d"})
+    assert r.status_code == 400 and "visible" in r.json()["error"]["message"]
+    # an automatic title (written by the run from the prompt) is cleaned the same way
+    auto = (await api.create("\u2066pay\u2069 the \u202einvoice"))["id"]
+    done = await api.wait_status(auto, "succeeded")
+    assert done["session"]["title"] == "pay the invoice"
+    blank = (await api.create("\u200b\u200c"))["id"]
+    done = await api.wait_status(blank, "succeeded")
+    assert done["session"]["title"] is None  # nothing visible: no title, and the run is fine
+
+
+async def test_failed_key_checks_are_limited_per_address_logged_and_counted(
+    harness: Harness, caplog: pytest.LogCaptureFixture,
+):
+    server = await harness.serve(ApiSettings(auth_fail_limit=3, auth_fail_window=1.0,
+                                             metrics_token="m"))
+    key, _ = await make_key(server.store)
+    guess = "olk_" + "g" * 32
+    bad = harness.client(server, guess)
+    good = harness.client(server, key)
+    page = harness.client(server, headers={"Origin": server.url})
+    caplog.set_level(logging.WARNING, logger="outlive.api.auth")
+    for _ in range(2):
+        assert (await bad.get("/v1/sessions")).status_code == 401
+    assert (await page.post("/v1/login", json={"key": guess})).status_code == 401
+    r = await bad.get("/v1/sessions")
+    assert r.status_code == 429 and r.json()["error"]["code"] == "TOO_MANY_FAILED_LOGINS"
+    assert 1 <= int(r.headers["retry-after"]) <= 1
+    # the limit is on the address: even a good key waits (a guess must not be confirmed)
+    assert (await good.get("/v1/sessions")).status_code == 429
+    assert (await page.post("/v1/login", json={"key": key})).status_code == 429
+    failures = [rec.getMessage() for rec in caplog.records if "failed key check" in
+                rec.getMessage()]
+    assert len(failures) == 3 and all("127.0.0.1" in m for m in failures)
+    assert not any(guess in m or guess[4:] in m for m in caplog.messages)
+    metrics = (await good.get("/metrics", headers={"Authorization": "Bearer m"})).text
+    assert 'outlive_api_auth_failures_total{reason="key"} 2.0' in metrics
+    assert 'outlive_api_auth_failures_total{reason="login"} 1.0' in metrics
+    assert "outlive_api_auth_throttled_total 3.0" in metrics
+    await asyncio.sleep(1.05)  # the window passes
+    assert (await good.get("/v1/sessions")).status_code == 200
+
+
+async def test_metrics_need_the_token_or_the_loopback_app_and_counts_are_cached(
+    harness: Harness,
+):
+    server = await harness.serve(ApiSettings(metrics_token="t0k", metrics_cache_ttl=30))
+    key, _ = await make_key(server.store)
+    c = harness.client(server, key)
+    r = await c.get("/metrics")  # an owner's key is not the metrics token
+    assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED"
+    assert (await c.get("/metrics", headers={"Authorization": "Bearer t0"})).status_code == 401
+    counted = 0
+    original = server.store.count_by_status
+
+    async def counting() -> dict[str, int]:
+        nonlocal counted
+        counted += 1
+        return await original()
+
+    server.store.count_by_status = counting  # type: ignore[method-assign]
+    scrapes = await asyncio.gather(*(c.get("/metrics", headers={"Authorization": "Bearer t0k"})
+                                     for _ in range(5)))
+    assert all(r.status_code == 200 for r in scrapes) and counted == 1
+    assert "outlive_sessions{" in scrapes[0].text
+    # without a token the API port has no metrics; the loopback app serves them openly
+    plain = await harness.serve()
+    assert (await harness.client(plain).get("/metrics")).status_code == 401  # FAST has one
+    bare = await harness.serve(ApiSettings())
+    assert (await harness.client(bare).get("/metrics")).status_code == 404
+    side = await start_server(metrics_app(bare.ctx), bare.store)
+    harness.servers.append(side)
+    r = await harness.client(side).get("/metrics")
+    assert r.status_code == 200 and "outlive_api_streams" in r.text
+    assert (await harness.client(side).get("/v1/sessions")).status_code == 404
+
+
+async def test_headers_options_and_no_cdn_docs(idle_api: Api, harness: Harness):
+    c = idle_api.client
+    sid = (await idle_api.create("hi"))["id"]
+    for r in (await c.get("/v1/sessions"), await c.get(f"/v1/sessions/{sid}"),
+              await c.post("/v1/sessions", json={}), await c.get("/healthz"),
+              await c.get("/nope"), await c.get("/openapi.json")):
+        assert r.headers["cache-control"] == "no-store", r.url
+        assert r.headers["x-content-type-options"] == "nosniff", r.url
+    async with c.stream("GET", f"/v1/sessions/{sid}/events") as st:
+        assert st.headers["cache-control"] == "no-store"
+        assert st.headers["x-content-type-options"] == "nosniff"
+    page = await c.get("/")  # the page keeps its own revalidation rule
+    assert page.headers["cache-control"] == "no-cache"
+    expected = {
+        "/v1/sessions": "GET, OPTIONS, POST",
+        f"/v1/sessions/{sid}": "DELETE, GET, OPTIONS, PATCH",
+        f"/v1/sessions/{sid}/cancel": "OPTIONS, POST",
+        "/v1/events": "GET, OPTIONS",
+        "/openai/v1/responses": "OPTIONS, POST",
+    }
+    anon = harness.client(idle_api.server)
+    for path, allow in expected.items():
+        r = await anon.options(path)
+        assert (r.status_code, r.headers.get("allow")) == (204, allow), path
+    assert (await anon.options("/v1/nothing")).status_code == 404
+    r = await c.delete("/v1/sessions")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, OPTIONS, POST"
+    for path in ("/docs", "/redoc"):
+        assert (await anon.get(path)).status_code == 404
+    docs = await harness.serve(ApiSettings(api_docs=True))
+    assert (await harness.client(docs).get("/docs")).status_code == 200
+
+
+async def test_a_client_leaving_mid_replay_stops_the_writes_without_a_log_flood(
+    idle_api: Api, caplog: pytest.LogCaptureFixture,
+):
+    sid = (await idle_api.create("hi"))["id"]
+    store = idle_api.store
+    for _ in range(3):
+        await store.append_events(sid, [NewEvent("text_delta", {"message_id": "m",
+                                                               "text": "x" * 300})] * 1000)
+    caplog.set_level(logging.WARNING)
+    host, port = idle_api.server.url.removeprefix("http://").split(":")
+
+    def leave_mid_replay() -> None:
+        """In a thread, as `curl | head` would: the server (in this event loop) is busy
+        writing the replay when the connection is reset."""
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(f"GET /v1/sessions/{sid}/events?after=0 HTTP/1.1\r\nHost: x\r\n"
+                         f"Authorization: Bearer {idle_api.key}\r\n\r\n".encode())
+            seen = b""
+            while b"event: text_delta" not in seen:
+                seen += sock.recv(4096)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    await asyncio.to_thread(leave_mid_replay)
+    hub = idle_api.server.ctx.hub
+    for _ in range(100):
+        if hub.stream_counts() == (0, 0):
+            break
+        await asyncio.sleep(0.02)
+    assert hub.stream_counts() == (0, 0)
+    noise = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(noise) <= 1, [r.getMessage() for r in noise[:5]]
+    async with httpx.AsyncClient(base_url=idle_api.server.url) as anon:
+        assert (await anon.get("/healthz")).status_code == 200
