@@ -16,6 +16,12 @@ from rich.console import Console
 from ._cli_errors import run_cli
 from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
+from ._cli_webhooks import (
+    PrivateWebhooksOption,
+    WebhookBackoffMaxOption,
+    WebhookBackoffOption,
+    WebhookTimeoutOption,
+)
 from .config import (
     build_agents,
     build_providers,
@@ -75,30 +81,6 @@ CompactOption = Annotated[
     typer.Option("--compact-after", envvar="OUTLIVE_COMPACT_AFTER",
                  help="Compact a finished session's deltas this long after it ended; off = "
                       "never."),
-]
-
-
-PrivateWebhooksOption = Annotated[
-    bool,
-    typer.Option("--allow-private-webhooks", envvar="OUTLIVE_ALLOW_PRIVATE_WEBHOOKS",
-                 help="Let webhooks target loopback, private and link-local addresses "
-                      "(tests, closed networks). See docs/webhooks.md."),
-]
-WebhookBackoffOption = Annotated[
-    float,
-    typer.Option("--webhook-backoff", envvar="OUTLIVE_WEBHOOK_BACKOFF",
-                 help="Seconds before a failed webhook's first retry (doubled per attempt)."),
-]
-WebhookBackoffMaxOption = Annotated[
-    float,
-    typer.Option("--webhook-backoff-max", envvar="OUTLIVE_WEBHOOK_BACKOFF_MAX",
-                 help="Cap on the delay between webhook retries, seconds."),
-]
-
-WebhookTimeoutOption = Annotated[
-    float,
-    typer.Option("--webhook-timeout", envvar="OUTLIVE_WEBHOOK_TIMEOUT",
-                 help="Seconds a webhook receiver has to answer one delivery."),
 ]
 
 
