@@ -16,7 +16,7 @@ __all__ = [
 PrivateWebhooksOption = Annotated[
     bool,
     typer.Option("--allow-private-webhooks", envvar="OUTLIVE_ALLOW_PRIVATE_WEBHOOKS",
-                 help="Let webhooks target loopback, private and link-local addresses "
+                 help="Let webhooks target loopback, private and link local addresses "
                       "(tests, closed networks). See docs/webhooks.md."),
 ]
 WebhookBackoffOption = Annotated[
