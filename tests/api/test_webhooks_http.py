@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from outlive.domain.webhooks import new_secret
 from tests.support.api import FAST, Api, Harness
 from tests.support.inprocess import make_key
 from tests.support.waiting import eventually
@@ -114,5 +115,32 @@ async def test_a_receiver_down_then_up_gets_every_event(harness: Harness, tmp_pa
             [("session.succeeded", s["id"]) for s in sessions]
             + [(f"session.{ended['status']}", raced["id"])])
         assert all(d["attempts"] >= 2 and d["last_status"] == 200 for d in rows)
+    finally:
+        receiver.stop()
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"])
+async def test_a_worker_refuses_a_private_target_at_delivery(harness: Harness, tmp_path: Path):
+    """The API checked the name when the endpoint was made; it may resolve elsewhere now, so
+    the worker checks again (here the row is written past the API, as a changed DNS would)."""
+    server = await harness.serve()
+    await harness.worker(**{**QUICK_WEBHOOKS, "allow_private_webhooks": False})
+    receiver = await Receiver(tmp_path).start()
+    try:
+        owner = await server.store.ensure_owner("private")
+        hook = await server.store.create_webhook(owner.id, url=receiver.url,
+                                                 events=["session.cancelled"],
+                                                 secret=new_secret())
+        s = await server.store.create_session(owner.id, agent="demo", model="demo:scripted")
+        await server.store.request_cancel(owner.id, s.id)
+
+        async def refused() -> list | None:
+            rows = await server.store.list_deliveries(owner.id, hook.id)
+            return rows if rows and rows[0].state == "failed" else None
+
+        [row] = await eventually(refused, 10, 0.05, what="the refused delivery")
+        assert (row.attempts, row.last_status) == (1, None)
+        assert "private" in (row.last_error or "")
+        assert receiver.requests() == []
     finally:
         receiver.stop()
