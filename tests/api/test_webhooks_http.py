@@ -37,8 +37,10 @@ async def test_a_delivery_is_signed_and_verifies_with_the_documented_algorithm(
         harness: Harness, idle_api: Api, tmp_path: Path):
     receiver = await Receiver(tmp_path).start()
     try:
-        # The default server refuses a loopback target, and anything but http(s).
-        for url in (receiver.url, "ftp://example.com/x", "http://169.254.169.254/latest"):
+        # The default server refuses a loopback target, anything but http(s), and a host
+        # that cannot resolve.
+        for url in (receiver.url, "ftp://example.com/x", "http://169.254.169.254/latest",
+                    f"http://{'a' * 70}.example/x"):
             r = await idle_api.client.post("/v1/webhooks", json={"url": url, "events": EVENTS})
             assert r.status_code == 400, r.text
         api = await _open(harness)

@@ -85,7 +85,7 @@ async def _check_target(url: str) -> None:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(
             parts.hostname, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a name IDNA cannot encode
         raise InvalidInput(f"the webhook host {parts.hostname!r} does not resolve") from exc
     if is_private(str(info[4][0]) for info in infos):
         raise InvalidInput("the webhook URL resolves to a loopback, private or link-local "

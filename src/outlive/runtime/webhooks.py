@@ -44,7 +44,7 @@ async def resolves_private(url: str) -> bool:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a name IDNA cannot encode
         return False
     return is_private(str(info[4][0]) for info in infos)
 
