@@ -26,6 +26,10 @@ ENDPOINTS = {
     ("/healthz", "get"): {"200", "503"},
     ("/metrics", "get"): {"200"},
     ("/v1/meta", "get"): {"200", "401"},
+    ("/v1/webhooks", "post"): {"201", "400", "401", "422"},
+    ("/v1/webhooks", "get"): {"200", "401"},
+    ("/v1/webhooks/{webhook_id}", "delete"): {"200", "401", "404"},
+    ("/v1/webhooks/{webhook_id}/deliveries", "get"): {"200", "401", "404", "422"},
 }
 
 

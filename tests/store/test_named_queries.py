@@ -40,6 +40,11 @@ def samples(store: Any) -> dict[str, Any]:
         # approvals.sql
         "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",
         "reason": None, "always": False,
+        # webhooks (webhooks.sql)
+        "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
+        "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",
+        "wid": "wh_1", "lease": 30.0, "attempt": 1, "delay": 1.0, "error": None,
+        "outcome": "delivered",
     }
 
 

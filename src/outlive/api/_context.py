@@ -68,6 +68,9 @@ class ApiSettings:
     purge_grace: float = 300.0
     """A deleted session's content is purged this long after the DELETE (by a worker's
     sweep); `?purge=now` purges at once (docs/retention.md)."""
+    allow_private_webhooks: bool = False
+    """Accept webhook URLs whose host resolves to loopback, private or link-local addresses
+    (the worker's delivery takes the same setting; docs/webhooks.md)."""
 
     def __post_init__(self) -> None:
         for name in ("ping_interval", "backstop_interval", "watched_interval"):

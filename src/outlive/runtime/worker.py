@@ -26,6 +26,7 @@ from .group_commit import GroupCommitter
 from .housekeeping import expire_approvals, sweep
 from .runner import Run
 from .settings import RuntimeSettings
+from .webhooks import WebhookSender
 
 __all__ = ["Worker"]
 
@@ -85,6 +86,9 @@ class Worker:
         ]
         if self.settings.sweep_interval is not None:
             self._tasks.append(asyncio.create_task(self._sweeps(), name="worker-sweep"))
+        if self.settings.webhooks:
+            sender = WebhookSender(self.store, self.settings)
+            self._tasks.append(asyncio.create_task(sender.run(), name="worker-webhooks"))
         with contextlib.suppress(Exception):
             await self.store.wait_listening()
         self.started.set()

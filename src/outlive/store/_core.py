@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
 from ..domain.errors import LeaseLost, NotFound
-from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status
+from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
 from ..domain.status import Action, LeaseState, Lifecycle, transition
+from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
 from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
 from ._port import Subscription
 from ._queries import Queries, queries_for
@@ -176,6 +177,36 @@ class StoreCore(abc.ABC):
             params[key] = value
         sql = f"UPDATE sessions SET {', '.join(sets)} WHERE id = :id"
         await tx.execute(self.q.dynamic("update_lifecycle", sql), params)
+        await self._webhook_outbox(tx, row, new, extra)
+
+    async def _webhook_outbox(
+        self, tx: Tx, row: Row, new: Lifecycle, extra: Mapping[str, Any]
+    ) -> None:
+        """The webhooks a lifecycle write reports (an end, a change of `attention`), queued
+        in its own transaction: every change of the row goes through `_apply`, so none is
+        missed and none is reported that did not commit."""
+        before = row["attention"]
+        changed = new.status.value != row["status"]
+        after = extra["attention"] if "attention" in extra else (None if changed else before)
+        if changed and new.status in TERMINAL:
+            data: dict[str, Any] = {"status": new.status.value, "attempt": new.attempt}
+            if extra.get("error_code") is not None:
+                data["error"] = {"code": extra["error_code"],
+                                 "message": extra.get("error_message") or ""}
+            if after is not None:
+                data["attention"] = after
+            await self._enqueue_webhook(tx, row, ended_event(new.status), data)
+        if after != before:
+            await self._enqueue_webhook(
+                tx, row, ATTENTION_EVENT,
+                {"attention": after, "previous": before, "status": new.status.value})
+
+    async def _enqueue_webhook(self, tx: Tx, row: Row, event: str, data: dict[str, Any]
+                               ) -> None:
+        await tx.execute(self.q.enqueue_webhooks, {
+            "msg": new_id("msg"), "sid": row["id"], "event": event, "owner": row["owner_id"],
+            "body": payload(event, row["id"], data), "pattern": f"%,{event},%",
+        })
 
     # -- logs ------------------------------------------------------------------------------
 

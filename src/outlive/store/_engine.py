@@ -13,9 +13,10 @@ from ._keys import KeyOps
 from ._retention import RetentionOps
 from ._runs import RunOps
 from ._sessions import SessionOps
+from ._webhooks import WebhookOps
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SessionOps, EventLogOps, ApprovalOps, RunOps, KeyOps, RetentionOps):
+class SqlStore(SessionOps, EventLogOps, ApprovalOps, RunOps, KeyOps, RetentionOps, WebhookOps):
     """The shared implementation of the Store port; adapters supply the `StoreCore` seam."""

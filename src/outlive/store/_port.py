@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
@@ -29,6 +30,7 @@ from ..domain.model import (
 
 __all__ = [
     "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Store", "Subscription",
+    "TakenDelivery", "Webhook", "WebhookDelivery",
 ]
 
 
@@ -46,6 +48,44 @@ class ApiKey:
     label: str | None
     created_at: Any
     revoked: bool
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """An owner's endpoint (its secret is never read back: it was shown once, at creation)."""
+
+    id: str
+    url: str
+    events: list[str]
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """One event for one endpoint, as its delivery log shows it."""
+
+    msg_id: str
+    session_id: str
+    event: str
+    state: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TakenDelivery:
+    """A delivery a worker took to send: `attempt` fences the outcome it records."""
+
+    webhook_id: str
+    msg_id: str
+    url: str
+    secret: str
+    body: str
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -246,6 +286,21 @@ class Store(Protocol):
     async def count_by_status(self) -> dict[str, int]: ...
 
     async def ping(self) -> None: ...
+
+    # webhooks (docs/webhooks.md)
+    async def create_webhook(
+        self, owner_id: str, *, url: str, events: list[str], secret: str
+    ) -> Webhook: ...
+    async def list_webhooks(self, owner_id: str) -> list[Webhook]: ...
+    async def delete_webhook(self, owner_id: str, webhook_id: str) -> None: ...
+    async def list_deliveries(
+        self, owner_id: str, webhook_id: str, *, limit: int = 100
+    ) -> list[WebhookDelivery]: ...
+    async def take_deliveries(self, *, limit: int, lease: float) -> list[TakenDelivery]: ...
+    async def record_delivery(
+        self, taken: TakenDelivery, *, state: str, status: int | None = None,
+        error: str | None = None, retry_in: float | None = None,
+    ) -> None: ...
 
     # bounded storage (docs/retention.md): each call is one bounded batch
     async def purge_due(self, *, limit: int = 50) -> int: ...
