@@ -105,7 +105,7 @@ def test_a_question_is_shown_and_listed_until_answered(served) -> None:
     shown = outlive("sessions", "show", sid, *common, cwd=folder)
     assert "needs your answer" in shown.stdout
     question = next(line for line in shown.stdout.splitlines() if line.startswith("? "))
-    assert len(question) > 3 and "  - " in shown.stdout  # the question and its options
+    assert len(question) > 3 and "  1. " in shown.stdout  # the question and its options
     waiting = outlive("sessions", "list", "--attention", "question", *common, cwd=folder)
     assert waiting.stdout.split("\t")[:3] == [sid, "succeeded", "answer"]
     r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {key}"})
