@@ -6,8 +6,9 @@ Run:  .venv/bin/python bench/run_all.py [--full]
       keep the whole run under 10 minutes on a 2-core machine)
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
-runtime_bench.py, stream_bench.py, scale_bench.py and peers.py. runtime_bench's numbers are
-read from its printed tables (columns split on two or more spaces); the others write JSON.
+runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py and
+purge_streams.py. runtime_bench's numbers are read from its printed tables (columns split on two
+or more spaces); the others write JSON.
 """
 
 from __future__ import annotations
@@ -119,6 +120,12 @@ def main() -> None:
         run("stream_bench.py", *quick, "--json", str(sj))
         run("scale_bench.py", *quick, "--json", str(cj))
         run("peers.py", *quick, "--jobs", "20000" if args.full else "5000", "--json", str(pj))
+        gj = Path(tmp) / "storage.json"
+        run("storage_bench.py", *quick, "--json", str(gj))
+        storage: dict[str, Any] = json.loads(gj.read_text()) if gj.exists() else {}
+        pj2 = Path(tmp) / "purge.json"
+        run("purge_streams.py", *quick, "--json", str(pj2))
+        purge: dict[str, Any] = json.loads(pj2.read_text()) if pj2.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         scale: dict[int, dict[str, Any]] = (
             {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
@@ -163,11 +170,14 @@ def main() -> None:
         ["attach to 100,000 events p50 / p99 ms",
          f"{float(a.get('p50 ms', NAN)):.1f} / {float(a.get('p99 ms', NAN)):.1f}", "", "", "",
          ""],
+        *[[f"'run long' session bytes cut by compaction, % ({db})", float(r["cut %"]), "", "",
+           "", ""] for db, r in storage.get("long", {}).items()],
     ]
     print("\n===== summary")
     print(table(["measure", "outlive", "pgqueuer", "procrastinate", "outlive/pgq",
                  "outlive/proc"], rows))
     ttl = 2.0
+    cuts = {db: float(r["cut %"]) for db, r in storage.get("long", {}).items()}
     targets = [
         ("outlive demo turns/s on PostgreSQL at least half of PgQueuer's no-op jobs/s",
          rt["turns/s"] >= best[pgq] / 2 if best[pgq] == best[pgq] else None,
@@ -184,6 +194,14 @@ def main() -> None:
         ("attach to a 100,000-event session < 50 ms",
          float(a["p99 ms"]) < 50 if a else None,
          f"p50 {float(a.get('p50 ms', NAN)):.1f} ms, p99 {float(a.get('p99 ms', NAN)):.1f} ms"),
+        (f"{purge.get('purged', 0):,} sessions purged while {purge.get('streams', '?')} "
+         "sessions stream, delivery p99 < 100 ms",
+         (float(purge["p99 ms"]) < 100 and purge["missing"] == 0) if purge else None,
+         f"p99 {float(purge.get('p99 ms', NAN)):.0f} ms, {purge.get('missing', '?')} missing, "
+         f"longest purge batch {float(purge.get('longest batch ms', NAN)):.0f} ms"),
+        ("compaction cuts a finished 'run long' session's bytes by >= 80 %",
+         min(cuts.values()) >= 80 if cuts else None,
+         ", ".join(f"{db} {cut:.0f} %" for db, cut in cuts.items())),
     ]
     for n, limit in ((1000, 10.0), (2000, None)):
         r = scale.get(n)

@@ -1,7 +1,7 @@
 """Bounded storage: what compaction and retention save, on PostgreSQL and SQLite.
 
-Run:  .venv/bin/python bench/storage_bench.py [--long 3] [--sessions 10000] [--quick]
-      [--json out.json]  (--quick: 2 long sessions and 300 short ones)
+Run:  .venv/bin/python bench/storage_bench.py [--long 3] [--speed 1] [--sessions 10000]
+      [--quick] [--json out.json]  (--quick: 2 long sessions at speed 4, 300 short ones)
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and
       dropped; SQLite uses a file in a temporary folder)
 
@@ -9,15 +9,17 @@ Two measures per database, each on a fresh, migrated database, with the demo age
 real in-process worker:
 
 1. bytes per finished "run long" session, before and after compaction: `--long` sessions run
-   to the end (demo speed 20, with the write-behind flush scaled by the same factor, so the
-   deltas are cut as at real pacing: one per 50 ms of output, about 80 per answer), then
-   `compact_session` on each. Bytes are the space the rows occupy: on SQLite the pages in use
-   (`page_count - freelist_count`, after the incremental vacuum every compaction ends with);
-   on PostgreSQL the tables and indexes after `VACUUM FULL` (which rewrites them compactly). The
-   empty database's size is subtracted before dividing by the number of sessions.
+   to the end at demo `--speed` (default 1, real time; a faster pace scales the write-behind
+   flush by the same factor, so the deltas are cut about as at real pacing), then
+   `compact_session` on each. Bytes are the space the rows occupy once the database is
+   rewritten compactly (`VACUUM` on SQLite, then its pages in use; `VACUUM FULL` on
+   PostgreSQL, then the size of its tables and indexes): in place, the space a compaction
+   frees inside pages is reused by later writes rather than returned. The empty database's
+   size is subtracted before dividing by the number of sessions.
 2. database size after creating and finishing `--sessions` short sessions ("hello": one tool
    call, a short answer; demo speed 0), then after compacting every one, then after a
-   retention purge (`purge_expired(older_than=0)` in batches, timed).
+   retention purge (`purge_expired(older_than=0)` in batches of 50, timed, with the longest
+   batch: a batch is one transaction, so that is the longest any lock is held).
 
 Target (docs/retention.md): compaction cuts a finished "run long" session's bytes by >= 80 %.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 import tempfile
 import time
@@ -46,19 +49,23 @@ from outlive.store import PostgresStore, SqliteStore
 AnyStore = PostgresStore | SqliteStore
 TABLES = ("sessions", "session_events", "session_entries", "session_snapshots", "owner_events",
           "message_requests")
-LONG_SPEED = 20.0
 
 
 async def used_bytes(store: AnyStore) -> int:
     """The bytes the data occupies now (see the module docstring)."""
     if isinstance(store, SqliteStore):
-        async def op(tx: Any) -> int:
-            pages = (await tx.fetch("PRAGMA page_count"))[0]["page_count"]
-            free = (await tx.fetch("PRAGMA freelist_count"))[0]["freelist_count"]
-            size = (await tx.fetch("PRAGMA page_size"))[0]["page_size"]
-            return int((pages - free) * size)
+        def rewrite_and_measure(path: str) -> int:
+            conn = sqlite3.connect(path)
+            try:
+                conn.execute("VACUUM")
+                pages = conn.execute("PRAGMA page_count").fetchone()[0]
+                free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+                size = conn.execute("PRAGMA page_size").fetchone()[0]
+                return int((pages - free) * size)
+            finally:
+                conn.close()
 
-        return int(await store._read(op))
+        return await asyncio.to_thread(rewrite_and_measure, store.path)
 
     def measure() -> int:
         with psycopg.connect(store.dsn, autocommit=True) as conn:
@@ -98,9 +105,9 @@ async def run_sessions(store: AnyStore, prompt: str, n: int, speed: float,
     return ids
 
 
-async def long_sessions(store: AnyStore, n: int) -> dict[str, Any]:
+async def long_sessions(store: AnyStore, n: int, speed: float) -> dict[str, Any]:
     base = await used_bytes(store)
-    ids = await run_sessions(store, "run long", n, LONG_SPEED, concurrency=max(1, n))
+    ids = await run_sessions(store, "run long", n, speed, concurrency=max(1, n))
     events = sum([len(await store.read_events(s, limit=1000)) for s in ids])
     before = (await used_bytes(store) - base) / n
     for sid in ids:
@@ -113,7 +120,7 @@ async def long_sessions(store: AnyStore, n: int) -> dict[str, Any]:
             "bytes/session after": after, "cut %": 100 * (1 - after / before)}
 
 
-async def many_sessions(store: AnyStore, n: int) -> dict[str, Any]:
+async def many_sessions(store: AnyStore, n: int, speed: float) -> dict[str, Any]:
     base = await used_bytes(store)
     started = time.perf_counter()
     ids = await run_sessions(store, "hello", n, 0.0, concurrency=16)
@@ -125,30 +132,36 @@ async def many_sessions(store: AnyStore, n: int) -> dict[str, Any]:
     compact_s = time.perf_counter() - started
     compacted = await used_bytes(store) - base
     started = time.perf_counter()
-    purged = 0
-    while n_ := await store.purge_expired(older_than=0, limit=50):
+    purged, longest = 0, 0.0
+    while True:
+        t0 = time.perf_counter()
+        n_ = await store.purge_expired(older_than=0, limit=50)
+        longest = max(longest, time.perf_counter() - t0)
+        if not n_:
+            break
         purged += n_
     purge_s = time.perf_counter() - started
     retained = await used_bytes(store) - base
     assert purged == len(ids), (purged, len(ids))
     return {"sessions": n, "run s": ran, "MB finished": plain / 1e6,
             "MB compacted": compacted / 1e6, "compact s": compact_s,
-            "MB after retention": retained / 1e6, "purge s": purge_s}
+            "MB after retention": retained / 1e6, "purge s": purge_s,
+            "longest batch ms": longest * 1000}
 
 
-async def on(dialect: str, folder: Path, job: Any, n: int) -> dict[str, Any]:
+async def on(dialect: str, folder: Path, job: Any, n: int, speed: float) -> dict[str, Any]:
     if dialect == "sqlite":
         store: AnyStore = await SqliteStore(folder / f"{job.__name__}.db").open()
         await store.migrate()
         try:
-            return dict(await job(store, n))
+            return dict(await job(store, n, speed))
         finally:
             await store.close()
     async with scratch_database("outlive_storage") as url:
         store = await PostgresStore(url).open()
         await store.migrate()
         try:
-            return dict(await job(store, n))
+            return dict(await job(store, n, speed))
         finally:
             await store.close()
 
@@ -157,8 +170,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"long": {}, "many": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for dialect in ("postgres", "sqlite"):
-            out["long"][dialect] = await on(dialect, Path(tmp), long_sessions, args.long)
-            out["many"][dialect] = await on(dialect, Path(tmp), many_sessions, args.sessions)
+            out["long"][dialect] = await on(dialect, Path(tmp), long_sessions, args.long,
+                                            args.speed)
+            out["many"][dialect] = await on(dialect, Path(tmp), many_sessions, args.sessions,
+                                            0.0)
     return out
 
 
@@ -167,11 +182,14 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=3, help="'run long' sessions per database")
     parser.add_argument("--sessions", type=int, default=10_000,
                         help="short sessions created and finished per database")
-    parser.add_argument("--quick", action="store_true", help="2 long and 300 short sessions")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="demo pacing of the long sessions (1 = real time, ~30 s each)")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 long sessions at speed 4, 300 short ones")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     if args.quick:
-        args.long, args.sessions = 2, 300
+        args.long, args.sessions, args.speed = 2, 300, 4.0
     print(f"storage_bench: {machine()}")
     res = asyncio.run(main_async(args))
     long_rows = [[d, r["events/session before"], r["events/session after"],
@@ -181,11 +199,11 @@ def main() -> None:
     print(table(["database", "events before", "events after", "bytes before", "bytes after",
                  "cut %"], long_rows))
     many_rows = [[d, r["sessions"], r["run s"], r["MB finished"], r["MB compacted"],
-                  r["compact s"], r["MB after retention"], r["purge s"]]
+                  r["compact s"], r["MB after retention"], r["purge s"], r["longest batch ms"]]
                  for d, r in res["many"].items()]
     print(f"\n{args.sessions} short sessions created and finished, then compacted, then purged:")
     print(table(["database", "sessions", "run s", "MB finished", "MB compacted", "compact s",
-                 "MB after retention", "purge s"], many_rows))
+                 "MB after retention", "purge s", "longest batch ms"], many_rows))
     worst = min(r["cut %"] for r in res["long"].values())
     print(f"\n[{'met' if worst >= 80 else 'missed'}] compaction cuts a finished 'run long' "
           f"session's bytes by >= 80 %: worst {worst:.0f} %")

@@ -30,8 +30,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = any("db_backend" in str(m.args[0])
                  for m in metafunc.definition.iter_markers("parametrize"))
     if "db_backend" in metafunc.fixturenames and not marked:
-        backends = getattr(metafunc.module, "DATABASES", ("sqlite", "postgres"))
-        metafunc.parametrize("db_backend", backends)
+        metafunc.parametrize("db_backend", _backends(metafunc))
+
+
+def _backends(metafunc: pytest.Metafunc) -> list[str]:
+    """The module's `DATABASES` (default SQLite and PostgreSQL); a test that parametrises
+    `db_url` itself (indirect) runs on the backends it names there."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names, values = marker.args[0], marker.args[1]
+        if "db_url" in ([n.strip() for n in names.split(",")] if isinstance(names, str)
+                        else names):
+            return [str(v) for v in values]
+    return list(getattr(metafunc.module, "DATABASES", ("sqlite", "postgres")))
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +72,8 @@ def listen_url(db_backend: str, request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture
 def db_url(db_backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database URL for this test, empty: a new SQLite file, or the PostgreSQL clone
-    (`pg_dsn`) emptied, directly or through PgBouncer."""
+    (`pg_dsn`) emptied, directly or through PgBouncer. (A test's indirect parameter for
+    `db_url` names the same backend as `db_backend`; see `_backends`.)"""
     if db_backend == "sqlite":
         return f"sqlite:///{tmp_path / 'outlive.db'}"
     dsn = fast_dsn(request.getfixturevalue("pg_dsn"))

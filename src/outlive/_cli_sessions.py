@@ -58,13 +58,20 @@ def create(
         help="Model route, provider:model [default: the agent's own]")] = None,
     title: Annotated[str | None, typer.Option(
         help="Session title [default: one the agent picks]")] = None,
+    abandon_after: Annotated[float | None, typer.Option(
+        help="Cancel the run when no stream has watched it for this many seconds "
+             "(at least 30) [default: never]")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(
+        help="Run this again with the same key and you get the same session.")] = None,
     url: UrlOption = None, key: KeyOption = None,
 ) -> None:
     """Start a session with PROMPT; prints its id."""
 
     async def go() -> None:
         async with _client(url, key) as c:
-            s = await c.create_session(prompt, agent=agent, model=model, title=title)
+            s = await c.create_session(prompt, agent=agent, model=model, title=title,
+                                       abandon_after=abandon_after,
+                                       client_request_id=idempotency_key)
             out.print(s.id, highlight=False)
 
     _run(go())
@@ -75,25 +82,32 @@ def list_(
     status: Annotated[str | None, typer.Option(
         help="Only sessions in this status: queued, running, succeeded, failed, cancelled")
     ] = None,
+    attention: Annotated[str | None, typer.Option(
+        help="Only sessions waiting on you: `question`.")] = None,
     url: UrlOption = None, key: KeyOption = None,
 ) -> None:
-    """List your sessions, newest first."""
+    """List your sessions, newest first; `needs answer` marks one waiting on you."""
 
     async def go() -> None:
         async with _client(url, key) as c:
-            rows = [(s.id, s.status, str(s.attempt), s.title or "", str(s.updated_at))
-                    for s in await c.list_all_sessions(status=status)]
+            rows = [(s.id, s.status, _needs(s.attention), str(s.attempt), s.title or "",
+                     str(s.updated_at))
+                    for s in await c.list_all_sessions(status=status, attention=attention)]
             if not out.is_terminal:  # scripts get one tab-separated line per session
                 for row in rows:
                     typer.echo("\t".join(row))
                 return
-            table = Table("id", "status", "attempt", "title", "updated")
+            table = Table("id", "status", "needs", "attempt", "title", "updated")
             table.columns[0].no_wrap = True
             for row in rows:
                 table.add_row(*row)
             out.print(table)
 
     _run(go())
+
+
+def _needs(attention: str | None) -> str:
+    return "answer" if attention == "question" else (attention or "")
 
 
 @sessions_app.command("show")
@@ -104,7 +118,8 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
         async with _client(url, key) as c:
             d = await c.get_session(session_id)
             s = d.session
-            out.print(f"{s.id}  {s.status}  attempt {s.attempt}  {s.title or ''}",
+            needs = "  needs your answer" if s.attention == "question" else ""
+            out.print(f"{s.id}  {s.status}{needs}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
             for item in d.snapshot.state.get("items", []):
                 for line in item_lines(item):
@@ -169,10 +184,42 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
     _run(go())
 
 
+def _decide(session_id: str, approval_id: str, decision: str, reason: str | None,
+            always: bool, url: str | None, key: str | None) -> None:
+    async def go() -> None:
+        async with _client(url, key) as c:
+            decide = c.approve if decision == "approve" else c.deny
+            a = await decide(session_id, approval_id, reason=reason, always=always)
+            note = f": {a.reason}" if a.reason else ""
+            out.print(f"{a.tool} {a.decision}{note}", highlight=False)
+
+    _run(go())
+
+
+ReasonOption = Annotated[str | None, typer.Option(
+    "--reason", help="Why (a denial's reason is what the model is told)")]
+AlwaysOption = Annotated[bool, typer.Option(
+    "--always", help="Decide the same for later calls of this tool in this session")]
+
+
+@sessions_app.command("approve")
+def approve(session_id: str, approval_id: str, reason: ReasonOption = None,
+            always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Let a tool call that waits for approval run (its id is in `show` and `tail`)."""
+    _decide(session_id, approval_id, "approve", reason, always, url, key)
+
+
+@sessions_app.command("deny")
+def deny(session_id: str, approval_id: str, reason: ReasonOption = None,
+         always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+    """Refuse a tool call that waits for approval; the model is told why."""
+    _decide(session_id, approval_id, "deny", reason, always, url, key)
+
+
 @sessions_app.command("purge")
 def purge(
     older_than: Annotated[str, typer.Option(
-        "--older-than", help="Purge finished sessions untouched this long (30d, 12h, 90m).")],
+        "--older-than", help="Purge sessions that ended this long ago (30d, 12h, 90m).")],
     db: Annotated[str | None, typer.Option(
         "--db", help="Database URL [env OUTLIVE_DB; default sqlite:///./outlive.db]")] = None,
     batch: Annotated[int, typer.Option(help="Sessions per transaction.")] = 50,

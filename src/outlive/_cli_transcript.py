@@ -36,6 +36,20 @@ def _duration(ms: Any) -> str:
     return f" in {ms / 1000:.1f} s" if ms >= 1000 else f" in {int(ms)} ms"
 
 
+def _approval_asked(data: Mapping[str, Any]) -> list[str]:
+    """A call waiting for a decision, with the command that makes it."""
+    return [f"? approve {data.get('tool') or 'tool'} {_short(data.get('args') or {})}",
+            f"  outlive sessions approve|deny SESSION {data.get('approval_id')}"]
+
+
+def _approval_decided(data: Mapping[str, Any]) -> str:
+    reason = data.get("reason")
+    word = {"approve": "approved", "deny": "denied"}.get(str(data.get("decision")), "decided")
+    if word == "denied" and reason == "expired":
+        return "  expired: nobody decided in time"
+    return f"  {word}" + (f": {reason}" if reason else "")
+
+
 def _question(question: Any, options: Any) -> list[str]:
     lines = [f"? {_short(question, 2000)}"]
     if isinstance(options, Sequence) and not isinstance(options, str):
@@ -104,6 +118,10 @@ class TranscriptWriter:
             return self._block(f"> {data.get('text', '')}{note}")
         if type_ == "user_question":
             return self._block(*_question(data.get("question"), data.get("options")))
+        if type_ == "approval_requested":
+            return self._block(*_approval_asked(data))
+        if type_ == "approval_decided":
+            return self._block(_approval_decided(data))
         if type_ == "tool_start":
             tool = str(data.get("tool") or "tool")
             self._tools[str(data.get("call_id"))] = tool
@@ -168,6 +186,12 @@ def item_lines(item: Mapping[str, Any]) -> list[str]:
         return lines
     if kind == "question":
         return _question(item.get("question"), item.get("options"))
+    if kind == "approval":
+        lines = _approval_asked(item)
+        if item.get("status") != "pending":
+            lines.append(f"  {item.get('status')}"
+                         + (f": {item['reason']}" if item.get("reason") else ""))
+        return lines
     if kind == "marker":
         data = item.get("data") or {}
         if item.get("type") == "error":

@@ -16,6 +16,12 @@ from rich.console import Console
 from ._cli_errors import run_cli
 from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
+from ._cli_webhooks import (
+    PrivateWebhooksOption,
+    WebhookBackoffMaxOption,
+    WebhookBackoffOption,
+    WebhookTimeoutOption,
+)
 from .config import (
     build_agents,
     build_providers,
@@ -67,7 +73,7 @@ SpeedOption = Annotated[
 RetainOption = Annotated[
     str | None,
     typer.Option("--retain", envvar="OUTLIVE_RETAIN",
-                 help="Purge finished sessions untouched this long (30d, 12h, …) "
+                 help="Purge sessions that ended this long ago (30d, 12h, …) "
                       "[default: keep forever]. See docs/retention.md."),
 ]
 CompactOption = Annotated[
@@ -129,6 +135,10 @@ def worker(
     routes: RoutesOption = None,
     retain: RetainOption = None,
     compact_after: CompactOption = "5m",
+    allow_private_webhooks: PrivateWebhooksOption = False,
+    webhook_backoff: WebhookBackoffOption = 5.0,
+    webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
+    webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
@@ -142,6 +152,10 @@ def worker(
         grace=grace,
         retain=retain_s,
         compact_after=compact_s,
+        allow_private_webhooks=allow_private_webhooks,
+        webhook_backoff=webhook_backoff,
+        webhook_backoff_max=webhook_backoff_max,
+        webhook_timeout=webhook_timeout,
     )
     registry = build_agents(agents or [], demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes)
@@ -232,6 +246,10 @@ def serve(
                           help="A deleted session's content is purged this long after the "
                                "DELETE (?purge=now: at once).")
     ] = "5m",
+    allow_private_webhooks: PrivateWebhooksOption = False,
+    webhook_backoff: WebhookBackoffOption = 5.0,
+    webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
+    webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     cookie_secure: Annotated[
         bool, typer.Option("--cookie-secure", help="Always mark the login cookie Secure (it "
@@ -279,6 +297,7 @@ def serve(
         metrics_token=metrics_token or os.environ.get("OUTLIVE_METRICS_TOKEN") or None,
         api_docs=api_docs,
         purge_grace=grace_s,
+        allow_private_webhooks=allow_private_webhooks,
     )
     forwarded = (forwarded_allow_ips or os.environ.get("OUTLIVE_FORWARDED_ALLOW_IPS")
                  or "127.0.0.1")
@@ -321,7 +340,11 @@ def serve(
                        RuntimeSettings(concurrency=workers, lease_ttl=lease_ttl,
                                        heartbeat_interval=RuntimeSettings.heartbeat_for(
                                            lease_ttl),
-                                       retain=retain_s, compact_after=compact_s))
+                                       retain=retain_s, compact_after=compact_s,
+                                       allow_private_webhooks=allow_private_webhooks,
+                                       webhook_backoff=webhook_backoff,
+                                       webhook_backoff_max=webhook_backoff_max,
+                                       webhook_timeout=webhook_timeout))
             worker_task = asyncio.create_task(w.run())
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
 

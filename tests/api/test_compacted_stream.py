@@ -25,6 +25,8 @@ async def test_a_cursor_inside_the_compacted_range_resyncs_with_snapshot_and_tai
     assert any(e["type"] == "text_delta" for e in before)
     assert await api.store.compact_session(sid)
     last = before[-1]["seq"]
+    shown = (await api.client.get(f"/v1/sessions/{sid}")).json()["session"]
+    assert shown["compacted_through"] == last
     path = f"/v1/sessions/{sid}/events"
     async with sse(api.client, path, params={"until": "end", "after": 1}) as stream:
         frames = await stream.rest()

@@ -19,9 +19,13 @@ from tests.support.waiting import eventually
 async def test_purge_now_answers_as_before_and_leaves_nothing(idle_api: Api):
     secret = f"pw-{uuid.uuid4().hex}"
     s = await idle_api.create(f"my password is {secret}")
+    assert (await idle_api.client.get(f"/v1/sessions/{s['id']}")).status_code == 200
+    snapshots = idle_api.server.ctx.snapshots
+    assert secret in str(snapshots._mem.get(s["id"]))  # the transcript, cached in memory
     r = await idle_api.client.delete(f"/v1/sessions/{s['id']}", params={"purge": "now"})
     assert r.status_code == 202 and r.json() == {"deleted": True}
     assert (await idle_api.client.get(f"/v1/sessions/{s['id']}")).status_code == 404
+    assert s["id"] not in snapshots._mem
     assert rows_mentioning(idle_api.store, secret) == []
     if idle_api.store.dialect == "sqlite":
         assert file_bytes_mention(idle_api.store, secret) == []

@@ -17,12 +17,19 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}/messages", "post"): {"202", "400", "401", "404", "409", "413"},
     ("/v1/sessions/{session_id}/cancel", "post"): {"202", "401", "404", "409"},
     ("/v1/sessions/{session_id}/events", "get"): {"200", "400", "401", "404"},
+    ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
+    ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
+        "200", "400", "401", "404", "409", "422"},
     ("/v1/events", "get"): {"200", "400", "401"},
     ("/v1/login", "post"): {"200", "401", "422"},
     ("/v1/logout", "post"): {"200"},
     ("/healthz", "get"): {"200", "503"},
     ("/metrics", "get"): {"200"},
     ("/v1/meta", "get"): {"200", "401"},
+    ("/v1/webhooks", "post"): {"201", "400", "401", "422"},
+    ("/v1/webhooks", "get"): {"200", "401"},
+    ("/v1/webhooks/{webhook_id}", "delete"): {"200", "401", "404"},
+    ("/v1/webhooks/{webhook_id}/deliveries", "get"): {"200", "401", "404", "422"},
 }
 
 

@@ -16,7 +16,7 @@ async def test_live_owner_events_without_backlog(idle_api: Api):
         first = await st.next()
         # caught_up names where the stream stands, so a client with no cursor keeps one
         assert (first.event, first.id, first.data) == (
-            "caught_up", None, {"replayed": 0, "current_id": 1})
+            "caught_up", None, {"replayed": 0, "current_id": 1, "ping_interval": 15.0})
         s = await idle_api.create("hello", title="t1")
         f = await st.next()
         assert f.event == "session_created" and f.data["session_id"] == s["id"]
@@ -59,7 +59,7 @@ async def test_backlog_on_request_and_resume(idle_api: Api):
         frames = await st.until(lambda f: f.event == "caught_up")
     assert [int(f.id) for f in frames[:-1]] == [e.id for e in stored]
     assert [f.event for f in frames[:-1]] == [e.type for e in stored]
-    assert frames[-1].data == {"replayed": 4, "current_id": 4}
+    assert frames[-1].data == {"replayed": 4, "current_id": 4, "ping_interval": 15.0}
     async with sse(c, "/v1/events", headers={"Last-Event-ID": "2"}) as st:
         frames = await st.until(lambda f: f.event == "caught_up")
         assert [int(f.id) for f in frames[:-1]] == [3, 4]
@@ -74,7 +74,7 @@ async def test_resync_when_cursor_ahead(idle_api: Api):
         f = await st.next()
         assert f.event == "resync_required" and f.id == "1"
         assert f.data == {"reason": "cursor_ahead", "current_id": 1}
-        assert (await st.next()).data == {"replayed": 0, "current_id": 1}
+        assert (await st.next()).data == {"replayed": 0, "current_id": 1, "ping_interval": 15.0}
         await idle_api.create("b")
         live = await st.next()
         assert (live.event, live.id) == ("session_created", "2")

@@ -45,12 +45,13 @@ async def test_no_cursor_attached_snapshot_caught_up_then_live(api: Api):
     async with sse(api.client, f"/v1/sessions/{s['id']}/events") as st:
         attached = await st.next()
         assert (attached.event, attached.id) == ("attached", None)
-        assert attached.data == {"last_seq": last, "status": "succeeded"}
+        assert attached.data == {"last_seq": last, "status": "succeeded", "ping_interval": 15.0}
         snap = await st.next()
         assert snap.event == "snapshot" and snap.id == str(last)
         assert snap.data["seq"] == last and snap.data["state"] == js(fold(stored))
         caught = await st.next()
-        assert (caught.event, caught.id, caught.data) == ("caught_up", None, {"replayed": 0})
+        assert (caught.event, caught.id, caught.data) == (
+            "caught_up", None, {"replayed": 0, "ping_interval": 15.0})
         # the stream stays open after session_end: a follow-up revives the session live
         r = await api.client.post(f"/v1/sessions/{s['id']}/messages", json={"text": "more"})
         assert r.status_code == 202
@@ -70,7 +71,7 @@ async def test_cursor_replays_then_caught_up(api: Api):
     async with sse(api.client, f"/v1/sessions/{s['id']}/events", params={"after": 0}) as st:
         assert (await st.next()).event == "attached"
         frames = await st.until(lambda f: f.event == "caught_up")
-    assert frames[-1].data == {"replayed": len(stored)}
+    assert frames[-1].data == {"replayed": len(stored), "ping_interval": 15.0}
     assert frames_json(frames[:-1]) == stored_json(stored)
     json_page = await api.events(s["id"])
     assert [f.data for f in frames[:-1]] == json_page  # same JSON as the JSON endpoint
@@ -81,7 +82,7 @@ async def test_cursor_replays_then_caught_up(api: Api):
         await st.next()
         frames = await st.until(lambda f: f.event == "caught_up")
     assert [f.seq for f in frames[:-1]] == [e.seq for e in stored[-2:]]
-    assert frames[-1].data == {"replayed": 2}
+    assert frames[-1].data == {"replayed": 2, "ping_interval": 15.0}
 
 
 async def test_until_end(idle_api: Api, harness):

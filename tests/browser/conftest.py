@@ -32,6 +32,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from outlive import web
+from outlive.api import ApiSettings
 from outlive.store import PostgresStore, SqliteStore, Store
 from tests.support.browser import BROWSER_ARGS, Browser, Stack, StackFactory, browser_path
 from tests.support.processes import free_port
@@ -46,7 +47,8 @@ def browser_executable() -> str:
 async def stacks(tmp_path: Path) -> AsyncIterator[StackFactory]:
     made: list[tuple[Stack, Store]] = []
 
-    async def make(speed: float = 10.0, db: str | None = None, **worker_settings: Any) -> Stack:
+    async def make(speed: float = 10.0, db: str | None = None,
+                   api_settings: ApiSettings | None = None, **worker_settings: Any) -> Stack:
         path = tmp_path / f"web{len(made)}.db"
 
         async def open_store() -> Store:
@@ -60,7 +62,7 @@ async def stacks(tmp_path: Path) -> AsyncIterator[StackFactory]:
         store = await open_store()
         await store.migrate()
         stack = Stack(store=store, open_store=open_store, speed=speed,
-                      worker_settings=worker_settings)
+                      worker_settings=worker_settings, api_settings=api_settings)
         made.append((stack, store))
         await stack.start_worker()
         await stack.start_server()

@@ -21,6 +21,7 @@ Ev = tuple[str, int, Any]
 
 MESSAGE_IDS: list[Any] = ["m1", "m2", "m3", 7, None, ["x", 1], {"k": "v'"}]
 CALL_IDS: list[Any] = ["c1", "c2", 3, None]
+APPROVAL_IDS: list[Any] = ["a1", "a2", 4, None, ["x"]]
 TEXTS: list[Any] = ["", "a", "héllo ", "漢字", "<b>x</b>", "two\nlines", "q'uote", 'dq"', 42,
                     True, False, None, ["l", 1, None, True], {"d": ["e", {"f": None}]}]
 JSONISH: list[Any] = [None, True, 0, -3, 1.5, "s", [], {}, [1, "a", None], {"a": {"b": [1, 2]}}]
@@ -43,6 +44,7 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         "user_message", "user_question", "turn_start", "text_delta", "text_delta",
         "text_delta", "thinking_delta", "message_end", "tool_start", "tool_progress",
         "tool_end", "stage", "title", "incomplete", "error", "mystery", "bad_payload",
+        "approval_requested", "approval_decided",
     ])
     d: dict[str, Any] = {}
     if kind == "bad_payload":
@@ -61,6 +63,8 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         _maybe(rng, d, "error", [None, {"code": "x", "message": "boom"}, {"code": 1}, "plain",
                                  ["l"], 0])
         _maybe(rng, d, "reason", ["user"])
+        _maybe(rng, d, "attention", ["question", None, 3])
+        _maybe(rng, d, "dropped_inputs", [[1, 2], [3], [], None, "x", [True, 2]])
     elif kind == "user_message":
         _maybe(rng, d, "text", TEXTS)
         _maybe(rng, d, "delivery", DELIVERIES)
@@ -69,9 +73,22 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         _maybe(rng, d, "question", TEXTS)
         _maybe(rng, d, "options", [["a", "b"], [], None, "x", {"o": 1}])
         _maybe(rng, d, "call_id", CALL_IDS)
+    elif kind in ("approval_requested", "approval_decided"):
+        _maybe(rng, d, "approval_id", APPROVAL_IDS)
+        _maybe(rng, d, "call_id", CALL_IDS)
+        _maybe(rng, d, "tool", ["send_message", None, 4])
+        if kind == "approval_requested":
+            _maybe(rng, d, "args", JSONISH)
+            _maybe(rng, d, "expires_at", ["2026-12-01T00:00:00+00:00", None, 5])
+        else:
+            _maybe(rng, d, "decision", ["approve", "deny", "constructor", None, 1, ["deny"]])
+            _maybe(rng, d, "reason", ["expired", "no", None, 3, ""])
+            _maybe(rng, d, "always", [True, False, 1, None, "yes"])
     elif kind == "turn_start":
         _maybe(rng, d, "message_id", MESSAGE_IDS)
         _maybe(rng, d, "turn", [1, 2])
+        _maybe(rng, d, "inputs", [[1], [2, 3], [], None, "x", [True, 4]])
+        _maybe(rng, d, "inputs_through", [1, 3, True, "2", None])
     elif kind in ("text_delta", "thinking_delta"):
         _maybe(rng, d, "message_id", MESSAGE_IDS)
         _maybe(rng, d, "text", TEXTS)
@@ -135,6 +152,20 @@ def _logs() -> list[list[Ev]]:
         ("session_end", 15, {"status": "cancelled", "reason": "user"}),
         ("text_delta", 16, {"message_id": "m2", "text": "late"}),
         ("user_message", 17, {"text": "again", "delivery": "start"}),
+    ])
+    # An approval: requested, decided, carried on; another that expires; one cancelled.
+    logs.append([
+        ("user_message", 1, {"text": "send it", "delivery": "start"}),
+        ("session_start", 2, {"attempt": 1}),
+        ("approval_requested", 3, {"approval_id": "a1", "call_id": "c1", "tool": "send_message",
+                                   "args": {"to": "team"}, "expires_at": "2026-12-01T00:00Z"}),
+        ("approval_decided", 4, {"approval_id": "a1", "call_id": "c1", "tool": "send_message",
+                                 "decision": "approve", "always": True}),
+        ("session_resumed", 5, {"reason": "handoff", "attempt": 1, "repaired_tool_calls": []}),
+        ("approval_requested", 6, {"approval_id": "a2", "call_id": "c2", "tool": "x"}),
+        ("approval_decided", 7, {"approval_id": "a2", "decision": "deny", "reason": "expired"}),
+        ("approval_requested", 8, {"approval_id": "a3", "call_id": "c3", "tool": "x"}),
+        ("session_end", 9, {"status": "cancelled", "reason": "user"}),
     ])
     return logs
 
@@ -494,7 +525,7 @@ async def test_health_monitor_and_config(browser: Browser, static_origin: str) -
     assert out["defaults"] == {
         "RECONCILE_INTERVAL": 60_000, "RECONCILE_JITTER": 15_000, "MALFORMED_LIMIT": 5,
         "JOURNAL_LIMIT": 1024, "HEALTH_SAMPLE": 5_000, "DEGRADED_AFTER": 9,
-        "BACKOFF_MIN": 100, "BACKOFF_MAX": 5_000,
+        "BACKOFF_MIN": 100, "BACKOFF_MAX": 5_000, "PING_INTERVAL": 15_000,
     }
     o = out["overrides"]
     assert (o["RECONCILE_INTERVAL"], o["RECONCILE_JITTER"], o["MALFORMED_LIMIT"]) == (1000, 0, 2)
@@ -513,3 +544,83 @@ async def test_status_tones(browser: Browser, static_origin: str) -> None:
       return ['queued', 'running', 'failed', 'succeeded', 'cancelled'].map(toneOf);
     }""")
     assert got == ["live", "live", "error", "idle", "idle"]
+
+
+WATCHDOG_JS = """async () => {
+  const {Stream} = await import('/web/stream.js');
+  const {loadConfig} = await import('/web/config.js');
+  const {FakeES, sleep, until} = window.fakes;
+  FakeES.all = [];
+  const config = loadConfig('?backoff_min_ms=1&backoff_max_ms=5');
+  const seen = [];
+  const stream = new Stream({url: () => '/s', cursor: () => null, config, EventSourceImpl: FakeES,
+    handlers: {attached: () => seen.push('attached'), caught_up: () => {}}});
+  stream.start();
+  const es = FakeES.all[0];
+  es.open();
+  es.emit('attached', {last_seq: 0, status: 'running', ping_interval: 0.04});
+  const out = {limit: stream.silenceLimit()};
+  for (let i = 0; i < 6; i++) { await sleep(30); es.emit('ping', {}); }  // pings keep it
+  out.whilePinged = [FakeES.all.length, stream.silences];
+  await until(() => FakeES.all.length === 2, 2000);  // silence: replaced
+  out.afterSilence = [stream.silences, es.readyState, stream.status()];
+  stream.stop();
+  return out;
+}"""
+
+
+async def test_the_stream_watchdog_replaces_a_silent_connection(
+    browser: Browser, static_origin: str
+) -> None:
+    page = await _units_page(browser, static_origin)
+    out = await page.evaluate(WATCHDOG_JS)
+    assert out["limit"] == 100  # 2.5 x the 40 ms the server announced
+    assert out["whilePinged"] == [1, 0]
+    assert out["afterSilence"] == [1, 2, "connecting"]
+
+
+CANCELS_JS = """async () => {
+  const {CancelQueue} = await import('/web/cancels.js');
+  const {NetworkError, ApiError} = await import('/web/api.js');
+  const {loadConfig} = await import('/web/config.js');
+  const {until} = window.fakes;
+  localStorage.clear();
+  const config = loadConfig('?backoff_min_ms=1&backoff_max_ms=5');
+  let down = true;
+  const calls = [];
+  const answers = [];
+  const cancel = async (id) => {
+    calls.push(id);
+    if (down) throw new NetworkError('cannot reach the server');
+    if (id === 'done') {
+      throw new ApiError(409, 'SESSION_ALREADY_TERMINAL', 'x', {status: 'succeeded'});
+    }
+    return {cancel_requested: true, status: 'running'};
+  };
+  const hooks = {onAnswer: (...a) => answers.push(a), onGone: () => {}, onUnauthorized: () => {},
+    onChange: () => {}};
+  const q = new CancelQueue(config, hooks, {cancel});
+  q.request('a');
+  await until(() => calls.length >= 3);
+  const out = {pending: q.pending('a')};
+  out.stored = JSON.parse(localStorage.getItem('outlive.cancels'));
+  q.stop();  // the page goes away with the cancel unanswered
+  const again = new CancelQueue(config, hooks, {cancel});
+  down = false;
+  again.start();  // the next page resumes it from localStorage
+  again.request('done');
+  await until(() => answers.length === 2);
+  out.answers = answers.sort();
+  out.left = localStorage.getItem('outlive.cancels');
+  return out;
+}"""
+
+
+async def test_a_cancel_is_kept_across_pages_and_retried_until_answered(
+    browser: Browser, static_origin: str
+) -> None:
+    page = await _units_page(browser, static_origin)
+    out = await page.evaluate(CANCELS_JS)
+    assert out["pending"] is True and "a" in out["stored"]
+    assert out["answers"] == [["a", "running", False], ["done", "succeeded", True]]
+    assert out["left"] == "{}"

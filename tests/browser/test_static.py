@@ -132,7 +132,7 @@ def test_page_has_no_inline_code_or_style() -> None:
 @pytest.mark.parametrize("name", ["app.js", "render.js", "dom.js", "session.js", "watcher.js",
                                   "reducer.js", "stream.js", "api.js", "config.js",
                                   "markdown.js", "drawer.js", "railtools.js", "shortcuts.js",
-                                  "time.js", "deleting.js"])
+                                  "time.js", "deleting.js", "approvals.js"])
 def test_scripts_never_turn_text_into_html(name: str) -> None:
     """Server strings reach the DOM as text only: no HTML parsing sinks, no code from strings."""
     src = _source(name)

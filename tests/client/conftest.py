@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from outlive.api import ApiSettings
 from outlive.client import AsyncClient
 from outlive.store import Store
 from tests.support.inprocess import make_key, start_worker
-from tests.support.live import WORKER_SETTINGS, Live, LiveServer, Proxy
+from tests.support.live import API_SETTINGS, WORKER_SETTINGS, Live, LiveServer
+from tests.support.tcpproxy import TcpProxy
 
 
 @pytest.fixture
@@ -21,9 +23,15 @@ def speed() -> float:
 
 
 @pytest.fixture
-async def live(store_factory: Callable[[], Awaitable[Store]], speed: float
-               ) -> AsyncIterator[Live]:
-    server = LiveServer(store_factory, speed)
+def api_settings() -> ApiSettings:
+    """The live server's settings; a module that needs quick pings overrides this."""
+    return API_SETTINGS
+
+
+@pytest.fixture
+async def live(store_factory: Callable[[], Awaitable[Store]], speed: float,
+               api_settings: ApiSettings) -> AsyncIterator[Live]:
+    server = LiveServer(store_factory, speed, api_settings)
     await server.start()
     store = await store_factory()
     worker = await start_worker(await store_factory(), speed, **WORKER_SETTINGS)
@@ -41,9 +49,8 @@ async def live(store_factory: Callable[[], Awaitable[Store]], speed: float
 
 
 @pytest.fixture
-async def proxy(live: Live) -> AsyncIterator[Proxy]:
-    p = Proxy(live.server.port)
-    await p.start()
+async def proxy(live: Live) -> AsyncIterator[TcpProxy]:
+    p = await TcpProxy(live.server.port).start()
     try:
         yield p
     finally:

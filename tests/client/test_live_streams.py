@@ -8,19 +8,22 @@ from typing import Any
 
 import pytest
 
+from outlive.api import _sse
 from outlive.client import (
     AttachedFrame,
     CaughtUpFrame,
     Client,
     EventRecord,
     NotFoundError,
+    ResyncFrame,
     SessionView,
     SnapshotFrame,
     StreamItem,
     UnauthorizedError,
 )
 from outlive.domain.reducer import fold
-from tests.support.live import Live, Proxy
+from tests.support.live import Live
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import eventually
 
 
@@ -64,7 +67,7 @@ async def test_stream_survives_a_server_restart(live: Live):
     await _assert_same_as_log(live, s.id, items)
 
 
-async def test_stream_survives_dropped_connections(live: Live, proxy: Proxy):
+async def test_stream_survives_dropped_connections(live: Live, proxy: TcpProxy):
     client = live.new_client(proxy.url)
     s = await client.create_session("run long")
     items: list[StreamItem] = []
@@ -95,7 +98,7 @@ async def _ended(live: Live, session_id: str) -> bool:
     return (await live.client.get_session(session_id)).session.terminal
 
 
-async def test_session_view_follows_a_session_to_its_end(live: Live, proxy: Proxy):
+async def test_session_view_follows_a_session_to_its_end(live: Live, proxy: TcpProxy):
     client = live.new_client(proxy.url)
     s = await client.create_session("run long")
     view = SessionView(client, s.id, until_end=True)
@@ -140,3 +143,19 @@ async def test_stream_raises_what_will_not_heal(live: Live):
     with pytest.raises(UnauthorizedError) as un:
         await bad.list_sessions()
     assert un.value.code == "UNAUTHORIZED"
+
+
+async def test_a_cursor_too_far_behind_resyncs_from_a_snapshot(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(_sse, "SESSION_REPLAY_LIMIT", 3)  # the server is in this process
+    s = await live.client.create_session("hello there")
+    await eventually(lambda: _ended(live, s.id), what="session end")
+    items = [i async for i in live.client.stream(s.id, after=1, until_end=True)]
+    assert [type(i).__name__ for i in items[:3]] == ["AttachedFrame", "ResyncFrame",
+                                                     "SnapshotFrame"]
+    resync, snapshot = items[1], items[2]
+    assert isinstance(resync, ResyncFrame) and resync.reason == "too_far_behind"
+    assert isinstance(snapshot, SnapshotFrame)
+    tail = [(i.type, i.seq, i.data) for i in items if isinstance(i, EventRecord)]
+    assert fold(tail, snapshot.state) == (await live.client.get_session(s.id)).snapshot.state

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from outlive.client import SessionInfo, SessionWatcher
-from tests.support.live import Live, Proxy
+from tests.support.live import Live
+from tests.support.tcpproxy import TcpProxy
 from tests.support.waiting import eventually
 
 
@@ -139,7 +140,7 @@ async def test_watcher_converges_after_missing_more_events_than_the_server_repla
     assert watch.watcher.fetches > fetches, "resync_required fetched the list"
 
 
-async def test_watcher_survives_dropped_connections_without_fetching(live: Live, proxy: Proxy):
+async def test_watcher_survives_dropped_connections_without_fetching(live: Live, proxy: TcpProxy):
     w = Watch(live, proxy.url)
     await w.watcher.start()
     try:

@@ -15,6 +15,7 @@ import pytest
 from outlive.client import (
     Backoff,
     CancelResult,
+    CaughtUpFrame,
     NotFoundError,
     ServerError,
     SessionInfo,
@@ -347,6 +348,17 @@ async def test_cursorless_reconnect_fetches_but_a_resumed_one_does_not(make):
     await rig.clock.advance(BACKOFF_MIN)
     await rig.open()
     assert rig.stream.conn.cursor == 7 and rig.fetch.count == 2
+
+
+async def test_caught_up_gives_a_cursorless_connection_its_cursor(make):
+    rig = await make(two())
+    rig.stream.conn.push(CaughtUpFrame(replayed=0, current_id=41))  # a server that says where
+    await settle()
+    assert rig.watcher.cursor == 41 and rig.fetch.count == 1
+    rig.stream.conn.end()
+    await rig.clock.advance(BACKOFF_MIN)
+    await rig.open()
+    assert rig.stream.conn.cursor == 41 and rig.fetch.count == 1  # resumed: no refetch
 
 
 # ---- titles --------------------------------------------------------------------------------

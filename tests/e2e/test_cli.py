@@ -12,9 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from outlive.store._migrate import migrations
 from tests.support.processes import ServeProcess, child_env
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -80,6 +79,38 @@ def test_sessions_commands_against_a_server(served) -> None:
     missing = outlive("sessions", "show", "ses_01M8KF3ENP5N8X8V8N64N2BMRM", *common, cwd=folder)
     assert missing.returncode == 1 and "not found" in missing.stderr.lower()
 
+    # A call that waits for approval: show names the command, approve lets it run.
+    gated = outlive("sessions", "create", "send it", *common, cwd=folder).stdout.strip()
+    headers = {"Authorization": f"Bearer {key}"}
+    deadline = time.monotonic() + 20
+    while not (pending := httpx.get(f"{url}/v1/sessions/{gated}/approvals",
+                                    headers=headers).json()["approvals"]):
+        assert time.monotonic() < deadline, "no approval was requested"
+        time.sleep(0.1)
+    apv = pending[0]["approval_id"]
+    shown = outlive("sessions", "show", gated, *common, cwd=folder)
+    assert f"outlive sessions approve|deny SESSION {apv}" in shown.stdout
+    approved = outlive("sessions", "approve", gated, apv, *common, cwd=folder)
+    assert approved.returncode == 0 and "send_message approve" in approved.stdout
+    tail = outlive("sessions", "tail", gated, *common, cwd=folder)
+    assert "  approved" in tail.stdout and "— session succeeded" in tail.stdout
+
+
+def test_a_question_is_shown_and_listed_until_answered(served) -> None:
+    url, key, _, folder = served
+    common = ("--url", url, "--key", key)
+    sid = outlive("sessions", "create", "ask me which colour", "--abandon-after", "60",
+                  "--idempotency-key", "k-1", *common, cwd=folder).stdout.strip()
+    outlive("sessions", "tail", sid, *common, cwd=folder)
+    shown = outlive("sessions", "show", sid, *common, cwd=folder)
+    assert "needs your answer" in shown.stdout
+    question = next(line for line in shown.stdout.splitlines() if line.startswith("? "))
+    assert len(question) > 3 and "  1. " in shown.stdout  # the question and its options
+    waiting = outlive("sessions", "list", "--attention", "question", *common, cwd=folder)
+    assert waiting.stdout.split("\t")[:3] == [sid, "succeeded", "answer"]
+    r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {key}"})
+    assert r.json()["session"]["abandon_after"] == 60
+
 
 def test_keys_create_list_revoke(served) -> None:
     url, _, _, folder = served
@@ -105,7 +136,7 @@ def test_keys_create_list_revoke(served) -> None:
 def test_migrate_is_idempotent(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     first = outlive("migrate", "--db", db, cwd=tmp_path)
-    every = len(list((SRC / "outlive" / "store" / "sql" / "sqlite").glob("0*.sql")))
+    every = len(migrations("sqlite"))
     assert first.returncode == 0 and f"applied {every} migration" in first.stderr
     second = outlive("migrate", "--db", db, cwd=tmp_path)
     assert "applied 0 migration" in second.stderr

@@ -105,3 +105,32 @@ def test_a_question_is_answered_through_its_ask_user_part(frontends: World) -> N
     assert answered.status_code == 200 and data_lines(answered.text)[-1] == "[DONE]"
     events = frontends.events(answered.headers["x-outlive-session-id"])
     assert [e["data"]["text"] for e in events if e["type"] == "user_message"] == ["ask me", "blue"]
+
+
+def test_an_approval_is_an_interrupt_that_resume_decides(frontends: World) -> None:
+    thread = frontends.chat_id()
+
+    def run(run_id: str, **extra: Any) -> Any:  # run ids are per owner: make them unique
+        return frontends.http.post("/ag-ui", json={
+            "threadId": thread, "runId": f"{thread}-{run_id}",
+            "messages": [{"id": "u-1", "role": "user", "content": "send it"}], **extra})
+
+    asked = run("r1")
+    finished = json.loads(data_lines(asked.text)[-1])
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+    (interrupt,) = finished["outcome"]["interrupts"]
+    assert interrupt["reason"] == "approval" and interrupt["id"].startswith("apv_")
+    assert interrupt["metadata"]["tool"] == "send_message" and interrupt["toolCallId"]
+    approve = [{"interruptId": interrupt["id"], "status": "resolved",
+                "payload": {"approved": True}}]
+    resumed = run("r2", resume=approve)
+    assert resumed.status_code == 200, resumed.text
+    frames = [json.loads(d) for d in data_lines(resumed.text)]
+    assert frames[0]["type"] == "RUN_STARTED" and frames[-1]["type"] == "RUN_FINISHED"
+    assert frames[-1]["outcome"]["type"] == "success"
+    result = next(f for f in frames if f["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == interrupt["toolCallId"] and '"sent": true' in \
+        result["content"].replace('"sent":true', '"sent": true')
+    assert data_lines(run("r2", resume=approve).text) == data_lines(resumed.text)
+    deny = run("r3", resume=[{"interruptId": interrupt["id"], "status": "cancelled"}])
+    assert deny.status_code == 409 and deny.json()["error"]["code"] == "APPROVAL_ALREADY_DECIDED"

@@ -34,9 +34,10 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
                                          mcp_workers: McpWorkers, owner: str, record: Path):
     local = stdio_server(record, deny=("die",))
     crashy = stdio_server(record, "--crash", name="crashy")
+    gated = stdio_server(record, name="gated", allow=("add",), require_approval="always")
     t0 = time.monotonic()
     w = await mcp_workers.start(mcp_agent(local, http_server),
-                                mcp_agent(crashy, name="bad"))
+                                mcp_agent(crashy, name="bad"), mcp_agent(gated, name="gated"))
     assert time.monotonic() - t0 < 15
 
     # A server that crashes at start fails the sessions that use it, with its stderr tail;
@@ -102,6 +103,24 @@ async def test_calls_over_stdio_and_http(http_server: HttpServer, sqlite_store: 
     assert end.data["ok"] is False and end.data["error"]["retryable"] is True
     assert "MCP server 'web' went away" in end.data["error"]["message"]
     assert time.monotonic() - t0 < 10
+
+    # A server with require_approval: its calls wait for a person before they reach it.
+    before = len(calls(record))
+    s = await sqlite_store.create_session(owner, agent="gated", model="demo:scripted",
+                                          prompt='call gated__add {"a": 1, "b": 2}')
+    waiting = await eventually(
+        lambda: _pending(sqlite_store, s.id), 15, what="an MCP call waiting for approval")
+    assert waiting.tool == "gated__add" and len(calls(record)) == before
+    await sqlite_store.decide_approval(owner, s.id, waiting.id, "approve")
+    done = await settled(sqlite_store, s.id)
+    assert by_type(await all_events(sqlite_store, s.id), "tool_end")[0].data["result"] == {
+        "text": "3"}
+    assert len(calls(record)) == before + 1
+
+
+async def _pending(store: SqliteStore, session_id: str):
+    found = [a for a in await store.approvals(session_id) if a.pending]
+    return found[0] if found else None
 
 
 async def test_cancel_death_and_changed_tools(sqlite_store: SqliteStore,

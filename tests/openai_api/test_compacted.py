@@ -31,3 +31,15 @@ def test_a_compacted_response_still_answers_and_its_stream_says_why_it_cannot(
     assert follow.status == "completed" and "hello again" in follow.output_text
     assert follow.previous_response_id == done.id
     assert [e.to_dict() for e in client.responses.retrieve(follow.id, stream=True)]
+
+
+def test_a_deleted_response_has_its_content_purged_after_the_grace(server: Server) -> None:
+    client = server.client()
+    done = client.responses.create(model="demo", input="hello")
+    client.responses.delete(done.id)
+    store = server.store
+    assert store is not None
+    rows = server.call(lambda: store._read(lambda tx: tx.fetch(  # type: ignore[attr-defined]
+        "SELECT deleted_at, purge_after FROM sessions WHERE id = :id",
+        {"id": session_of(done.id)})))
+    assert rows and rows[0]["deleted_at"] is not None and rows[0]["purge_after"] is not None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from outlive.domain import Status
+from outlive.domain.model import NewEvent
+from outlive.runtime.group_commit import GroupCommitter
 from tests.support.databases import raw_execute
 from tests.support.sessions import all_events, event_appears, settled
 from tests.support.waiting import eventually
@@ -54,3 +56,22 @@ async def test_a_run_whose_lease_was_taken_stops_and_the_others_finish(
     # nothing more under the old fence (the session itself is claimed again once its lease
     # lapses, under a newer fence)
     assert [e for e in await store.read_events(victim.id, after=mark) if e.fence == old] == []
+
+
+async def test_two_commits_of_one_run_waiting_together_go_in_order(store, owner):
+    """A run parked while its last commit still waits queues another for the same session:
+    they go in consecutive transactions, in order, and nobody else's commit fails for it."""
+    a = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    b = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    leases = {c.session.id: c.lease for c in await store.claim("w1", limit=2, lease_ttl=30)}
+    g = GroupCommitter(store)
+    first, second, other = await asyncio.gather(
+        g.commit(leases[a.id], events=[NewEvent("stage", {"stage": "one"})]),
+        g.commit(leases[a.id], events=[NewEvent("stage", {"stage": "two"})]),
+        g.commit(leases[b.id], events=[NewEvent("stage", {"stage": "other"})]),
+    )
+    assert first[1][0].seq + 1 == second[1][0].seq
+    assert [e.data for e in await store.read_events(a.id, after=first[1][0].seq - 1)] == [
+        {"stage": "one"}, {"stage": "two"}]
+    assert other[1][0].data == {"stage": "other"}
+    assert (g.transactions, g.commits) == (2, 3)

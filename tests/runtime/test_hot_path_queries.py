@@ -4,7 +4,7 @@ A session 'hi' at demo speed 0 (two model turns, one tool call) is created, then
 Worker on its own Store instance, whose every statement is recorded through the Tx seam's
 hook. The lists below are exact: a statement added to or dropped from this path fails here,
 and the change should say why. Timers are pushed out of the way (no heartbeat, abandon scan
-or backstop during the run), so what is recorded is the work itself.
+or backstop during the run, no webhook scans), so what is recorded is the work itself.
 """
 
 from __future__ import annotations
@@ -33,18 +33,22 @@ def run_statements(dialect: str) -> list[str]:
         "insert_owner_event", "get_session", *notify,
         # the run reads the waiting prompt
         "undelivered_inputs",
-        # commit 1: session_start and the first turn, then the automatic title in the same
-        # transaction (its event and its owner event)
-        "commit_head", "insert_session_entries", "insert_session_events",
+        # commit 1 (through the worker's group commit, alone here): session_start and the
+        # first turn, then the automatic title in the same transaction (its event and its
+        # owner event)
+        "commit_heads", "insert_session_entries", "insert_session_events",
         "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event", *notify,
         # commit 2: the model's answer and the tool call
-        "commit_head", "insert_session_entries", "insert_session_events", *notify,
+        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # commit 3: the tool result and the second turn
-        "commit_head", "insert_session_entries", "insert_session_events", *notify,
-        # settle: the final answer, session_end, the owner's session_status
+        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
+        # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
+        # pipelined on PostgreSQL, none without an endpoint), session_end, the owner's
+        # session_status
         "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
-        "allocate_seqs", "insert_session_events", "next_owner_event_id", "insert_owner_event",
+        "enqueue_webhooks", "allocate_seqs", "insert_session_events", "next_owner_event_id",
+        "insert_owner_event",
         "lock_session", *notify,
         # the worker, free again, looks for more work
         "claim_candidates",
@@ -64,7 +68,7 @@ async def test_one_demo_session_runs_exactly_these_statements(store, store_facto
     worker_store.on_query = ran.append
     w = await workers.start(store=worker_store, concurrency=1, lease_ttl=120.0,
                             heartbeat_interval=60.0, abandon_check_interval=60.0,
-                            backstop_interval=None)
+                            backstop_interval=None, webhooks=False)
     assert (await settled(store, s.id)).status is Status.SUCCEEDED
 
     async def looked_again() -> bool:

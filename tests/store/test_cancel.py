@@ -173,3 +173,19 @@ async def test_message_sent_after_cancel_survives_a_cancel_settled_at_claim(stor
     again = await claim_one(store, "w3")
     assert again.lease is not None and again.session.status is Status.RUNNING
     await assert_gapless(store, owner.id, s.id)
+
+
+async def test_a_message_restarts_the_abandon_clock(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, abandon_after=0.3)
+    (c,) = await store.claim("w1", limit=1, lease_ttl=30)
+    assert c.lease is not None
+    await store.mark_delivered(c.lease, 1)
+    await store.settle(c.lease, Status.SUCCEEDED)
+    await asyncio.sleep(0.35)  # nobody watched it for longer than abandon_after
+    await store.post_message(owner.id, s.id, "one more thing")  # the person is here
+    (again,) = await store.claim("w1", limit=1, lease_ttl=30)
+    assert again.session.id == s.id
+    assert await store.cancel_abandoned() == []
+    await asyncio.sleep(0.35)
+    assert await store.cancel_abandoned() == [s.id]  # and it runs out again unwatched

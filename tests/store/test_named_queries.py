@@ -25,7 +25,9 @@ def samples(store: Any) -> dict[str, Any]:
         "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
         "channel": "outlive", "chat": "chat-1", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
-        "data": d.json({}), "delivery": "steer", "fence": 1, "fences": [1], "hash": "h",
+        "data": d.json({}), "delivery": "steer", "ds": [1], "fence": 1, "fences": [1],
+        "hash": "h", "items": '[["ses_1", "w1", 1, 1, 1, 1]]', "nes": [1], "nns": [1],
+        "workers": ["w1"],
         "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
         "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,
         "nn": 1, "owner": "own_1", "pairs": '[["ses_1", 1]]', "payload": "[]",
@@ -35,6 +37,14 @@ def samples(store: Any) -> dict[str, Any]:
         # bounded storage (retention.sql)
         "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
         "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
+        # approvals.sql
+        "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",
+        "reason": None, "always": False,
+        # webhooks (webhooks.sql)
+        "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
+        "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",
+        "wid": "wh_1", "lease": 30.0, "attempt": 1, "delay": 1.0, "error": None,
+        "outcome": "delivered",
     }
 
 

@@ -89,13 +89,18 @@ async def test_retention_purges_only_finished_sessions_older_than_it(store):
     assert await store.count_expired(older_than=3600) == 0
     assert await store.purge_expired(older_than=3600) == 0
     assert await store.count_expired(older_than=0) == 1
+    revived = await new_session(store, owner.id, prompt=None)
+    await store.request_cancel(owner.id, revived.id)  # ended...
+    assert await store.count_expired(older_than=0) == 2
+    await store.post_message(owner.id, revived.id, "back")  # ...and revived: live again
+    assert await store.count_expired(older_than=0) == 1
     assert await store.purge_expired(older_than=0, limit=1) == 1
     assert await store.purge_expired(older_than=0) == 0
     assert rows_mentioning(store, secret) == []
     with pytest.raises(NotFound):
         await store.load_session(old)
-    assert {(await store.load_session(s)).status for s in (waiting.id, running.id)} == {
-        Status.QUEUED, Status.RUNNING}
+    assert {(await store.load_session(s)).status for s in (waiting.id, running.id, revived.id)
+            } == {Status.QUEUED, Status.RUNNING}
     assert [e.session_id for e in await store.read_owner_events(owner.id)
             if e.session_id == old] == []
 

@@ -20,9 +20,6 @@ from tests.support.store_suite import (
     world,
 )
 
-DATABASES = ("sqlite", "postgres", "pgbouncer")
-"""Also through PgBouncer in transaction mode (tests/conftest.py)."""
-
 
 @pytest.mark.parametrize("status", [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED])
 async def test_settle_writes_session_end_and_owner_status(store, status):

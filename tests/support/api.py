@@ -210,6 +210,10 @@ class SSE:
                     self.ended = True
                     raise EOFError("stream closed") from None
                 if line == "":
+                    if fields.get("event") == "ping":
+                        self.pings += 1
+                        fields = {}
+                        continue
                     if fields:
                         data = fields.get("data")
                         return Frame(

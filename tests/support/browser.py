@@ -22,7 +22,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from outlive.api import hash_key, new_key
+from outlive.api import ApiSettings, hash_key, new_key
 from outlive.store import Store
 
 from .inprocess import QUICK, RunningWorker, demo_app, start_worker
@@ -102,6 +102,7 @@ class Stack:
     process would, so that a crashed one takes only its own connections down."""
     speed: float
     worker_settings: dict[str, Any] = field(default_factory=dict)
+    api_settings: ApiSettings | None = None
     worker_store: Store | None = None
     port: int = field(default_factory=free_port)
     app: FastAPI | None = None
@@ -114,7 +115,7 @@ class Stack:
         return f"http://127.0.0.1:{self.port}"
 
     async def start_server(self) -> None:
-        self.app = demo_app(self.store, self.speed)  # with the page and /v1/meta
+        self.app = demo_app(self.store, self.speed, self.api_settings)  # the page, /v1/meta
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)

@@ -25,8 +25,9 @@ BASE_DSN = os.environ.get(
 )
 
 TABLES = (
-    "create_requests", "message_requests", "owner_events", "session_snapshots", "session_entries",
-    "session_events", "sessions", "login_sessions", "api_keys", "owners",
+    "webhook_deliveries", "webhooks", "approvals", "create_requests", "message_requests",
+    "owner_events", "session_snapshots", "session_entries", "session_events", "sessions",
+    "login_sessions", "api_keys", "owners",
 )
 """Every table with rows, children before parents."""
 

@@ -54,6 +54,10 @@ _LIFECYCLE = st.sampled_from([
     NewEvent("incomplete", {"reason": "length"}),
     NewEvent("error", {"code": "provider_error", "message": "x", "retrying": True}),
     NewEvent("user_question", {"question": "which?", "options": ["a", "b"]}),
+    NewEvent("approval_requested", {"approval_id": "a1", "call_id": "c1", "tool": "t",
+                                    "args": {"q": 1}, "expires_at": "2026-12-01T00:00:00Z"}),
+    NewEvent("approval_decided", {"approval_id": "a1", "call_id": "c1", "tool": "t",
+                                  "decision": "deny", "reason": "expired", "always": False}),
 ]).map(lambda e: [e])
 
 

@@ -1,6 +1,6 @@
 """Real servers for the client's integration tests: uvicorn on 127.0.0.1 in the test's event
-loop (restartable on the same port, on the same database), an in-process worker that outlives
-API restarts, and a TCP proxy that can cut every connection at once."""
+loop (restartable on the same port, on the same database) and an in-process worker that
+outlives API restarts. The TCP proxy that stands between them is `tcpproxy.TcpProxy`."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ class LiveServer:
 
     store_factory: Callable[[], Awaitable[Store]]
     speed: float
+    settings: ApiSettings = API_SETTINGS
     port: int = 0
     server: uvicorn.Server | None = None
     task: asyncio.Task[None] | None = None
@@ -50,7 +51,7 @@ class LiveServer:
     async def start(self) -> None:
         assert self.server is None, "already running"
         self.store = await self.store_factory()
-        self.app = demo_app(self.store, self.speed, API_SETTINGS)
+        self.app = demo_app(self.store, self.speed, self.settings)
         sock = _listen(self.port)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", log_config=None, lifespan="on",
@@ -83,69 +84,6 @@ class LiveServer:
         if downtime:
             await asyncio.sleep(downtime)
         await self.start()
-
-
-class Proxy:
-    """A TCP proxy in front of a server; `cut()` aborts every connection through it (the
-    client sees a reset mid-stream), new connections work at once."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.port = 0
-        self.cuts = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers.update((writer, up_writer))
-        pipes = [asyncio.create_task(self._pipe(reader, up_writer)),
-                 asyncio.create_task(self._pipe(up_reader, writer))]
-        self._tasks.update(pipes)
-        await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
-        for w in (writer, up_writer):
-            w.transport.abort()
-            self._writers.discard(w)
-        for p in pipes:
-            p.cancel()
-            self._tasks.discard(p)
-
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-
-    def cut(self) -> None:
-        self.cuts += 1
-        for w in list(self._writers):
-            w.transport.abort()
-        self._writers.clear()
-
-    async def close(self) -> None:
-        self.cut()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await t
 
 
 @dataclass

@@ -59,6 +59,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
     "_cli_port":      frozenset(),                                # who holds a TCP port
     "_cli_transcript": frozenset(),                               # events as text
+    "_cli_webhooks":  frozenset(),                                # webhook options of serve, worker
     "_embedded":      ANY,                                        # API+worker+store in-process
     "_tour":          ANY,                                        # `outlive demo`
 }

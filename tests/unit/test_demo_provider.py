@@ -299,14 +299,21 @@ def test_pieces_are_small_and_join_back() -> None:
 
 
 class Recording(DemoProvider):
-    """Adds up the pacing instead of sleeping."""
+    """Adds up the pacing instead of sleeping, on a clock of its own; `lag` is how late the
+    reader's loop wakes from each wait."""
 
-    def __init__(self, speed: float) -> None:
+    def __init__(self, speed: float, lag: float = 0.0) -> None:
         super().__init__(speed)
         self.slept: list[float] = []
+        self.clock = 0.0
+        self.lag = lag
 
     async def _sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
+        self.clock += seconds + self.lag
+
+    def _now(self) -> float:
+        return self.clock
 
 
 @pytest.mark.parametrize(("speed", "low", "high"), [(1.0, 25, 35), (2.0, 12.5, 17.5)])
@@ -319,6 +326,18 @@ async def test_run_long_takes_about_thirty_seconds_at_speed_one(
     assert len(provider.slept) > 500  # many small pieces, not a few big ones
     chars = sum(len(text_of(t)) for t in run.turns)
     assert chars / CHARS_PER_SECOND / speed <= sum(provider.slept)
+
+
+async def test_a_reader_that_wakes_late_does_not_stretch_the_answer() -> None:
+    """Like a real server's stream, the answer keeps its schedule: a loop 50 ms late at every
+    wake-up (a busy worker) ends each of the session's three answers at most 50 ms late, not
+    50 ms late per piece (hundreds of pieces: it would be tens of seconds)."""
+    on_time, late = Recording(1.0), Recording(1.0, lag=0.05)
+    await drive("run long", provider=on_time)
+    await drive("run long", provider=late)
+    assert len(on_time.slept) > 500
+    assert late.clock - on_time.clock <= 3 * 0.05 + 1e-6
+    assert len(late.slept) < len(on_time.slept)  # it read what piled up without waiting
 
 
 async def test_speed_zero_never_sleeps() -> None:

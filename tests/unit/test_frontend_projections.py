@@ -367,3 +367,17 @@ def test_any_slice_gives_balanced_streams_in_both_protocols(
     opened = [e.model_dump()["message_id"] for e in out
               if agui_types([e])[0] in ("TEXT_MESSAGE_START", "REASONING_START")]
     assert len(set(opened)) == len(opened), "a message id is never streamed twice"
+
+
+def test_ai_sdk_an_approval_is_a_data_part_updated_by_its_decision() -> None:
+    log = Log().opened().answer("msg_1", "I will send it.", stop="tool_use")
+    log.add("approval_requested", approval_id="apv_1", call_id="c1", tool="send_message",
+            args={"to": "team"}, expires_at="2026-01-03T00:00:00+00:00")
+    log.add("approval_decided", approval_id="apv_1", call_id="c1", tool="send_message",
+            decision="deny", reason="expired", always=False)
+    chunks = project_chat(RUN, log.end("succeeded").events)
+    parts = [c for c in chunks if c["type"] == "data-approval"]
+    assert [(c["id"], c["data"]["status"]) for c in parts] == [("apv_1", "pending"),
+                                                                ("apv_1", "expired")]
+    assert parts[0]["data"]["args"] == {"to": "team"} and parts[1]["data"]["reason"] == "expired"
+    assert chunks[-1] == {"type": "finish", "finishReason": "stop"}

@@ -160,3 +160,17 @@ class _Listed:
     def __init__(self, tools: list[types.Tool]) -> None:
         self.server = server_from_dict({"name": "s", "command": "x"})
         self.tools = tools
+
+
+def test_require_approval_gates_calls_by_the_tools_hints() -> None:
+    never = server_from_dict({"name": "fs", "command": "x"})
+    assert not never.approval_for(True, True)
+    declared = server_from_dict({"name": "fs", "command": "x", "require_approval": "destructive"})
+    assert declared.approval_for(True, True) and not declared.approval_for(True, False)
+    maybe = server_from_dict({"name": "fs", "url": "http://h/mcp",
+                              "require_approval": "maybe_destructive"})
+    assert maybe.approval_for(True, False) and not maybe.approval_for(False, False)
+    always = server_from_dict({"name": "fs", "command": "x", "require_approval": "always"})
+    assert always.approval_for(False, False)
+    with pytest.raises(InvalidInput):
+        server_from_dict({"name": "fs", "command": "x", "require_approval": "sometimes"})

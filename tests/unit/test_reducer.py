@@ -694,3 +694,27 @@ def test_attention_is_set_by_the_end_and_cleared_by_the_next_message() -> None:
     assert state["attention"] == "question"
     state = apply(state, "user_message", 4, {"text": "a", "delivery": "start"})
     assert state["attention"] is None and state["question"] is None
+
+
+def test_approval_items_and_attention() -> None:
+    requested = {"approval_id": "a1", "call_id": "c1", "tool": "send_message",
+                 "args": {"to": "team"}, "expires_at": "2026-12-01T00:00:00+00:00"}
+    state = fold([("session_start", 1, {"attempt": 1}),
+                         ("approval_requested", 2, requested)])
+    assert state["attention"] == "approval"
+    assert state["items"][-1] == {"kind": "approval", "seq": 2, "status": "pending",
+                                  **requested}
+    approved = fold([("approval_decided", 3, {"approval_id": "a1", "decision": "approve",
+                                                     "always": True})], state)
+    assert approved["attention"] is None
+    assert (approved["items"][-1]["status"], approved["items"][-1]["always"]) == (
+        "approved", True)
+    expired = fold([("approval_decided", 3, {"approval_id": "a1", "decision": "deny",
+                                                    "reason": "expired"})], state)
+    assert (expired["items"][-1]["status"], expired["items"][-1]["reason"]) == (
+        "expired", "expired")
+    denied = fold([("approval_decided", 3, {"approval_id": "a1", "decision": "deny",
+                                                   "reason": "no"})], state)
+    assert denied["items"][-1]["status"] == "denied"
+    ended = fold([("session_end", 3, {"status": "cancelled"})], state)
+    assert ended["items"][-1]["status"] == "cancelled" and ended["attention"] is None

@@ -24,6 +24,8 @@ from outlive.domain import (
 Q, R, S, F, C = (Status.QUEUED, Status.RUNNING, Status.SUCCEEDED, Status.FAILED,
                  Status.CANCELLED)
 NONE, HELD, EXP = LeaseState.NONE, LeaseState.HELD, LeaseState.EXPIRED
+AW = "awaiting"
+"""Not a lease state: running, no lease, awaiting a person's approval (`Lifecycle.awaiting`)."""
 
 # (status, lease, cancel_requested, action) -> (status, lease, attempt delta or "0" for reset,
 # fence delta, cancel after, claim reason or None). Every combination not listed must raise.
@@ -75,10 +77,31 @@ TABLE = {
     (R, NONE, True, Action.DELETE): (C, NONE, 0, 0, True, None),
     (R, HELD, True, Action.DELETE): (R, HELD, 0, 0, True, None),
     (R, EXP, True, Action.DELETE): (R, EXP, 0, 0, True, None),
+    # approvals: a held run lets go of its lease to wait; only a decision makes it claimable
+    (R, HELD, False, Action.AWAIT_APPROVAL): (R, AW, 0, 0, False, None),
+    (R, HELD, True, Action.AWAIT_APPROVAL): (C, NONE, 0, 0, True, None),
+    (R, AW, False, Action.DECIDE_APPROVAL): (R, NONE, 0, 0, False, None),
+    (R, AW, True, Action.DECIDE_APPROVAL): (R, NONE, 0, 0, True, None),
+    (R, AW, False, Action.REQUEST_CANCEL): (C, NONE, 0, 0, True, None),
+    (R, AW, True, Action.REQUEST_CANCEL): (R, AW, 0, 0, True, None),
+    (R, AW, False, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, AW, True, Action.DELETE): (C, NONE, 0, 0, True, None),
+    **{(R, AW, c, Action.POST_MESSAGE): (R, AW, "0", 0, c, None) for c in (False, True)},
 }
 
-REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (S, NONE), (F, NONE), (C, NONE)]
+REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (R, AW), (S, NONE), (F, NONE),
+             (C, NONE)]
 ACTIONS = [a for a in Action if a is not Action.CREATE]
+
+
+def _state(status, lease, **kw) -> Lifecycle:
+    if lease == AW:
+        return Lifecycle(status=status, lease=NONE, awaiting=True, **kw)
+    return Lifecycle(status=status, lease=lease, **kw)
+
+
+def _lease_of(state: Lifecycle):
+    return AW if state.awaiting else state.lease
 
 
 @pytest.mark.parametrize(
@@ -87,8 +110,8 @@ ACTIONS = [a for a in Action if a is not Action.CREATE]
                                                                  ACTIONS)],
 )
 def test_transition_table(status, lease, cancel, action):
-    state = Lifecycle(status=status, attempt=2, fence=7, lease=lease, cancel_requested=cancel,
-                      ever_claimed=True)
+    state = _state(status, lease, attempt=2, fence=7, cancel_requested=cancel,
+                   ever_claimed=True)
     key = (status, lease, cancel, action)
     if key not in TABLE:
         expected_error = AlreadyTerminal if (
@@ -99,7 +122,7 @@ def test_transition_table(status, lease, cancel, action):
     to, to_lease, d_attempt, d_fence, cancel_after, reason = TABLE[key]
     out = transition(state, action)
     assert out.state.status is to
-    assert out.state.lease is to_lease
+    assert _lease_of(out.state) == to_lease
     assert out.state.attempt == (0 if d_attempt == "0" else 2 + d_attempt)
     assert out.state.fence == 7 + d_fence
     assert out.state.cancel_requested is cancel_after
@@ -151,6 +174,8 @@ def test_deleted_session_accepts_only_worker_actions():
 
 def _legal(state: Lifecycle) -> bool:
     if state.status in (Q, S, F, C) and state.lease is not NONE:
+        return False
+    if state.awaiting and (state.status is not R or state.lease is not NONE):
         return False
     if state.status is Q and state.fence == 0 and state.attempt != 0:
         return False

@@ -21,6 +21,7 @@ from outlive.tools import (
     demo_tools,
     tool,
 )
+from outlive.tools.demo import SendMessageArgs
 
 
 class EchoArgs(BaseModel):
@@ -321,7 +322,8 @@ async def test_tool_can_be_called_directly() -> None:
 
 def test_demo_tools_specs() -> None:
     registry = demo_tools(speed=0)
-    assert registry.names() == ["lookup", "slow_task", "flaky", "counter", "ask_user"]
+    assert registry.names() == ["lookup", "slow_task", "flaky", "counter", "send_message",
+                                "ask_user"]
     assert registry.is_idempotent("counter")
     assert not registry.is_idempotent("lookup") and not registry.is_idempotent("missing")
     for spec in registry.specs():
@@ -451,3 +453,28 @@ def test_demo_tools_refuse_negative_speed() -> None:
 def test_tool_type_is_generic() -> None:
     typed: Tool[EchoArgs] = echo
     assert typed.args_model is EchoArgs
+
+
+def test_needs_approval_is_a_flag_or_a_check_on_the_validated_arguments() -> None:
+    def outside(args: SendMessageArgs, ctx: ToolContext) -> bool:
+        return args.to != "team"
+
+    def broken(args: SendMessageArgs, ctx: ToolContext) -> bool:
+        raise RuntimeError("bug")
+
+    async def send(args: SendMessageArgs, ctx: ToolContext) -> dict[str, bool]:
+        return {"sent": True}
+
+    ctx = ToolContext("ses_1", "call_1")
+    checked = tool(name="send", needs_approval=outside)(send)
+    assert not checked.needs_approval({"to": "team", "text": "hi"}, ctx)
+    assert checked.needs_approval({"to": "bob", "text": "hi"}, ctx)
+    assert not checked.needs_approval({"to": "bob"}, ctx)  # invalid: it fails without running
+    assert tool(name="send", needs_approval=broken)(send).needs_approval(
+        {"to": "team", "text": "hi"}, ctx)  # a failing check asks
+    assert tool(name="send", needs_approval=True)(send).needs_approval({}, ctx)
+    assert not tool(name="send")(send).needs_approval({"to": "bob", "text": "x"}, ctx)
+    registry = demo_tools(speed=0)
+    assert registry.needs_approval(ToolCall("c", "send_message", {"text": "x"}), ctx)
+    assert not registry.needs_approval(ToolCall("c", "lookup", {"query": "x"}), ctx)
+    assert not registry.needs_approval(ToolCall("c", "missing", {}), ctx)

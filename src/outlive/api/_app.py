@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from .. import __version__
 from ..store import Store
 from ..web import mount as mount_web
-from . import _events, _login, _meta, _metrics, _sessions, agui, aisdk
+from . import _approvals, _events, _login, _meta, _metrics, _sessions, _webhooks, agui, aisdk
 from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
@@ -92,7 +92,8 @@ def create_app(
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _events, _login, _meta, _metrics, aisdk, agui):
+    for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, aisdk,
+                   agui):
         app.include_router(module.router)
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

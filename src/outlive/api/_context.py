@@ -30,7 +30,8 @@ class ApiSettings:
     """Knobs of one API process. Intervals are seconds; sizes are bytes or counts."""
 
     ping_interval: float = 15.0
-    """A `: ping` comment on every idle SSE stream this often (keeps proxies from timing out)."""
+    """A `ping` frame on every idle SSE stream this often: keeps proxies from timing out, and
+    lets clients tell a silent connection from a dead one (they give up after 2.5 of these)."""
     backstop_interval: float = 2.0
     """The fan-out hub re-reads every watched session and owner this often, so a lost
     notification costs at most this long."""
@@ -67,6 +68,9 @@ class ApiSettings:
     purge_grace: float = 300.0
     """A deleted session's content is purged this long after the DELETE (by a worker's
     sweep); `?purge=now` purges at once (docs/retention.md)."""
+    allow_private_webhooks: bool = False
+    """Accept webhook URLs whose host resolves to loopback, private or link-local addresses
+    (the worker's delivery takes the same setting; docs/webhooks.md)."""
 
     def __post_init__(self) -> None:
         for name in ("ping_interval", "backstop_interval", "watched_interval"):

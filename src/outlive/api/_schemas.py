@@ -133,11 +133,15 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
-    attention: Literal["question"] | None = Field(
+    attention: Literal["question", "approval"] | None = Field(
         default=None,
         description="What the session waits on a person for: `question` when its run ended "
-        "on a question; cleared by the next message.",
+        "on a question (cleared by the next message), `approval` while a tool call waits "
+        "for a decision (cleared by it).",
     )
+    compacted_through: int = Field(
+        0, description="Deltas at or below this seq may have been compacted away; a stream "
+        "cursor below it gets `resync {reason: \"compacted\"}` (docs/retention.md).")
 
 
 class SessionsPage(BaseModel):
@@ -210,6 +214,7 @@ def session_out(s: Session) -> SessionOut:
         cancel_requested=s.cancel_requested,
         abandon_after=s.abandon_after,
         attention=s.attention,  # type: ignore[arg-type]
+        compacted_through=s.compacted_through,
     )
 
 

@@ -115,8 +115,9 @@ async def list_sessions(
         str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
     ] = None,
     attention: Annotated[
-        Literal["question"] | None,
-        Query(description="Only sessions waiting on a person for this (`question`)."),
+        Literal["question", "approval"] | None,
+        Query(description="Only sessions waiting on a person for this (`question`, "
+              "`approval`)."),
     ] = None,
 ) -> SessionsPage:
     page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
@@ -167,6 +168,7 @@ async def delete_session(
     now = purge == "now"
     await ctx.store.delete_session(owner.id, session_id,
                                    purge_in=0.0 if now else ctx.settings.purge_grace)
+    ctx.snapshots.discard(session_id)
     if now:
         await ctx.store.purge_session(session_id)
     return DeletedOut()

@@ -152,6 +152,11 @@ class Snapshots:
         """The hub stopped watching this session (the memory entry stays in the LRU)."""
         self._unfolded.pop(session_id, None)
 
+    def discard(self, session_id: str) -> None:
+        """The session was deleted: its transcript leaves this process's memory too."""
+        self._unfolded.pop(session_id, None)
+        self._mem.pop(session_id, None)
+
     async def close(self, grace: float = 5.0) -> None:
         """Let background saves finish (they are store writes: cancelling one mid-transaction
         could leave a connection unusable), cancelling only what outlasts `grace`."""

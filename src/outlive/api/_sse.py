@@ -12,7 +12,9 @@ Session stream (docs/architecture.md §6), in order:
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
-5. live events as they commit, a `: ping` comment every `ping_interval` when idle.
+5. live events as they commit, and an `event: ping` frame (no `id:`) after `ping_interval`
+   of silence. `attached` and `caught_up` carry `ping_interval` (seconds): a client that
+   hears nothing for 2.5 times that treats the connection as dead and reconnects.
    With `?until=end` the stream ends after `session_end` (at once after `caught_up` when the
    replayed log, or the snapshot, already ends the session).
 
@@ -47,6 +49,7 @@ from ._hub import Mailbox, StreamClosed
 from ._schemas import event_json, owner_event_json
 
 __all__ = [
+    "COMMENT_PING",
     "OWNER_BACKLOG_LIMIT",
     "PING",
     "SESSION_REPLAY_LIMIT",
@@ -59,7 +62,11 @@ __all__ = [
 
 log = logging.getLogger("outlive.api.sse")
 
-PING = b": ping\n\n"
+PING = b"event: ping\ndata: {}\n\n"
+"""A named event rather than a comment, so a browser's EventSource sees it too: the page's
+watchdog reconnects a stream that has been silent for 2.5 ping intervals."""
+COMMENT_PING = b": ping\n\n"
+"""For protocols whose clients would choke on an event they do not know (OpenAI's SDKs)."""
 OWNER_BACKLOG_LIMIT = 1000
 SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
@@ -269,7 +276,9 @@ async def session_frames(
     until_end: bool,
 ) -> AsyncIterator[bytes]:
     sid = session.id
-    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value})
+    ping = ctx.settings.ping_interval
+    yield frame("attached", {"last_seq": session.last_seq, "status": session.status.value,
+                             "ping_interval": ping})
     terminal = session.status in TERMINAL
     resync = None
     if cursor is not None and cursor > session.last_seq:
@@ -300,10 +309,9 @@ async def session_frames(
             terminal = _ends(terminal, ev)
         if len(batch) < _PAGE:
             break
-    yield frame("caught_up", {"replayed": replayed})
+    yield frame("caught_up", {"replayed": replayed, "ping_interval": ping})
     if until_end and terminal:
         return
-    ping = ctx.settings.ping_interval
     while True:
         try:
             items = await mb.next_batch(ping)
@@ -352,8 +360,8 @@ async def owner_frames(
             if len(batch) < _PAGE:
                 break
     mb.last = sent
-    yield frame("caught_up", {"replayed": replayed, "current_id": sent})
     ping = ctx.settings.ping_interval
+    yield frame("caught_up", {"replayed": replayed, "current_id": sent, "ping_interval": ping})
     while True:
         try:
             items = await mb.next_batch(ping)

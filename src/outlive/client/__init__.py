@@ -33,6 +33,7 @@ from ._errors import (
     ValidationFailedError,
 )
 from ._models import (
+    Approval,
     AttachedFrame,
     CancelResult,
     CaughtUpFrame,
@@ -59,6 +60,7 @@ from ._watcher import SessionWatcher
 
 __all__ = [
     "ApiError",
+    "Approval",
     "AsyncClient",
     "AsyncioClock",
     "AttachedFrame",

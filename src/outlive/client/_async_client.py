@@ -31,6 +31,7 @@ from ._calls import Call
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
+    Approval,
     CancelResult,
     EventPage,
     EventRecord,
@@ -42,6 +43,7 @@ from ._models import (
     StreamItem,
 )
 from ._sse import SSEParser
+from ._watchdog import Watchdog
 
 __all__ = ["AsyncClient"]
 
@@ -60,16 +62,18 @@ class AsyncClient:
         api_key: str | None = None,
         *,
         timeout: float | httpx.Timeout = 10.0,
-        stream_read_timeout: float | None = 45.0,
+        stream_read_timeout: float | None = 37.5,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
         """`base_url` defaults to `OUTLIVE_URL` (else http://127.0.0.1:8765), `api_key` to
         `OUTLIVE_API_KEY`. `stream_read_timeout`: a stream silent this long (no event, no
-        ping; the server pings every 15 s) is taken as dead and reconnected."""
+        ping) is taken as dead and reconnected; once a server announces its ping interval,
+        2.5 times that is used instead (`SILENCE_FACTOR`)."""
         self.base_url = _calls.resolve_base_url(base_url)
         self._timeout = _calls.timeouts(timeout)
         self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
+        self._watchdog = Watchdog(stream_read_timeout)
         self._rng = rng or random.Random()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -110,27 +114,32 @@ class AsyncClient:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> SessionInfo:
         return await self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
-            abandon_after=abandon_after,
+            abandon_after=abandon_after, client_request_id=client_request_id,
         ))
 
     async def list_sessions(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+        attention: str | None = None,
     ) -> SessionPage:
         """One page, newest first; pass `next_cursor` back as `cursor` for the next."""
-        return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+        return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
+                                               attention=attention))
 
     async def list_all_sessions(
-        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE,
+        attention: str | None = None,
     ) -> list[SessionInfo]:
         """Every page, newest first."""
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
-            page = await self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            page = await self.list_sessions(status=status, limit=page_size, cursor=cursor,
+                                        attention=attention)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out
@@ -159,6 +168,28 @@ class AsyncClient:
         return await self._call(_calls.send_message(
             session_id, text, mode=mode, client_request_id=client_request_id
         ))
+
+    async def approvals(self, session_id: str) -> list[Approval]:
+        """The session's approvals, pending and decided, oldest first."""
+        return await self._call(_calls.approvals(session_id))
+
+    async def approve(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Let the waiting tool call run (`always`: and every later call of that tool in
+        this session). Approving twice answers the same; after a denial or expiry it raises
+        ApiError 409 APPROVAL_ALREADY_DECIDED."""
+        return await self._call(_calls.decide(session_id, approval_id, "approve", reason=reason,
+                                    always=always))
+
+    async def deny(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Refuse the waiting tool call; the model is told, with `reason`."""
+        return await self._call(_calls.decide(session_id, approval_id, "deny", reason=reason,
+                                    always=always))
 
     async def cancel(self, session_id: str) -> CancelResult:
         """Ask the run to stop. A session that has already ended (409
@@ -201,11 +232,12 @@ class AsyncClient:
             try:
                 async with self._open_sse(path, state.headers(), state.params()) as response:
                     parser = SSEParser()
-                    async for chunk in response.aiter_bytes():
+                    async for chunk in self._watchdog.watch(response.aiter_bytes()):
                         for msg in parser.feed(chunk):
                             item = decode_session(msg)
                             if item is None:
                                 continue
+                            self._watchdog.heard(item)
                             backoff.reset()
                             if state.accept(item):
                                 yield item
@@ -229,17 +261,21 @@ class AsyncClient:
             headers["Last-Event-ID"] = str(after)
         async with self._open_sse("/v1/events", headers, {}) as response:
             parser = SSEParser()
-            async for chunk in response.aiter_bytes():
+            async for chunk in self._watchdog.watch(response.aiter_bytes()):
                 for msg in parser.feed(chunk):
                     item = decode_owner(msg)
                     if item is not None:
+                        self._watchdog.heard(item)
                         yield item
 
     def _open_sse(
         self, path: str, headers: Mapping[str, str], params: Mapping[str, str]
     ) -> _SSEResponse:
+        timeout = self._stream_timeout
+        if self._watchdog.limit is not None:  # waiting for the answer is bounded the same way
+            timeout = _calls.stream_timeouts(self._timeout, self._watchdog.limit)
         request = self._http.build_request(
-            "GET", path, headers=headers, params=params, timeout=self._stream_timeout
+            "GET", path, headers=headers, params=params, timeout=timeout
         )
         return _SSEResponse(self._http, request)
 

@@ -17,6 +17,7 @@ from ._constants import DEFAULT_URL
 from ._errors import ApiError, ProtocolError, error_from_response
 from ._models import (
     TERMINAL_STATUSES,
+    Approval,
     CancelResult,
     EventPage,
     PostResult,
@@ -125,19 +126,22 @@ def create_session(
     title: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     abandon_after: float | None = None,
+    client_request_id: str | None = None,
 ) -> Call[SessionInfo]:
     body = _drop_none(
         {"prompt": prompt, "agent": agent, "model": model, "title": title,
          "metadata": dict(metadata) if metadata is not None else None,
-         "abandon_after": abandon_after}
+         "abandon_after": abandon_after, "client_request_id": client_request_id}
     )
     return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
 
 
 def list_sessions(
-    *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+    attention: str | None = None,
 ) -> Call[SessionPage]:
-    params = _drop_none({"status": status, "limit": limit, "cursor": cursor})
+    params = _drop_none({"status": status, "limit": limit, "cursor": cursor,
+                         "attention": attention})
     return Call("GET", "/v1/sessions", SessionPage.model_validate, params=params)
 
 
@@ -164,6 +168,24 @@ def send_message(
     body = _drop_none({"text": text, "mode": mode, "client_request_id": client_request_id})
     return Call("POST", session_path(session_id, "/messages"), PostResult.model_validate,
                 json=body)
+
+
+def approvals(session_id: str) -> Call[list[Approval]]:
+    return Call("GET", session_path(session_id, "/approvals"),
+                lambda body: [Approval.model_validate(a) for a in body["approvals"]])
+
+
+def decide(
+    session_id: str, approval_id: str, decision: str, *, reason: str | None = None,
+    always: bool = False,
+) -> Call[Approval]:
+    """The server checks it: a repeat of the same decision answers the same; the other
+    decision raises ApiError 409 APPROVAL_ALREADY_DECIDED."""
+    if not approval_id:
+        raise ValueError("approval_id must not be empty")
+    body = _drop_none({"decision": decision, "reason": reason, "always": always or None})
+    return Call("POST", session_path(session_id, f"/approvals/{quote(approval_id, safe='')}"),
+                Approval.model_validate, json=body)
 
 
 def _already_terminal(err: ApiError) -> CancelResult | None:

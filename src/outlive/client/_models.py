@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "TERMINAL_STATUSES",
+    "Approval",
     "AttachedFrame",
     "CancelResult",
     "CaughtUpFrame",
@@ -63,10 +64,33 @@ class SessionInfo(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     cancel_requested: bool = False
     abandon_after: float | None = None
+    attention: str | None = None
+    """What the session waits on a person for: `question` or `approval` (None: nobody)."""
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class Approval(_Model):
+    """A tool call that waits (or waited) for a person's decision."""
+
+    approval_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    requested_at: datetime
+    expires_at: datetime
+    decision: str | None = None
+    """None while pending; `approve` or `deny` (an expired one: `deny`, reason `expired`)."""
+    reason: str | None = None
+    always: bool = False
+    decided_at: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
 
 
 class SessionPage(_Model):
@@ -137,6 +161,8 @@ class AttachedFrame(_Model):
     kind: Literal["attached"] = Field(default="attached", exclude=True)
     last_seq: int
     status: str
+    ping_interval: float | None = None
+    """Seconds between the server's pings on an idle stream (servers that say so)."""
 
 
 class SnapshotFrame(_Model):
@@ -160,6 +186,9 @@ class CaughtUpFrame(_Model):
 
     kind: Literal["caught_up"] = Field(default="caught_up", exclude=True)
     replayed: int = 0
+    ping_interval: float | None = None
+    current_id: int | None = None
+    """Owner stream: the last owner event id, so a client without a cursor has one."""
 
 
 class ResyncRequiredFrame(_Model):

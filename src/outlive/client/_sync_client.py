@@ -20,6 +20,7 @@ from ._calls import Call
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_session
 from ._models import (
+    Approval,
     CancelResult,
     EventPage,
     EventRecord,
@@ -45,7 +46,7 @@ class Client:
         api_key: str | None = None,
         *,
         timeout: float | httpx.Timeout = 10.0,
-        stream_read_timeout: float | None = 45.0,
+        stream_read_timeout: float | None = 37.5,
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -90,25 +91,30 @@ class Client:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
+        client_request_id: str | None = None,
     ) -> SessionInfo:
         return self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
-            abandon_after=abandon_after,
+            abandon_after=abandon_after, client_request_id=client_request_id,
         ))
 
     def list_sessions(
-        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
+        attention: str | None = None,
     ) -> SessionPage:
-        return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor))
+        return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
+                                               attention=attention))
 
     def list_all_sessions(
-        self, *, status: str | None = None, page_size: int = PAGE_SIZE
+        self, *, status: str | None = None, page_size: int = PAGE_SIZE,
+        attention: str | None = None,
     ) -> list[SessionInfo]:
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
-            page = self.list_sessions(status=status, limit=page_size, cursor=cursor)
+            page = self.list_sessions(status=status, limit=page_size, cursor=cursor,
+                                        attention=attention)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out
@@ -137,6 +143,28 @@ class Client:
         return self._call(_calls.send_message(
             session_id, text, mode=mode, client_request_id=client_request_id
         ))
+
+    def approvals(self, session_id: str) -> list[Approval]:
+        """The session's approvals, pending and decided, oldest first."""
+        return self._call(_calls.approvals(session_id))
+
+    def approve(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Let the waiting tool call run (`always`: and every later call of that tool in
+        this session). Approving twice answers the same; after a denial or expiry it raises
+        ApiError 409 APPROVAL_ALREADY_DECIDED."""
+        return self._call(_calls.decide(session_id, approval_id, "approve", reason=reason,
+                                    always=always))
+
+    def deny(
+        self, session_id: str, approval_id: str, *, reason: str | None = None,
+        always: bool = False,
+    ) -> Approval:
+        """Refuse the waiting tool call; the model is told, with `reason`."""
+        return self._call(_calls.decide(session_id, approval_id, "deny", reason=reason,
+                                    always=always))
 
     def cancel(self, session_id: str) -> CancelResult:
         """As `AsyncClient.cancel`: 409 SESSION_ALREADY_TERMINAL returns the final status."""

@@ -27,7 +27,9 @@ every page). The rules, each with a unit test on a fake clock (tests/client/test
 * **Errors.** 401, 403 and 404 will not heal: `on_error(exc)` and the watcher closes. Other
   failures are retried; failed fetches are reported to `on_error` as they happen.
 * **Cancel.** `cancel()` treats 409 SESSION_ALREADY_TERMINAL as success and adopts the
-  terminal status it reports; a cancel request shows as `cancel_requested` at once.
+  terminal status it reports; a cancel request shows as `cancel_requested` at once. Through
+  network trouble it is retried with the reconnect backoff until the server answers
+  (`_cancels.CancelQueue`); `cancelling` lists the sessions still waiting for that answer.
 * **Stop.** `stop()` (or `close()`) cancels every timer, the stream and any fetch; no
   callback runs afterwards.
 """
@@ -40,12 +42,11 @@ import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
 
 from ._backoff import Backoff
+from ._cancels import CancelQueue
 from ._clock import AsyncioClock, Clock, Timer
 from ._constants import (
     DEGRADED_AFTER,
@@ -59,12 +60,14 @@ from ._errors import ApiError
 from ._frames import OWNER_EVENT_FIELDS
 from ._models import (
     CancelResult,
+    CaughtUpFrame,
     MalformedFrame,
     OwnerEventRecord,
     OwnerStreamItem,
     ResyncRequiredFrame,
     SessionInfo,
 )
+from ._owner_map import DELETED_MEMORY, Entry, apply_owner_event, newest_first, utc
 
 if TYPE_CHECKING:
     from ._async_client import AsyncClient
@@ -81,26 +84,6 @@ StreamState = Literal["idle", "connecting", "open", "closed"]
 
 _FATAL_STATUSES = frozenset({401, 403, 404})
 _DELETED_MEMORY = 1024
-
-Outcome = Literal["applied", "ignored", "unknown"]
-
-
-def _utc(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-@dataclass
-class _Entry:
-    info: SessionInfo
-    title_id: int | None
-    """Id of the owner event that set the title (None: it came from a list fetch)."""
-    title_ts: datetime | None
-    """Time of that event, or the fetched row's `updated_at`."""
-
-
-def _newest_first(e: _Entry) -> tuple[datetime, str]:
-    return (_utc(e.info.created_at), e.info.id)
-
 
 class SessionWatcher:
     def __init__(
@@ -135,9 +118,11 @@ class SessionWatcher:
         self._rng = rng or random.Random()
         self._backoff = Backoff(self._rng)
         self._fetch_backoff = Backoff(self._rng)
+        self._cancels = CancelQueue(self._send_cancel, self._clock, self._rng,
+                                    self._cancel_answered)
 
-        self._entries: dict[str, _Entry] = {}
-        self._deleted: deque[str] = deque(maxlen=_DELETED_MEMORY)
+        self._entries: dict[str, Entry] = {}
+        self._deleted: deque[str] = deque(maxlen=DELETED_MEMORY)
         self._cursor: int | None = None
         self._state: StreamState = "idle"
         self._started = False
@@ -163,7 +148,7 @@ class SessionWatcher:
     @property
     def sessions(self) -> list[SessionInfo]:
         """The owner's sessions, newest first."""
-        return [e.info for e in sorted(self._entries.values(), key=_newest_first, reverse=True)]
+        return [e.info for e in sorted(self._entries.values(), key=newest_first, reverse=True)]
 
     def get(self, session_id: str) -> SessionInfo | None:
         entry = self._entries.get(session_id)
@@ -203,11 +188,33 @@ class SessionWatcher:
         self._health_timer = self._clock.call_later(HEALTH_SAMPLE, self._sample_health)
 
     async def cancel(self, session_id: str) -> CancelResult:
-        """`client.cancel`, and the map shows the answer at once: `cancel_requested`, or the
-        terminal status a 409 SESSION_ALREADY_TERMINAL reported (which counts as success)."""
+        """Ask the server to stop the run and return its answer: `cancel_requested`, or the
+        terminal status a 409 SESSION_ALREADY_TERMINAL reported (which counts as success).
+        Through network trouble the request is retried with the reconnect backoff until the
+        server answers (the watcher keeps trying even if this call is cancelled); meanwhile
+        the session is in `cancelling` and shows `cancel_requested`."""
         if self._client is None:
             raise TypeError("this SessionWatcher has no client to cancel with")
-        result = await self._client.cancel(session_id)
+        task = self._cancels.request(session_id)
+        self._mark_cancelling(session_id)
+        return await asyncio.shield(task)
+
+    @property
+    def cancelling(self) -> frozenset[str]:
+        """Sessions whose cancel is not answered yet (being retried)."""
+        return self._cancels.pending
+
+    async def _send_cancel(self, session_id: str) -> CancelResult:
+        assert self._client is not None  # cancel() checked
+        return await self._client.cancel(session_id)
+
+    def _mark_cancelling(self, session_id: str) -> None:
+        entry = self._entries.get(session_id)
+        if entry is not None and not entry.info.cancel_requested and not self._stopped:
+            entry.info = entry.info.model_copy(update={"cancel_requested": True})
+            self._emit()
+
+    def _cancel_answered(self, session_id: str, result: CancelResult) -> None:
         entry = self._entries.get(session_id)
         if entry is not None and not self._stopped:
             update: dict[str, object] = {}
@@ -218,7 +225,6 @@ class SessionWatcher:
             if update:
                 entry.info = entry.info.model_copy(update=update)
                 self._emit()
-        return result
 
     def refresh(self) -> None:
         """Fetch the whole list now (after the one in flight, if any)."""
@@ -237,6 +243,7 @@ class SessionWatcher:
         for task in (self._stream_task, self._fetch_task):
             if task is not None:
                 task.cancel()
+        self._cancels.close()
         self._journal.clear()
 
     async def stop(self) -> None:
@@ -359,7 +366,9 @@ class SessionWatcher:
         elif isinstance(item, ResyncRequiredFrame):
             self._cursor = item.current_id
             self._request_fetch("again")
-        # caught_up: nothing to do; the stream is open.
+        elif isinstance(item, CaughtUpFrame) and self._cursor is None:
+            # a connection opened without a cursor learns one: the next resumes from it
+            self._cursor = item.current_id
 
     def _on_malformed(self, item: MalformedFrame) -> None:
         log.warning("malformed owner event (%s): %s", item.event, item.error)
@@ -384,62 +393,13 @@ class SessionWatcher:
             if len(self._journal) > JOURNAL_LIMIT:
                 log.info("owner event journal overflowed during a fetch; fetching again")
                 self._request_fetch("restart")
-        outcome = self._apply(self._entries, ev)
+        outcome = apply_owner_event(self._entries, self._deleted, ev)
         if outcome == "applied":
             self._emit()
         elif outcome == "unknown" and self._fetch_task is None:
             self._request_fetch("normal")
 
     # ---- applying events --------------------------------------------------------------------
-
-    def _apply(self, entries: dict[str, _Entry], ev: OwnerEventRecord) -> Outcome:
-        sid = ev.session_id
-        entry = entries.get(sid)
-        if ev.type == "session_deleted":
-            self._deleted.append(sid)
-            if entry is None:
-                return "ignored"
-            del entries[sid]
-            return "applied"
-        if entry is None:
-            return "ignored" if sid in self._deleted else "unknown"
-        data = ev.data
-        update: dict[str, object] = {}
-        if ev.type in ("session_created", "session_status"):
-            update["status"] = data["status"]
-            attempt = data.get("attempt")
-            if isinstance(attempt, int) and not isinstance(attempt, bool):
-                update["attempt"] = attempt
-            if data["status"] == "queued" and entry.info.terminal:
-                update.update(error=None, cancel_requested=False)  # revived by a message
-            if ev.type == "session_created" and isinstance(data.get("title"), str):
-                self._set_title(entry, ev, data["title"], update)
-        elif ev.type == "session_active_stage":
-            update["stage"] = data["stage"]
-        elif ev.type == "session_cancel_requested":
-            update["cancel_requested"] = True
-        elif ev.type == "session_title":
-            if not self._set_title(entry, ev, data["title"], update):
-                return "ignored"
-        ts = _utc(ev.ts)
-        if ts > _utc(entry.info.updated_at):
-            update["updated_at"] = ts
-        entry.info = entry.info.model_copy(update=update)
-        return "applied"
-
-    @staticmethod
-    def _set_title(
-        entry: _Entry, ev: OwnerEventRecord, title: str | None, update: dict[str, object]
-    ) -> bool:
-        ts = _utc(ev.ts)
-        if entry.title_id is not None and ev.id <= entry.title_id:
-            return False
-        if entry.title_ts is not None and ts < entry.title_ts:
-            return False
-        entry.title_id = ev.id
-        entry.title_ts = ts
-        update["title"] = title
-        return True
 
     # ---- fetches ----------------------------------------------------------------------------
 
@@ -513,14 +473,14 @@ class SessionWatcher:
     def _install(self, sessions: list[SessionInfo]) -> None:
         """The fetched list, with the journal's newer events replayed on top."""
         entries = {
-            s.id: _Entry(info=s, title_id=None, title_ts=_utc(s.updated_at)) for s in sessions
+            s.id: Entry(info=s, title_id=None, title_ts=utc(s.updated_at)) for s in sessions
         }
         unknown: set[str] = set()
         cursor = self._fetch_cursor
         for ev in self._journal:
             if cursor is not None and ev.id <= cursor:
                 continue
-            if self._apply(entries, ev) == "unknown":
+            if apply_owner_event(entries, self._deleted, ev) == "unknown":
                 unknown.add(ev.session_id)
             elif ev.type == "session_deleted":
                 unknown.discard(ev.session_id)

@@ -71,8 +71,9 @@ class Delivery(enum.StrEnum):
     START = "start"
 
 
-ATTENTION = frozenset({"question"})
-"""What a session can wait on a person for (`Session.attention`); approvals will join."""
+ATTENTION = frozenset({"question", "approval"})
+"""What a session can wait on a person for (`Session.attention`): an answer to a question
+(the run ended) or a decision on a tool call (the run waits, `Lifecycle.awaiting`)."""
 
 
 class ClaimReason(enum.StrEnum):
@@ -90,6 +91,8 @@ EVENT_TYPES = frozenset(
         "session_end",
         "user_message",
         "user_question",
+        "approval_requested",
+        "approval_decided",
         "turn_start",
         "text_delta",
         "thinking_delta",

@@ -28,7 +28,9 @@ work as still in flight (or as a success) after the run that did it is gone:
   (`inputs`, or `inputs_through` in logs written before `inputs`), or the `session_end` that
   cancelled it names it in `dropped_inputs` (its item is then marked `dropped`).
 * `attention` is the `session_end`'s (a run that ended on a question) until the next user
-  message.
+  message; `approval_requested` sets it to "approval" and `approval_decided` clears it.
+* An approval item is "pending" until its `approval_decided` makes it "approved", "denied" or
+  "expired" (a denial with reason `expired`); a `session_end` marks a pending one "cancelled".
 """
 
 from __future__ import annotations
@@ -174,6 +176,9 @@ def _on_session_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
         txn.state["error"] = None
     attention = data.get("attention")
     txn.state["attention"] = attention if isinstance(attention, str) else None
+    for i in range(len(txn.items)):
+        if txn.items[i]["kind"] == "approval" and txn.items[i]["status"] == "pending":
+            txn.item(i)["status"] = "cancelled"
     dropped = _seqs(data.get("dropped_inputs"))
     if dropped:
         _deliver(txn, dropped.__contains__)
@@ -214,6 +219,46 @@ def _on_user_question(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
     options = plain_json(data.get("options") or [])
     txn.add({"kind": "question", "seq": seq, "question": question, "options": options})
     txn.state["question"] = {"question": question, "options": plain_json(options)}
+
+
+def _new_approval(seq: int, approval_id: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "approval",
+        "seq": seq,
+        "approval_id": approval_id,
+        "call_id": ident(data.get("call_id")),
+        "tool": plain_json(data.get("tool")),
+        "args": plain_json(data.get("args") or {}),
+        "expires_at": plain_json(data.get("expires_at")),
+        "status": "pending",
+    }
+
+
+def _on_approval_requested(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    approval_id = ident(data.get("approval_id"))
+    if txn.find("approval", approval_id) is None:
+        txn.add(_new_approval(seq, approval_id, data))
+    txn.state["attention"] = "approval"
+
+
+_DECIDED = {"approve": "approved", "deny": "denied"}
+
+
+def _on_approval_decided(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+    approval_id = ident(data.get("approval_id"))
+    i = txn.find("approval", approval_id)
+    if i is None:
+        i = txn.add(_new_approval(seq, approval_id, data))
+    decision = data.get("decision")
+    reason = data.get("reason")
+    item = txn.item(i)
+    if decision == "deny" and reason == "expired":
+        item["status"] = "expired"
+    else:
+        item["status"] = _DECIDED.get(decision, "denied") if isinstance(decision, str) else "denied"
+    item["reason"] = reason if isinstance(reason, str) else None
+    item["always"] = data.get("always") is True
+    txn.state["attention"] = None
 
 
 def _new_message(message_id: Any) -> dict[str, Any]:
@@ -361,6 +406,8 @@ _HANDLERS: dict[str, Handler] = {
     "session_end": _on_session_end,
     "user_message": _on_user_message,
     "user_question": _on_user_question,
+    "approval_requested": _on_approval_requested,
+    "approval_decided": _on_approval_decided,
     "turn_start": _on_turn_start,
     "text_delta": _delta("text"),
     "thinking_delta": _delta("thinking"),

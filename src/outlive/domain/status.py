@@ -33,6 +33,10 @@ class Action(enum.StrEnum):
     REQUEST_CANCEL = "request_cancel"
     POST_MESSAGE = "post_message"
     DELETE = "delete"
+    AWAIT_APPROVAL = "await_approval"
+    """The run stops before a tool call a person must approve: it lets go of the lease."""
+    DECIDE_APPROVAL = "decide_approval"
+    """A person (or the expiry sweep) decided: the session is claimable again."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class Lifecycle:
     cancel_requested: bool = False
     deleted: bool = False
     ever_claimed: bool = False
+    awaiting: bool = False
+    """Running, no lease, waiting on a person's approval (attention "approval"): parked but
+    not claimable until a decision, so it holds no worker slot however long it waits."""
 
     @property
     def parked(self) -> bool:
@@ -55,6 +62,7 @@ class Lifecycle:
     def claimable(self) -> bool:
         return self.status is Status.QUEUED or (
             self.status is Status.RUNNING and self.lease is not LeaseState.HELD
+            and not self.awaiting
         )
 
 
@@ -79,7 +87,8 @@ _SETTLE = {
 
 
 def _ended(state: Lifecycle, status: Status, **kw: object) -> Lifecycle:
-    return replace(state, status=status, lease=LeaseState.NONE, **kw)  # type: ignore[arg-type]
+    return replace(state, status=status, lease=LeaseState.NONE, awaiting=False,
+                   **kw)  # type: ignore[arg-type]
 
 
 def transition(
@@ -92,7 +101,8 @@ def transition(
         return Outcome(Lifecycle(status=Status.QUEUED))
     if state is None:
         raise IllegalTransition(f"{action} on a session that does not exist")
-    if state.deleted and action is not Action.HEARTBEAT and action not in _SETTLE:
+    worker_action = action in (Action.HEARTBEAT, Action.AWAIT_APPROVAL) or action in _SETTLE
+    if state.deleted and not worker_action:
         if action is not Action.CLAIM:
             raise IllegalTransition(f"{action} on a deleted session")
 
@@ -127,6 +137,16 @@ def transition(
             )
         # A person answered: the crash count starts again, as the run goes on.
         return Outcome(replace(state, attempt=0), changed=state.attempt != 0)
+    if action is Action.AWAIT_APPROVAL:
+        if state.status is not Status.RUNNING or state.lease is not LeaseState.HELD:
+            raise IllegalTransition("await_approval needs a held running session")
+        if state.cancel_requested:  # a cancel that came first wins: nothing to approve
+            return Outcome(_ended(state, Status.CANCELLED), cancelled_now=True)
+        return Outcome(replace(state, lease=LeaseState.NONE, awaiting=True))
+    if action is Action.DECIDE_APPROVAL:
+        if not (state.awaiting and state.parked):
+            raise IllegalTransition("decide_approval needs a session awaiting approval")
+        return Outcome(replace(state, awaiting=False))
     if action is Action.DELETE:
         deleted = replace(state, deleted=True)
         if state.status in TERMINAL:

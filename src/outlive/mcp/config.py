@@ -31,6 +31,10 @@ class _Common:
     tool_timeouts: Mapping[str, float] = field(default_factory=dict)
     start_timeout: float = 20.0
     """Seconds to connect and list the tools before the server counts as failed."""
+    require_approval: str = "never"
+    """Which calls wait for a person's approval (docs/approvals.md): `never`, `destructive`
+    (tools that declare `destructiveHint: true`), `maybe_destructive` (also tools that are
+    not declared read-only, the protocol's default) or `always`."""
 
     def check(self) -> None:
         if not _NAME.match(self.name):
@@ -41,6 +45,14 @@ class _Common:
         for t in [self.timeout, self.start_timeout, *self.tool_timeouts.values()]:
             if not t > 0:
                 raise InvalidInput(f"MCP server {self.name!r}: timeouts must be positive")
+        if self.require_approval not in _APPROVAL:
+            raise InvalidInput(f"MCP server {self.name!r}: require_approval must be one of "
+                               f"{', '.join(_APPROVAL)}")
+
+    def approval_for(self, maybe_destructive: bool, declared_destructive: bool) -> bool:
+        """Whether calls of a tool with these hints wait for a person."""
+        return {"never": False, "always": True, "destructive": declared_destructive,
+                "maybe_destructive": maybe_destructive}[self.require_approval]
 
     def allows(self, tool: str) -> bool:
         return (not self.allow or tool in self.allow) and tool not in self.deny
@@ -96,7 +108,9 @@ class HttpServer(_Common):
 
 McpServer = StdioServer | HttpServer
 
-_COMMON = {"name", "allow", "deny", "timeout", "tool_timeouts", "start_timeout"}
+_APPROVAL = ("never", "destructive", "maybe_destructive", "always")
+_COMMON = {"name", "allow", "deny", "timeout", "tool_timeouts", "start_timeout",
+           "require_approval"}
 _STDIO = _COMMON | {"command", "args", "env", "cwd"}
 _HTTP = _COMMON | {"url", "headers", "auth_token_env"}
 
@@ -120,6 +134,7 @@ def server_from_dict(data: Mapping[str, Any], where: str = "mcp_servers") -> Mcp
             "tool_timeouts": {str(k): float(v)
                               for k, v in dict(data.get("tool_timeouts", {})).items()},
             "start_timeout": float(data.get("start_timeout", 20.0)),
+            "require_approval": str(data.get("require_approval", "never")),
         }
         if http:
             return HttpServer(

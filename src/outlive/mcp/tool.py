@@ -45,6 +45,11 @@ class McpTool:
     idempotent: bool
     destructive: bool
     validator: Any = field(repr=False)
+    approval: bool = False
+    """The server's `require_approval` holds for this tool: every call waits for a person."""
+
+    def needs_approval(self, arguments: dict[str, Any], ctx: ToolContext) -> bool:
+        return self.approval
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.schema)
@@ -110,6 +115,7 @@ def adapt_tools(connection: ServerConnection) -> list[McpTool]:
                         server.name, t.name, exc.message)
             continue
         hints = t.annotations or types.ToolAnnotations()
+        destructive = hints.readOnlyHint is not True and hints.destructiveHint is not False
         adapted.append(McpTool(
             name=tool_name(server.name, t.name),
             remote_name=t.name,
@@ -119,7 +125,8 @@ def adapt_tools(connection: ServerConnection) -> list[McpTool]:
             timeout=server.timeout_for(t.name),
             idempotent=hints.idempotentHint is True,
             # The protocol's default: a tool not marked read-only may be destructive.
-            destructive=hints.readOnlyHint is not True and hints.destructiveHint is not False,
+            destructive=destructive,
             validator=cls(schema),
+            approval=server.approval_for(destructive, hints.destructiveHint is True),
         ))
     return adapted

@@ -30,6 +30,7 @@ LOOKUP = "lookup"
 SLOW_TASK = "slow_task"
 FLAKY = "flaky"
 COUNTER = "counter"
+SEND = "send_message"
 ASK_USER = "ask_user"
 
 HINT = (
@@ -92,6 +93,7 @@ _ASK = re.compile(r"\bask me\b")
 _FAIL = re.compile(r"\bfail(?:s|ing)? (?:a |the |one )?tools?\b")
 _LONG = re.compile(r"\brun long\b")
 _COUNT = re.compile(r"\b(?:idempotent|count|counter)\b")
+_SEND = re.compile(r"\bsend it\b")
 _LENGTH = re.compile(r"\blength\b")
 _THINK = re.compile(r"\bthink")
 _CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*(.*)$", re.DOTALL)
@@ -398,6 +400,24 @@ def _count(ctx: _Context) -> DemoTurn:
     return _done(ctx)
 
 
+def _send(ctx: _Context) -> DemoTurn:
+    """A call that waits for the person's approval; denied, the model says so."""
+    if ctx.step == 0:
+        if SEND not in ctx.offered:
+            return _missing(ctx, SEND)
+        return DemoTurn(
+            "I will send it once you approve.\n\n",
+            "tool_calls",
+            tool_calls=[ctx.call(SEND, {"to": "team", "text": _clip(ctx.prompt, 200)})],
+        )
+    if ctx.step == 1:
+        result = ctx.last_result()
+        if result is None or result.is_error:
+            return DemoTurn(f"I did not send it: {_sentence(summarise(result))}", "stop")
+        return DemoTurn("Sent, with your approval.", "stop")
+    return _done(ctx)
+
+
 def _call_named(ctx: _Context, found: re.Match[str]) -> DemoTurn:
     """`call <tool> {json}`: any tool the agent offers (MCP tools included), by name."""
     name, raw = found.group(1), found.group(2).strip()
@@ -459,6 +479,8 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
         turn = _fail(ctx)
     elif _LONG.search(low):
         turn = _long(ctx)
+    elif _SEND.search(low):
+        turn = _send(ctx)
     elif _COUNT.search(low):
         turn = _count(ctx)
     elif _LENGTH.search(low):

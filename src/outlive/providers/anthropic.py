@@ -188,7 +188,7 @@ class AnthropicProvider(SdkClients):
         tools: list[ToolSpec],
         settings: ModelSettings,
     ) -> AsyncIterator[ProviderEvent]:
-        client = self._client_for_loop()
+        client = await self._client_for_loop()
         params = self.request(messages, tools, settings)
         try:
             response = await client.messages.create(**_split(params))

@@ -11,6 +11,7 @@ Trigger words (case-insensitive, in the latest user message):
 * "ask me"        - an `ask_user` tool call (the runtime turns it into `user_question`);
 * "fail a tool"   - a `flaky` call that fails, then an answer that admits it;
 * "count" / "idempotent" - a call of the idempotent `counter` tool;
+* "send it"       - a `send_message` call that waits for the person's approval;
 * "length"        - some text, then stop reason "length";
 * "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
 * "think"         - thinking deltas before each turn's text (combines with the above);
@@ -26,6 +27,7 @@ import asyncio
 import json
 import math
 import re
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 
@@ -99,20 +101,18 @@ class DemoProvider:
         settings: ModelSettings,
     ) -> AsyncIterator[ProviderEvent]:
         speed = _check_speed(float(settings.extra.get("demo_speed", self.speed)))
-        await self._wait(FIRST_TOKEN_SECONDS, speed)
+        pacer = _Pacer(self, speed)
+        await pacer.wait(FIRST_TOKEN_SECONDS)
         self._simulate_failure(messages, settings)
         turn = plan_turn(messages, tools)
-        count = 0
         for piece in pieces(turn.thinking):
-            count += 1
-            await self._pace(piece, speed, count)
+            await pacer.piece(piece)
             yield ThinkingDelta(piece)
         for piece in pieces(turn.text):
-            count += 1
-            await self._pace(piece, speed, count)
+            await pacer.piece(piece)
             yield TextDelta(piece)
         for call in turn.tool_calls:
-            await self._wait(TOOL_CALL_SECONDS, speed)
+            await pacer.wait(TOOL_CALL_SECONDS)
             yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
 
@@ -128,22 +128,13 @@ class DemoProvider:
             + TOOL_CALL_SECONDS * len(turn.tool_calls)
         ) / s
 
-    async def _pace(self, piece: str, speed: float, count: int) -> None:
-        if speed == 0:
-            if count % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            return
-        await self._sleep(len(piece) / (CHARS_PER_SECOND * speed))
-
-    async def _wait(self, seconds: float, speed: float) -> None:
-        if speed == 0:
-            await asyncio.sleep(0)
-        else:
-            await self._sleep(seconds / speed)
-
     async def _sleep(self, seconds: float) -> None:
-        """The only real wait; tests override it to measure pacing without sleeping."""
+        """The only real wait; tests override it (and `_now`) to measure pacing without
+        sleeping."""
         await asyncio.sleep(seconds)
+
+    def _now(self) -> float:
+        return time.monotonic()
 
     def _simulate_failure(self, messages: list[Message], settings: ModelSettings) -> None:
         idx = latest_user_index(messages)
@@ -180,6 +171,43 @@ class DemoProvider:
         out = _words(turn.thinking) + _words(turn.text)
         out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
         return Usage(input_tokens=seen, output_tokens=out)
+
+
+class _Pacer:
+    """When each piece of one answer is due. A real model's server streams at its own pace,
+    so a reader that fell behind (a busy event loop) finds what piled up and reads it at once;
+    the demo does the same, pacing against a schedule from the start of the answer rather
+    than sleeping a piece's time after each piece, which would stretch the answer by every
+    delay of the reader's loop. At speed 0 nothing sleeps, but control is still yielded (every
+    `YIELD_EVERY` pieces) so a cancel gets through."""
+
+    def __init__(self, provider: DemoProvider, speed: float) -> None:
+        self._provider = provider
+        self._speed = speed
+        self._due = provider._now()
+        self._count = 0
+
+    async def piece(self, piece: str) -> None:
+        self._count += 1
+        if self._speed == 0:
+            if self._count % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            return
+        await self._until(len(piece) / (CHARS_PER_SECOND * self._speed))
+
+    async def wait(self, seconds: float) -> None:
+        if self._speed == 0:
+            await asyncio.sleep(0)
+        else:
+            await self._until(seconds / self._speed)
+
+    async def _until(self, seconds: float) -> None:
+        self._due += seconds
+        delay = self._due - self._provider._now()
+        if delay > 0:
+            await self._provider._sleep(delay)
+        elif self._count % YIELD_EVERY == 0:  # behind schedule: catch up, yielding now and then
+            await asyncio.sleep(0)
 
 
 def _check_speed(speed: float) -> float:

@@ -230,10 +230,17 @@ class SdkClients(abc.ABC):
     def _new_client(self, sdk: ModuleType, **options: Any) -> Any:
         """The SDK's async client class, called with the shared options."""
 
-    def _client_for_loop(self) -> Any:
+    async def _client_for_loop(self) -> Any:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            sdk = self._sdk = self._sdk or import_sdk(self.sdk_module, self.sdk_module)
+            if self._sdk is None:
+                # The SDK's first import takes a second or more (pydantic models, httpx):
+                # in a thread, so the other sessions on this loop keep streaming meanwhile.
+                self._sdk = await asyncio.to_thread(import_sdk, self.sdk_module,
+                                                    self.sdk_module)
+            sdk = self._sdk
+            if self._client is not None and self._loop is loop:
+                return self._client  # another call made it while this one imported
             self._client = self._new_client(
                 sdk,
                 api_key=self._api_key,
@@ -293,7 +300,7 @@ class OpenAIProvider(SdkClients):
         tools: list[ToolSpec],
         settings: ModelSettings,
     ) -> AsyncIterator[ProviderEvent]:
-        client = self._client_for_loop()
+        client = await self._client_for_loop()
         params = self.request(messages, tools, settings)
         try:
             response = await client.chat.completions.create(**split_params(params, _CORE))

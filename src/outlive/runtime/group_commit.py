@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 from ..store import Commit, Store
 from .writes import EntryDraft
@@ -83,7 +84,7 @@ class GroupCommitter:
         while self._queue:
             # One turn of the loop first: runs woken by the same tick join this transaction.
             await asyncio.sleep(0)
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            batch, self._queue = self._next_batch()
             self._in_flight_since = batch[0].since
             try:
                 outcomes = await self.store.commit_many([w.commit for w in batch])
@@ -104,6 +105,21 @@ class GroupCommitter:
                 else:
                     w.done.set_result(out)
 
+    def _next_batch(self) -> tuple[list[_Waiting], list[_Waiting]]:
+        """The oldest commits, at most one per session (a run parked while its last commit
+        still waited queues another: that one goes in the next transaction, after it)."""
+        batch: list[_Waiting] = []
+        later: list[_Waiting] = []
+        sessions: set[str] = set()
+        for w in self._queue:
+            sid = w.commit.lease.session_id
+            if len(batch) < self.max_batch and sid not in sessions:
+                sessions.add(sid)
+                batch.append(w)
+            else:
+                later.append(w)
+        return batch, later
+
     async def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
@@ -114,6 +130,12 @@ class GroupCommitter:
 
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         await self.store.park(lease, reason=reason)
+
+    async def await_approval(
+        self, lease: Lease, request: ApprovalRequest, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> Approval | None:
+        return await self.store.await_approval(lease, request, entries=entries, events=events)
 
     async def set_stage(self, lease: Lease, stage: str) -> None:
         await self.store.set_stage(lease, stage)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..store import Store
 from .settings import RuntimeSettings
 
-__all__ = ["SweepResult", "sweep"]
+__all__ = ["SweepResult", "expire_approvals", "sweep"]
 
 log = logging.getLogger("outlive.housekeeping")
 
@@ -43,6 +43,15 @@ async def _until_done(batch: Callable[[], Awaitable[int]]) -> int:
             break
         await asyncio.sleep(0)
     return total
+
+
+async def expire_approvals(store: Store, settings: RuntimeSettings) -> int:
+    """Deny, with reason `expired`, every approval nobody decided in time: each such session
+    becomes claimable and its run tells the model (the worker's abandon scan calls this)."""
+    n = await _until_done(lambda: store.expire_approvals(limit=settings.sweep_batch))
+    if n:
+        log.info("approvals: %d expired", n)
+    return n
 
 
 async def sweep(store: Store, settings: RuntimeSettings) -> SweepResult:

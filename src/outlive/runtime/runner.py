@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import metrics
+from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.model import (
     Claim,
@@ -38,6 +39,7 @@ from ..store import Store
 from ..tools import ToolResult
 from .activity import Abort, Supervisor
 from .agents import Agent
+from .approval_gate import ApprovalGate, Verdict, denial
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, to_deliver
 from .model_call import ModelCaller
@@ -90,6 +92,7 @@ class Run:
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
+        self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE
         self._asked = False
         """The last answer asked the person a question: a settle now waits on them."""
@@ -202,21 +205,48 @@ class Run:
                                                                 "attempt": attempt})])
         if plan.dangling:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
-        for call in plan.dangling:
-            tc = ToolCall(call.call_id, call.name, dict(call.arguments))
-            if self.agent.tools.is_idempotent(call.name):
-                metrics.REPAIRS.labels("rerun").inc()
-                entry, event, _ = await self.tool_runner.run(tc, rerun=True)
-                self.writes.hold([entry], [event])
-            else:
-                metrics.REPAIRS.labels("interrupted").inc()
-                result = ToolResult.failure("interrupted", 0, interrupted=True)
-                self.writes.hold(
-                    [tool_result_entry(call.call_id, call.name, result)],
-                    [NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()})],
-                )
+        if plan.dangling:
+            await self._resume_calls(
+                [ToolCall(c.call_id, c.name, dict(c.arguments)) for c in plan.dangling])
         self._asked = plan.awaiting_user
         await self._loop(final=plan.complete or plan.awaiting_user)
+
+    async def _repair(self, tc: ToolCall) -> None:
+        """A dangling call a crash may have started: idempotent tools run again with their
+        key, others are reported interrupted."""
+        if self.agent.tools.is_idempotent(tc.name):
+            metrics.REPAIRS.labels("rerun").inc()
+            entry, event, _ = await self.tool_runner.run(tc, rerun=True)
+            self.writes.hold([entry], [event])
+        else:
+            metrics.REPAIRS.labels("interrupted").inc()
+            result = ToolResult.failure("interrupted", 0, interrupted=True)
+            self.writes.hold(
+                [tool_result_entry(tc.call_id, tc.name, result)],
+                [NewEvent("tool_end", {"call_id": tc.call_id, **result.to_dict()})],
+            )
+
+    async def _resume_calls(self, calls: Sequence[ToolCall]) -> None:
+        """The dangling calls of the last answer, in order: see `ApprovalGate.rule`."""
+        fresh = await self.gate.fresh(calls)
+        for tc in calls:
+            ruling = await self.gate.rule(tc, fresh=fresh)
+            if ruling.verdict is Verdict.ASK:
+                await self._await_approval(tc)
+            elif ruling.verdict is Verdict.DENY:
+                entry, event = denial(tc, ruling.reason)
+                self.writes.hold([entry], [event])
+            elif ruling.verdict is Verdict.REPAIR:
+                await self._repair(tc)
+            else:
+                entry, event, _ = await self.tool_runner.run(tc)
+                self.writes.hold([entry], [event])
+
+    async def _await_approval(self, call: ToolCall) -> None:
+        """Stop before `call` until a person decides; the worker slot is free meanwhile."""
+        request = ApprovalRequest(new_id("apv"), call.call_id, call.name,
+                                  dict(call.arguments), self.settings.approval_ttl)
+        await self.writes.await_approval(request)
 
     def _title_from(self, deliver: Sequence[Event]) -> str | None:
         """The automatic title, from the first message the run delivers, set once."""
@@ -324,6 +354,13 @@ class Run:
         for i, call in enumerate(buf.tool_calls):
             if call.name == ASK_TOOL:
                 asked = await self._ask(call) or asked
+                continue
+            ruling = await self.gate.rule(call)
+            if ruling.verdict is Verdict.ASK:
+                await self._await_approval(call)
+            if ruling.verdict is Verdict.DENY:
+                entry, event = denial(call, ruling.reason)
+                self.writes.hold([entry], [event])
                 continue
             entry, event, interrupted = await self.tool_runner.run(call)
             if not interrupted:

@@ -49,11 +49,26 @@ class RuntimeSettings:
     compact_after: float | None = 300.0
     """A finished session's deltas are compacted this long after it ended; None: never."""
     retain: float | None = None
-    """Finished sessions untouched this long are purged whole; None (default): kept forever."""
+    """Sessions that ended this long ago are purged whole; None (default): kept forever."""
     owner_log_keep: int = 10_000
     """Each owner's lifecycle log keeps its last this many events."""
+    approval_ttl: float = 86400.0
+    """Seconds a person has to decide on a tool call before it is denied as `expired`."""
     sweep_batch: int = 50
     """Sessions per purge or compaction batch (each batch is one short transaction)."""
+    webhooks: bool = True
+    """Deliver webhooks from the outbox (docs/webhooks.md)."""
+    webhook_interval: float = 1.0
+    """Seconds between outbox scans when the last one found less than a batch."""
+    webhook_timeout: float = 10.0
+    """Seconds a receiver has to answer one delivery."""
+    webhook_backoff: float = 5.0
+    """Delay before the first retry; doubled after each failed attempt, up to the cap."""
+    webhook_backoff_max: float = 3600.0
+    webhook_attempts: int = 12
+    """Attempts before a delivery is given up (`failed` in the delivery log)."""
+    allow_private_webhooks: bool = False
+    """Deliver to loopback, private and link-local addresses too (tests, closed networks)."""
 
     @staticmethod
     def heartbeat_for(lease_ttl: float) -> float:
@@ -67,6 +82,10 @@ class RuntimeSettings:
             raise ValueError("owner_log_keep must be at least 1000 (streams resync beyond it)")
         if self.sweep_batch < 1:
             raise ValueError("sweep_batch must be at least 1")
+        if not self.approval_ttl > 0:
+            raise ValueError("approval_ttl must be positive")
+        if self.webhook_attempts < 1 or not self.webhook_timeout > 0:
+            raise ValueError("webhook_attempts must be at least 1, webhook_timeout positive")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (self.stall_timeout > 0 and self.turn_timeout > 0):

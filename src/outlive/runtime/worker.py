@@ -23,9 +23,10 @@ from ..store import Store, Subscription
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
-from .housekeeping import sweep
+from .housekeeping import expire_approvals, sweep
 from .runner import Run
 from .settings import RuntimeSettings
+from .webhooks import WebhookSender
 
 __all__ = ["Worker"]
 
@@ -85,6 +86,9 @@ class Worker:
         ]
         if self.settings.sweep_interval is not None:
             self._tasks.append(asyncio.create_task(self._sweeps(), name="worker-sweep"))
+        if self.settings.webhooks:
+            sender = WebhookSender(self.store, self.settings)
+            self._tasks.append(asyncio.create_task(sender.run(), name="worker-webhooks"))
         with contextlib.suppress(Exception):
             await self.store.wait_listening()
         self.started.set()
@@ -274,21 +278,22 @@ class Worker:
                     r.cancel_seen()
 
     async def _sweeps(self) -> None:
-        """Bounded storage: the first pass soon after start, then every `sweep_interval`."""
+        """Bounded storage (docs/retention.md): a pass every `sweep_interval`, the first one
+        interval after start, so a worker's first moments are spent on sessions."""
         interval = self.settings.sweep_interval
         assert interval is not None
-        await asyncio.sleep(min(interval, 1.0))
         while True:
+            await asyncio.sleep(interval)
             try:
                 await sweep(self.store, self.settings)
             except Exception as exc:
                 log.warning("storage sweep failed: %s", exc)
-            await asyncio.sleep(interval)
 
     async def _abandon_scan(self) -> None:
         while True:
             await asyncio.sleep(self.settings.abandon_check_interval)
             try:
                 await self.store.cancel_abandoned()
+                await expire_approvals(self.store, self.settings)
             except Exception as exc:
                 log.warning("abandon scan failed: %s", exc)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol
 
 from .. import metrics
+from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 
@@ -55,6 +56,10 @@ class LeaseWrites(Protocol):
         attention: str | None = None,
     ) -> Session: ...
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
+    async def await_approval(
+        self, lease: Lease, request: ApprovalRequest, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> Approval | None: ...
     async def set_stage(self, lease: Lease, stage: str) -> None: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
@@ -158,6 +163,15 @@ class RunWrites:
         except PendingInput:
             self._entries, self._events = held
             raise
+        raise Stopped
+
+    async def await_approval(self, request: ApprovalRequest) -> NoReturn:
+        """Let go of the lease to wait for a person's decision on `request`, with the held
+        steps; the run stops here (so does a cancel that came first, which ends it)."""
+        entries, events = self._take((), ())
+        self._check_open()
+        await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
+                                                      events=events))
         raise Stopped
 
     async def set_stage(self, stage: str) -> None:

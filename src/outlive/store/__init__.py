@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from ..domain.errors import InvalidInput
-from ._port import ApiKey, Commit, CommitOutcome, Held, Notice, Owner, Store, Subscription
+from ._port import (
+    ApiKey,
+    Commit,
+    CommitOutcome,
+    Held,
+    Notice,
+    Owner,
+    Store,
+    Subscription,
+    TakenDelivery,
+    Webhook,
+    WebhookDelivery,
+)
 from ._validation import (
     MAX_ABANDON_AFTER,
     MIN_ABANDON_AFTER,
@@ -27,6 +39,9 @@ __all__ = [
     "SqliteStore",
     "Store",
     "Subscription",
+    "TakenDelivery",
+    "Webhook",
+    "WebhookDelivery",
     "check_metadata",
     "check_string",
     "check_title",

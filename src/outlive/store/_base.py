@@ -132,6 +132,7 @@ def lifecycle(row: Row) -> Lifecycle:
         cancel_requested=row["cancel_requested_at"] is not None,
         deleted=row["deleted_at"] is not None,
         ever_claimed=int(row["fence"]) > 0,
+        awaiting=row["attention"] == "approval" and lease is LeaseState.NONE,
     )
 
 

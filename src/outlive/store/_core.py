@@ -16,20 +16,24 @@ from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
 from ..domain.errors import LeaseLost, NotFound
-from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Status
+from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
 from ..domain.status import Action, LeaseState, Lifecycle, transition
+from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
 from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
-__all__ = ["StoreCore", "aborts_run", "held", "session_end", "status_data"]
+__all__ = [
+    "ENTRY_COLUMNS", "EVENT_COLUMNS", "StoreCore", "aborts_run", "held", "session_end",
+    "status_data",
+]
 
 T = TypeVar("T")
 
 _INSERT_CHUNK = 100
-_EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
-_ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
+ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
 
 
 def held(row: Row) -> Lifecycle:
@@ -164,11 +168,45 @@ class StoreCore(abc.ABC):
             sets.append(f"deleted_at = {self.d.now}")
         if "attention" not in extra and new.status.value != row["status"]:
             sets.append("attention = NULL")  # any other change of status answers it
+        if new.status in TERMINAL and Status(row["status"]) not in TERMINAL:
+            sets.append(f"ended_at = {self.d.now}")  # the clock of compaction and retention
+        elif new.status not in TERMINAL and row["ended_at"] is not None:
+            sets.append("ended_at = NULL")
         for key, value in extra.items():
             sets.append(f"{key} = :{key}")
             params[key] = value
         sql = f"UPDATE sessions SET {', '.join(sets)} WHERE id = :id"
         await tx.execute(self.q.dynamic("update_lifecycle", sql), params)
+        await self._webhook_outbox(tx, row, new, extra)
+
+    async def _webhook_outbox(
+        self, tx: Tx, row: Row, new: Lifecycle, extra: Mapping[str, Any]
+    ) -> None:
+        """The webhooks a lifecycle write reports (an end, a change of `attention`), queued
+        in its own transaction: every change of the row goes through `_apply`, so none is
+        missed and none is reported that did not commit."""
+        before = row["attention"]
+        changed = new.status.value != row["status"]
+        after = extra["attention"] if "attention" in extra else (None if changed else before)
+        if changed and new.status in TERMINAL:
+            data: dict[str, Any] = {"status": new.status.value, "attempt": new.attempt}
+            if extra.get("error_code") is not None:
+                data["error"] = {"code": extra["error_code"],
+                                 "message": extra.get("error_message") or ""}
+            if after is not None:
+                data["attention"] = after
+            await self._enqueue_webhook(tx, row, ended_event(new.status), data)
+        if after != before:
+            await self._enqueue_webhook(
+                tx, row, ATTENTION_EVENT,
+                {"attention": after, "previous": before, "status": new.status.value})
+
+    async def _enqueue_webhook(self, tx: Tx, row: Row, event: str, data: dict[str, Any]
+                               ) -> None:
+        await tx.execute(self.q.enqueue_webhooks, {
+            "msg": new_id("msg"), "sid": row["id"], "event": event, "owner": row["owner_id"],
+            "body": payload(event, row["id"], data), "pattern": f"%,{event},%",
+        })
 
     # -- logs ------------------------------------------------------------------------------
 
@@ -206,39 +244,46 @@ class StoreCore(abc.ABC):
         attempt: int, fence: int, owner_id: str, st: TxState | None,
     ) -> list[Event]:
         """Insert events at seqs first.. (already allocated in `sessions.last_seq`)."""
-        await self._insert_rows(
-            tx, "session_events", _EVENT_COLUMNS,
-            [
-                {"session_id": session_id, "seq": first + i, "ts": now, "attempt": attempt,
-                 "fence": fence, "type": ev.type, "data": self.d.json(scrub(ev.data))}
-                for i, ev in enumerate(events)
-            ],
-        )
-        ts = self.d.ts(now)
-        assert ts is not None
+        rows, out = self._event_rows(session_id, events, first, now, attempt, fence)
+        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
         if st is not None:
             st.notify(session_id, owner_id, events=True)
-        return [
-            Event(session_id, first + i, ts, attempt, fence, ev.type, dict(scrub(ev.data)))
-            for i, ev in enumerate(events)
-        ]
+        return out
+
+    def _event_rows(
+        self, session_id: str, events: Sequence[NewEvent], first: int, now: Any, attempt: int,
+        fence: int,
+    ) -> tuple[list[dict[str, Any]], list[Event]]:
+        """The rows to insert for events at seqs first.., and the events they are."""
+        ts = self.d.ts(now)
+        assert ts is not None
+        rows, out = [], []
+        for i, ev in enumerate(events):
+            data = scrub(ev.data)
+            rows.append({"session_id": session_id, "seq": first + i, "ts": now,
+                         "attempt": attempt, "fence": fence, "type": ev.type,
+                         "data": self.d.json(data)})
+            out.append(Event(session_id, first + i, ts, attempt, fence, ev.type, dict(data)))
+        return rows, out
 
     async def _insert_entry_rows(
         self, tx: Tx, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]], first: int
     ) -> list[Entry]:
         """Insert model-history entries at seqs first.. (already allocated)."""
-        await self._insert_rows(
-            tx, "session_entries", _ENTRY_COLUMNS,
-            [
-                {"session_id": lease.session_id, "seq": first + i, "kind": kind,
-                 "data": self.d.json(scrub(data)), "fence": lease.fence}
-                for i, (kind, data) in enumerate(entries)
-            ],
-        )
-        return [
-            Entry(lease.session_id, first + i, kind, dict(scrub(data)), lease.fence)
-            for i, (kind, data) in enumerate(entries)
-        ]
+        rows, out = self._entry_rows(lease, entries, first)
+        await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, rows)
+        return out
+
+    def _entry_rows(
+        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]], first: int
+    ) -> tuple[list[dict[str, Any]], list[Entry]]:
+        rows, out = [], []
+        for i, (kind, data) in enumerate(entries):
+            clean = scrub(data)
+            rows.append({"session_id": lease.session_id, "seq": first + i, "kind": kind,
+                         "data": self.d.json(clean), "fence": lease.fence})
+            out.append(Entry(lease.session_id, first + i, kind, dict(clean), lease.fence))
+        return rows, out
 
     async def _insert_rows(
         self, tx: Tx, table: str, columns: tuple[str, ...], rows: Sequence[Mapping[str, Any]]

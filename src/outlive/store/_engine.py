@@ -7,14 +7,16 @@ transactions, notices, error translation and their one dialect-specific statemen
 
 from __future__ import annotations
 
+from ._approvals import ApprovalOps
 from ._eventlog import EventLogOps
 from ._keys import KeyOps
 from ._retention import RetentionOps
 from ._runs import RunOps
 from ._sessions import SessionOps
+from ._webhooks import WebhookOps
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SessionOps, EventLogOps, RunOps, KeyOps, RetentionOps):
+class SqlStore(SessionOps, EventLogOps, ApprovalOps, RunOps, KeyOps, RetentionOps, WebhookOps):
     """The shared implementation of the Store port; adapters supply the `StoreCore` seam."""

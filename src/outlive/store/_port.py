@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
+from ..domain.approvals import Approval, ApprovalRequest, Decision
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -28,6 +30,7 @@ from ..domain.model import (
 
 __all__ = [
     "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Store", "Subscription",
+    "TakenDelivery", "Webhook", "WebhookDelivery",
 ]
 
 
@@ -45,6 +48,44 @@ class ApiKey:
     label: str | None
     created_at: Any
     revoked: bool
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """An owner's endpoint (its secret is never read back: it was shown once, at creation)."""
+
+    id: str
+    url: str
+    events: list[str]
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """One event for one endpoint, as its delivery log shows it."""
+
+    msg_id: str
+    session_id: str
+    event: str
+    state: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TakenDelivery:
+    """A delivery a worker took to send: `attempt` fences the outcome it records."""
+
+    webhook_id: str
+    msg_id: str
+    url: str
+    secret: str
+    body: str
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -196,8 +237,9 @@ class Store(Protocol):
     ) -> tuple[list[Entry], list[Event]]: ...
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
         """Group commit: every item as `commit` would write it, all in one transaction with
-        at most one set of notices. An item refused by its fence (or invalid) writes nothing
-        and gets its error as its outcome; the others commit."""
+        at most one set of notices, at most one item per session. An item refused by its
+        fence (or invalid) writes nothing and gets its error as its outcome; the others
+        commit."""
         ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...
     async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
@@ -225,6 +267,18 @@ class Store(Protocol):
         attention: str | None = None,
     ) -> Session: ...
     async def undelivered_inputs(self, session_id: str) -> list[Event]: ...
+
+    # approvals (docs/approvals.md)
+    async def await_approval(
+        self, lease: Lease, request: ApprovalRequest, *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
+    ) -> Approval | None: ...
+    async def decide_approval(
+        self, owner_id: str, session_id: str, approval_id: str, decision: Decision | str, *,
+        reason: str | None = None, always: bool = False,
+    ) -> Approval: ...
+    async def approvals(self, session_id: str) -> list[Approval]: ...
+    async def expire_approvals(self, *, limit: int = 50) -> int: ...
     async def mark_delivered(self, lease: Lease, seq: int) -> None: ...
     async def set_stage(self, lease: Lease, stage: str) -> None: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
@@ -232,6 +286,21 @@ class Store(Protocol):
     async def count_by_status(self) -> dict[str, int]: ...
 
     async def ping(self) -> None: ...
+
+    # webhooks (docs/webhooks.md)
+    async def create_webhook(
+        self, owner_id: str, *, url: str, events: list[str], secret: str
+    ) -> Webhook: ...
+    async def list_webhooks(self, owner_id: str) -> list[Webhook]: ...
+    async def delete_webhook(self, owner_id: str, webhook_id: str) -> None: ...
+    async def list_deliveries(
+        self, owner_id: str, webhook_id: str, *, limit: int = 100
+    ) -> list[WebhookDelivery]: ...
+    async def take_deliveries(self, *, limit: int, lease: float) -> list[TakenDelivery]: ...
+    async def record_delivery(
+        self, taken: TakenDelivery, *, state: str, status: int | None = None,
+        error: str | None = None, retry_in: float | None = None,
+    ) -> None: ...
 
     # bounded storage (docs/retention.md): each call is one bounded batch
     async def purge_due(self, *, limit: int = 50) -> int: ...

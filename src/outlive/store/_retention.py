@@ -63,7 +63,8 @@ class RetentionOps(StoreCore):
         params = {"ids": self.d.ids(ids)}
         for query in (self.q.purge_events, self.q.purge_entries, self.q.purge_snapshots,
                       self.q.purge_message_requests, self.q.purge_create_requests,
-                      self.q.purge_owner_events, self.q.purge_sessions):
+                      self.q.purge_approvals, self.q.purge_owner_events,
+                      self.q.purge_webhook_deliveries, self.q.purge_sessions):
             await tx.execute(query, params)
 
     async def purge_due(self, *, limit: int = 50) -> int:
@@ -95,7 +96,7 @@ class RetentionOps(StoreCore):
         return done
 
     async def purge_expired(self, *, older_than: float, limit: int = 50) -> int:
-        """One batch of finished sessions untouched for `older_than` seconds, removed whole."""
+        """One batch of sessions that ended more than `older_than` seconds ago, removed whole."""
 
         async def op(tx: Tx, st: TxState) -> int:
             rows = await tx.fetch(self.q.expired_sessions, {"age": older_than, "limit": limit})
@@ -119,7 +120,8 @@ class RetentionOps(StoreCore):
     # -- compaction ------------------------------------------------------------------------
 
     async def compact_finished(self, *, older_than: float, limit: int = 20) -> int:
-        """Compact up to `limit` sessions that ended more than `older_than` seconds ago."""
+        """Compact up to `limit` sessions that ended more than `older_than` seconds ago
+        (`ended_at`, written with the status, so a turn's updates never touch its index)."""
 
         async def pick(tx: Tx) -> list[str]:
             rows = await tx.fetch(self.q.compactable_sessions,

@@ -1,14 +1,14 @@
-"""Runs: claims and leases, then a run's fenced writes (its commits, the delivery cursor,
-stage and title, park, settle), and the abandon scan that asks unwatched runs to stop."""
+"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`):
+the delivery cursor, stage and title, park, settle; and the abandon scan that asks unwatched
+runs to stop."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any
 
-from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
+from ..domain.errors import InvalidInput, PendingInput
 from ..domain.model import (
     Claim,
     ClaimReason,
@@ -22,9 +22,10 @@ from ..domain.model import (
 )
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
-from ._core import StoreCore, held, session_end, status_data
-from ._port import Commit, CommitOutcome, Held
-from ._validation import auto_title, check_attention, check_event_types, settle_status
+from ._commits import CommitOps
+from ._core import held, session_end, status_data
+from ._port import Held
+from ._validation import auto_title, check_attention, settle_status
 
 __all__ = ["RunOps"]
 
@@ -36,13 +37,7 @@ _SETTLE_ACTION = {
 }
 
 
-def _checked(c: Commit) -> Commit:
-    """A commit with its event types checked and its title cleaned (raises InvalidInput)."""
-    check_event_types(c.events)
-    return c if c.title is None else replace(c, title=auto_title(c.title))
-
-
-class RunOps(StoreCore):
+class RunOps(CommitOps):
     async def claim(
         self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
     ) -> list[Claim]:
@@ -145,109 +140,6 @@ class RunOps(StoreCore):
 
         return await self._write(op)
 
-    async def append_entries(
-        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[Entry]:
-        entries_out, _ = await self.commit(lease, entries=entries)
-        return entries_out
-
-    async def commit(
-        self,
-        lease: Lease,
-        *,
-        entries: Sequence[tuple[str, dict[str, Any]]] = (),
-        events: Sequence[NewEvent] = (),
-        delivered_through: int | None = None,
-        title: str | None = None,
-    ) -> tuple[list[Entry], list[Event]]:
-        """Model-history entries, their events and the delivery cursor in one fenced write, so
-        a crash can never leave a message consumed twice or an answer committed twice. With
-        `title`, the automatic title is set in the same write (as `set_auto_title`), its
-        event after the commit's own."""
-        c = _checked(Commit(lease, entries, events, delivered_through, title))
-
-        async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
-            head, out = await self._commit_one(tx, st, c)
-            if c.title is not None:
-                await self._auto_title(tx, st, head, lease, c.title)
-            return out
-
-        return await self._write(op)
-
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
-        """Group commit. Items are written in session order and their titles (owner rows)
-        last in owner order, the same lock order as every other write, so two group commits
-        and the API's writes cannot deadlock. A refused item wrote nothing (its fenced UPDATE
-        matched no row), so the transaction goes on with the others."""
-        checked: list[Commit | OutliveError] = []
-        for c in commits:
-            try:
-                checked.append(_checked(c))
-            except InvalidInput as exc:
-                checked.append(exc)
-        order = sorted(range(len(commits)), key=lambda i: commits[i].lease.session_id)
-
-        async def op(tx: Tx, st: TxState) -> list[CommitOutcome]:
-            outcomes: dict[int, CommitOutcome] = {}
-            titles: list[tuple[str, str, Row, Commit]] = []
-            for i in order:
-                c = checked[i]
-                if isinstance(c, OutliveError):
-                    outcomes[i] = c
-                    continue
-                try:
-                    head, outcomes[i] = await self._commit_one(tx, st, c)
-                except (LeaseLost, NotFound, InvalidInput) as exc:
-                    outcomes[i] = exc
-                    continue
-                if c.title is not None:
-                    titles.append((head["owner_id"], c.lease.session_id, head, c))
-            for _, _, head, c in sorted(titles, key=lambda t: (t[0], t[1])):
-                assert c.title is not None
-                await self._auto_title(tx, st, head, c.lease, c.title)
-            return [outcomes[i] for i in range(len(commits))]
-
-        return await self._write(op)
-
-    async def _commit_one(
-        self, tx: Tx, st: TxState, c: Commit
-    ) -> tuple[Row, tuple[list[Entry], list[Event]]]:
-        """The write of one commit (its title aside). Raises before writing anything when the
-        fence refuses it: the fenced UPDATE matched no row and changed nothing."""
-        lease = c.lease
-        delivered = -1 if c.delivered_through is None else c.delivered_through
-        rows = await tx.fetch(
-            self.q.commit_head,
-            {"ne": len(c.events), "nn": len(c.entries), "d": delivered,
-             "id": lease.session_id, "worker": lease.worker, "fence": lease.fence},
-        )
-        if not rows:
-            await self._refused(tx, lease, delivered)
-        head = rows[0]
-        out: list[Entry] = []
-        if c.entries:
-            first_entry = int(head["last_entry_seq"]) - len(c.entries) + 1
-            out = await self._insert_entry_rows(tx, lease, c.entries, first_entry)
-        written: list[Event] = []
-        if c.events:
-            written = await self._insert_events(
-                tx, lease.session_id, c.events, int(head["last_seq"]) - len(c.events) + 1,
-                head["now"], int(head["attempt"]), lease.fence, head["owner_id"], st,
-            )
-        return head, (out, written)
-
-    async def _refused(self, tx: Tx, lease: Lease, delivered: int) -> NoReturn:
-        """Why `commit_head` matched no row: the session is gone, the lease is, or the
-        delivery cursor named a message that does not exist."""
-        rows = await tx.fetch(self.q.get_session, {"id": lease.session_id})
-        if not rows:
-            raise NotFound(f"session {lease.session_id} not found")
-        row = rows[0]
-        if (row["lease_worker"] == lease.worker and int(row["fence"]) == lease.fence
-                and row["status"] == Status.RUNNING and delivered > int(row["last_input_seq"])):
-            raise InvalidInput(f"no user message at seq {delivered}")
-        await self._raise_lost(tx, lease)
-
     async def undelivered_inputs(self, session_id: str) -> list[Event]:
         async def op(tx: Tx) -> list[Event]:
             rows = await tx.fetch(self.q.undelivered_inputs, {"sid": session_id})
@@ -288,19 +180,6 @@ class RunOps(StoreCore):
 
         return await self._write(op)
 
-    async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str
-                          ) -> bool:
-        """A title the person set by hand is never overwritten."""
-        if row["title_state"] == "manual":
-            return False
-        await tx.execute(self.q.set_auto_title, {"t": clean, "id": lease.session_id})
-        await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
-                           fenced=None, stamp=lease)
-        await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
-                                {"title": clean})
-        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
-        return True
-
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._fenced(tx, lease)
@@ -331,6 +210,8 @@ class RunOps(StoreCore):
         a run that ended waiting on a person; it holds only on a `succeeded` end."""
         status = settle_status(status)
         check_attention(attention)
+        if attention == "approval":
+            raise InvalidInput("a run waits on an approval through await_approval, not settle")
 
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._fenced(tx, lease)

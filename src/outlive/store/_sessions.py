@@ -252,6 +252,9 @@ class SessionOps(StoreCore):
             ev = await self._append(tx, session_id, [NewEvent("user_message", data)], fenced=None)
             seq = ev[0].seq
             await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
+            # A person who writes is watching: the abandon clock starts from here, so a
+            # session revived long after its last stream is not abandoned on the spot.
+            await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
             if requeued:
                 await self._owner_event(tx, owner_id, session_id, "session_status",
                                         status_data(Status.QUEUED, 0))

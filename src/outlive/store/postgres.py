@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -26,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
+from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -152,6 +154,28 @@ class _Listener:
                 log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 5.0)
+
+
+_COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
+                 "attempt": "integer", "fence": "bigint", "type": "text", "kind": "text",
+                 "data": "jsonb"}
+
+
+@functools.cache
+def _recordset_insert(table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(columns)
+    types = ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
+    return (f"INSERT INTO {table} ({names}) SELECT {names} "
+            f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({types})")
+
+
+def _plain(value: Any) -> Any:
+    """A row value as JSON: Jsonb unwrapped, a time as ISO 8601 (with its offset)."""
+    if isinstance(value, Jsonb):
+        return value.obj
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
 
 
 async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -290,6 +314,29 @@ class PostgresStore(SqlStore):
                 "fences": [lease.fence for lease in leases],
                 "worker": worker,
             },
+        )
+
+    async def _insert_rows(
+        self, tx: Tx, table: str, columns: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """One INSERT of any number of rows, sent as one JSON parameter: the statement's text
+        is the same for every batch (the driver parses it once, not per row count) and the
+        rows cost one `json.dumps`, not a driver adaptation per value."""
+        if not rows:
+            return
+        payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
+                             separators=(",", ":"))
+        await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
+                         {"rows": payload})
+
+    async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
+        return await tx.fetch(
+            self.q.commit_heads,
+            {"ids": [lease.session_id for lease, *_ in items],
+             "workers": [lease.worker for lease, *_ in items],
+             "fences": [lease.fence for lease, *_ in items],
+             "nes": [ne for _, ne, _, _ in items], "nns": [nn for _, _, nn, _ in items],
+             "ds": [d for *_, d in items]},
         )
 
     def subscribe(self) -> FanoutSubscription:

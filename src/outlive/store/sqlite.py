@@ -18,6 +18,7 @@ import aiosqlite
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, epoch
+from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -298,6 +299,11 @@ class SqliteStore(SqlStore):
                 "pairs": json.dumps([[lease.session_id, lease.fence] for lease in leases]),
             },
         )
+
+    async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
+        return await tx.fetch(self.q.commit_heads, {"items": json.dumps(
+            [[lease.session_id, lease.worker, lease.fence, ne, nn, d]
+             for lease, ne, nn, d in items])})
 
     def subscribe(self) -> FanoutSubscription:
         return self._fanout.subscribe()

@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 from ..domain.tool_calls import ToolCall, ToolSpec
 
 __all__ = [
+    "ApprovalCheck",
     "InvalidArguments",
     "Tool",
     "ToolContext",
@@ -84,6 +85,10 @@ BoundCall = Callable[[ToolContext], Coroutine[Any, Any, Any]]
 """A call whose arguments are validated: all that is left is to run it in a context."""
 
 
+ApprovalCheck = bool | Callable[[Any, ToolContext], bool]
+"""`needs_approval`: always, never, or decided per call from the validated arguments."""
+
+
 class InvalidArguments(ValueError):
     """The arguments do not fit the tool's schema; the message says how, for the model."""
 
@@ -94,7 +99,8 @@ class ToolDefinition(Protocol):
     and idempotency-key guarantees because the registry runs them all the same way.
 
     `destructive` marks a tool whose effects cannot be undone, so a caller can ask a person
-    before it runs."""
+    before it runs; `needs_approval` says whether this call must wait for a person's
+    approval (docs/approvals.md)."""
 
     @property
     def name(self) -> str: ...
@@ -109,6 +115,8 @@ class ToolDefinition(Protocol):
     def destructive(self) -> bool: ...
 
     def spec(self) -> ToolSpec: ...
+
+    def needs_approval(self, arguments: dict[str, Any], ctx: ToolContext) -> bool: ...
 
     def bind(self, arguments: dict[str, Any]) -> BoundCall:
         """Validate `arguments`; raise `InvalidArguments` when they do not fit."""
@@ -126,6 +134,8 @@ class Tool(Generic[ArgsT]):
     timeout: float = 30.0
     idempotent: bool = False
     destructive: bool = False
+    approval: ApprovalCheck = False
+    """`needs_approval` as given to `@tool`."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -140,6 +150,21 @@ class Tool(Generic[ArgsT]):
             cached = ToolSpec(self.name, self.description, self.args_model.model_json_schema())
             object.__setattr__(self, "_spec", cached)
         return cached
+
+    def needs_approval(self, arguments: dict[str, Any], ctx: ToolContext) -> bool:
+        """Arguments that do not validate need no approval: the call fails without running.
+        A check that raises asks for approval, so a bug never lets a call through."""
+        if isinstance(self.approval, bool):
+            return self.approval
+        try:
+            args = self.args_model.model_validate(arguments)
+        except ValidationError:
+            return False
+        try:
+            return bool(self.approval(args, ctx))
+        except Exception:
+            log.exception("needs_approval of tool %s failed; asking for approval", self.name)
+            return True
 
     def bind(self, arguments: dict[str, Any]) -> BoundCall:
         try:
@@ -165,10 +190,13 @@ def tool(
     timeout: float = 30.0,
     idempotent: bool = False,
     destructive: bool = False,
+    needs_approval: bool | Callable[[ArgsT, ToolContext], bool] = False,
 ) -> Callable[[ToolFunction[ArgsT]], Tool[ArgsT]]:
     """Turn `async def fn(args: ArgsModel, ctx: ToolContext)` into a `Tool`.
 
     The name defaults to the function's name and the description to its docstring.
+    `needs_approval` (True, or `check(args, ctx) -> bool` on the validated arguments) makes
+    a call wait for a person's decision before it runs (docs/approvals.md).
     """
 
     def wrap(fn: ToolFunction[ArgsT]) -> Tool[ArgsT]:
@@ -183,6 +211,7 @@ def tool(
             timeout=timeout,
             idempotent=idempotent,
             destructive=destructive,
+            approval=needs_approval,
         )
 
     return wrap
@@ -277,6 +306,11 @@ class ToolRegistry:
         """Resume planning asks this: only idempotent tools are re-run after a crash."""
         t = self._tools.get(name)
         return t is not None and t.idempotent
+
+    def needs_approval(self, call: ToolCall, ctx: ToolContext) -> bool:
+        """Whether `call` must wait for a person; an unknown tool fails without running."""
+        t = self._tools.get(call.name)
+        return t is not None and t.needs_approval(call.arguments, ctx)
 
     def names(self) -> list[str]:
         return list(self._tools)

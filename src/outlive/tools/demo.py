@@ -2,7 +2,8 @@
 
 Each tool shows one thing the runtime must handle: `lookup` a quick success, `slow_task`
 progress and prompt cancellation, `flaky` an honest failure, `counter` idempotent re-runs
-after a crash, and `ask_user` a question to the person (the runtime intercepts it).
+after a crash, `send_message` a call that waits for a person's approval, and `ask_user` a
+question to the person (the runtime intercepts it).
 `speed` scales every wait like `DemoProvider(speed)`: 1.0 realistic, 0 instant.
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "CounterArgs",
     "FlakyArgs",
     "LookupArgs",
+    "SendMessageArgs",
     "SlowTaskArgs",
     "demo_tools",
 ]
@@ -52,6 +54,11 @@ class SlowTaskArgs(BaseModel):
 class FlakyArgs(BaseModel):
     fail: bool = Field(default=False, description="Fail on purpose.")
     reason: str = Field(default="it was told to fail", max_length=200, description="Why it fails.")
+
+
+class SendMessageArgs(BaseModel):
+    to: str = Field(default="team", min_length=1, max_length=80, description="Who gets it.")
+    text: str = Field(min_length=1, max_length=2000, description="What to send.")
 
 
 class CounterArgs(BaseModel):
@@ -156,6 +163,24 @@ def demo_tools(speed: float = 1.0) -> ToolRegistry:
         return {**record, "deduplicated": False}
 
     @tool(
+        name="send_message",
+        description="Send a message on the person's behalf (waits for their approval).",
+        idempotent=True,
+        needs_approval=True,
+    )
+    async def send_message(args: SendMessageArgs, ctx: ToolContext) -> dict[str, Any]:
+        """Pretends to send; a repeat with the same idempotency key is recognised, as a real
+        sending API that takes an idempotency key would."""
+        key = ctx.idempotency_key
+        first = seen.get(key)
+        if first is None:
+            await pause(0.2)
+            first = seen.setdefault(key, {"to": args.to, "sent": True, "idempotency_key": key,
+                                          "chars": len(args.text)})
+            return {**first, "deduplicated": False}
+        return {**first, "deduplicated": True}
+
+    @tool(
         name="ask_user",
         description="Ask the person a question; their reply arrives as their next message.",
     )
@@ -163,4 +188,4 @@ def demo_tools(speed: float = 1.0) -> ToolRegistry:
         """The runtime intercepts this call to emit `user_question`; running it is a no-op."""
         return {"asked": True}
 
-    return ToolRegistry([lookup, slow_task, flaky, counter, ask_user])
+    return ToolRegistry([lookup, slow_task, flaky, counter, send_message, ask_user])

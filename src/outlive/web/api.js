@@ -62,6 +62,8 @@ export const api = {
   rename: (id, title) => request("PATCH", `/v1/sessions/${enc(id)}`, { title }),
   post: (id, body) => request("POST", `/v1/sessions/${enc(id)}/messages`, body),
   cancel: (id) => request("POST", `/v1/sessions/${enc(id)}/cancel`),
+  decide: (id, approvalId, decision) =>
+    request("POST", `/v1/sessions/${enc(id)}/approvals/${enc(approvalId)}`, { decision }),
   eventsPage: (id, after, limit = 1000) =>
     request("GET", `/v1/sessions/${enc(id)}/events?after=${after}&limit=${limit}`),
   sessionStreamUrl: (id, after) =>

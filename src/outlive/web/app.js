@@ -6,11 +6,13 @@
 // and the events after it. Constants can be overridden with query parameters (config.js).
 
 import { ApiError, NetworkError, api, requestId } from "./api.js";
+import { CancelQueue } from "./cancels.js";
 import { backoffDelay, loadConfig } from "./config.js";
 import { show, setText, h } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
 import { RailView, TranscriptView, displayTitle } from "./render.js";
 import { SessionFeed } from "./session.js";
+import { watchLink } from "./linkstate.js";
 import { HealthMonitor } from "./stream.js";
 import { OwnerWatcher, toneOf } from "./watcher.js";
 
@@ -35,6 +37,7 @@ const els = {
   newModel: $("new-model"),
   modelOptions: $("model-options"),
   newTitle: $("new-title"),
+  newAbandon: $("new-abandon"),
   newError: $("new-error"),
   notFound: $("notfound-view"),
   sessionView: $("session-view"),
@@ -47,6 +50,7 @@ const els = {
   attempt: $("session-attempt"),
   model: $("session-model"),
   stage: $("session-stage"),
+  link: $("session-link"),
   sessionError: $("session-error"),
   notice: $("notice"),
   scroller: $("transcript-scroll"),
@@ -78,6 +82,8 @@ const app = {
   detail: null,
   statusOverride: null,
   renderPending: false,
+  cancels: null,
+  stopLink: null,
 };
 
 // Exposed for tests and debugging (read-only use): the live objects of this page.
@@ -179,6 +185,14 @@ function enterApp() {
   app.health.add(app.watcher.stream);
   app.watcher.start();
   app.health.start();
+  app.cancels = new CancelQueue(config, {
+    onAnswer: cancelAnswered,
+    onGone: () => scheduleRender(),
+    onUnauthorized: unauthorized,
+    onChange: () => scheduleRender(),
+  });
+  app.cancels.start();
+  app.stopLink = watchLink(els.link, () => (app.feed ? app.feed.stream : null));
   loadMeta();
   route();
 }
@@ -187,6 +201,10 @@ function leaveApp() {
   closeSession();
   if (app.watcher) app.watcher.stop();
   if (app.health) app.health.stop();
+  if (app.cancels) app.cancels.stop();
+  if (app.stopLink) app.stopLink();
+  app.cancels = null;
+  app.stopLink = null;
   app.watcher = null;
   app.health = null;
   app.signedIn = false;
@@ -243,6 +261,7 @@ async function onCreate(event) {
   if (els.newAgent.value) body.agent = els.newAgent.value;
   if (els.newModel.value.trim()) body.model = els.newModel.value.trim();
   if (els.newTitle.value.trim()) body.title = els.newTitle.value.trim();
+  if (els.newAbandon.value.trim()) body.abandon_after = Number(els.newAbandon.value);
   show(els.newError, false);
   const button = els.newForm.querySelector("button[type=submit]");
   button.disabled = true;
@@ -439,6 +458,9 @@ function renderSession() {
     }
   }
   els.cancel.classList.toggle("muted-button", TERMINAL.has(status));
+  const cancelling = Boolean(app.cancels && id && app.cancels.pending(id));
+  setText(els.cancel, cancelling ? "Cancelling…" : "Cancel run");
+  els.cancel.dataset.cancelling = cancelling ? "true" : "false";
 }
 
 function scheduleRender() {
@@ -514,32 +536,29 @@ async function onAnswer(event) {
   }
 }
 
-async function onCancel() {
+function onCancel() {
   const id = app.sessionId;
-  if (!id) return;
+  if (!id || !app.cancels) return;
   show(els.composerError, false);
-  try {
-    const body = await api.cancel(id);
-    if (app.sessionId !== id) return;
-    const status = body && body.status ? String(body.status) : "";
-    if (app.watcher) app.watcher.noteCancel(id, status, false);
+  // Kept (in localStorage) and retried until the server answers: a partition delays the
+  // cancel, it never loses it.
+  app.cancels.request(id);
+}
+
+function cancelAnswered(id, status, alreadyTerminal) {
+  if (app.watcher && (status || !alreadyTerminal)) app.watcher.noteCancel(id, status, alreadyTerminal);
+  if (app.sessionId !== id) return;
+  if (alreadyTerminal) {
+    // Not a failure: the session finished first. Show what it really ended as.
+    app.statusOverride = status || null;
+    setNotice(status ? `Nothing to cancel: the session already ${status}.` : "Nothing to cancel.");
+  } else {
     setNotice(
       TERMINAL.has(status) ? `Session ${status}.` : "Cancel requested; stopping the run…",
       "info",
     );
-  } catch (exc) {
-    if (app.sessionId !== id) return;
-    if (exc instanceof ApiError && exc.code === "SESSION_ALREADY_TERMINAL") {
-      // Not a failure: the session finished first. Show what it really ended as.
-      const status = typeof exc.details.status === "string" ? exc.details.status : "";
-      app.statusOverride = status || null;
-      if (app.watcher && status) app.watcher.noteCancel(id, status, true);
-      setNotice(status ? `Nothing to cancel: the session already ${status}.` : exc.message);
-      scheduleRender();
-      return;
-    }
-    showComposerError(exc);
   }
+  scheduleRender();
 }
 
 function startTitleEdit() {
@@ -596,6 +615,7 @@ function wire() {
     if (e.key === "Escape") endTitleEdit();
   });
   window.addEventListener("hashchange", route);
+  window.addEventListener("online", () => app.cancels && app.cancels.retryNow());
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden) scheduleRender();
   });

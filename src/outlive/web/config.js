@@ -11,6 +11,8 @@
 //   degraded_after       DEGRADED_AFTER      CONNECTING samples -> degraded  (9)
 //   backoff_min_ms       BACKOFF_MIN         first reconnect delay           (100)
 //   backoff_max_ms       BACKOFF_MAX         longest reconnect delay         (5000)
+//   ping_ms              PING_INTERVAL       server ping interval until the
+//                                            server announces its own        (15000)
 //
 // Values that are not whole numbers in range are ignored (the default stays).
 
@@ -23,6 +25,7 @@ export const DEFAULTS = Object.freeze({
   DEGRADED_AFTER: 9,
   BACKOFF_MIN: 100,
   BACKOFF_MAX: 5_000,
+  PING_INTERVAL: 15_000,
 });
 
 const PARAMS = {
@@ -34,6 +37,7 @@ const PARAMS = {
   degraded_after: ["DEGRADED_AFTER", 1],
   backoff_min_ms: ["BACKOFF_MIN", 1],
   backoff_max_ms: ["BACKOFF_MAX", 1],
+  ping_ms: ["PING_INTERVAL", 10],
 };
 
 const MAX_VALUE = 86_400_000;

@@ -22,11 +22,19 @@
 // * A user message waits (`pending_inputs`) until the `turn_start` that delivers it names it
 //   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
-// * `attention` is the `session_end`'s until the next user message.
+// * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
+//   it to "approval" and `approval_decided` clears it.
+// * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
+//   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
+//   "cancelled".
 //
 // Where Python turns a non-string into text with str(), `pyStr` imitates it (True, None, lists
 // and dicts in Python's repr). The one case JSON cannot carry is a float with an integral
 // value (Python "2.0", JS "2"); the server never sends numbers where text belongs.
+
+import { Txn, get, has, ident, int, isMapping, json, text, truthy } from "./transcript_state.js";
+
+export { pyStr } from "./transcript_state.js";
 
 export const REDUCER_VERSION = 2;
 
@@ -39,6 +47,8 @@ export const EVENT_TYPES = [
   "session_end",
   "user_message",
   "user_question",
+  "approval_requested",
+  "approval_decided",
   "turn_start",
   "text_delta",
   "thinking_delta",
@@ -52,7 +62,6 @@ export const EVENT_TYPES = [
   "error",
 ];
 
-const ID_FIELD = { assistant: "message_id", tool: "call_id" };
 
 /** The state before event 1. */
 export function emptyState() {
@@ -114,165 +123,6 @@ function step(txn, type, seq, data) {
   txn.state.seq = seq;
 }
 
-/** Copy-on-write view of a state: each part is copied once, the first time it is written. */
-class Txn {
-  constructor(state) {
-    this.state = { ...state };
-    this.itemsOwned = false;
-    this.owned = new Set();
-    this.progressOwned = new Set();
-    this.listsOwned = new Set();
-  }
-
-  get items() {
-    return this.state.items;
-  }
-
-  find(kind, id) {
-    const field = ID_FIELD[kind];
-    const items = this.items;
-    for (let i = items.length - 1; i >= 0; i--) {
-      const item = items[i];
-      if (item.kind === kind && item[field] === id) return i;
-    }
-    return null;
-  }
-
-  add(item) {
-    const items = this.ownItems();
-    items.push(item);
-    const i = items.length - 1;
-    this.owned.add(i);
-    return i;
-  }
-
-  /** The item at i, copied first if this transaction has not written it yet. */
-  item(i) {
-    const items = this.ownItems();
-    if (!this.owned.has(i)) {
-      items[i] = { ...items[i] };
-      this.owned.add(i);
-    }
-    return items[i];
-  }
-
-  progress(i) {
-    const item = this.item(i);
-    if (!this.progressOwned.has(i)) {
-      item.progress = item.progress ? [...item.progress] : [];
-      this.progressOwned.add(i);
-    }
-    return item.progress;
-  }
-
-  topList(name) {
-    if (!this.listsOwned.has(name)) {
-      this.state[name] = [...this.state[name]];
-      this.listsOwned.add(name);
-    }
-    return this.state[name];
-  }
-
-  ownItems() {
-    if (!this.itemsOwned) {
-      this.state.items = [...this.state.items];
-      this.itemsOwned = true;
-    }
-    return this.state.items;
-  }
-}
-
-// ---- Python's value rules ---------------------------------------------------------------
-
-function isMapping(value) {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
-}
-
-/** `data.get(key)`: a missing key is None (null), like a JSON null. */
-function get(data, key) {
-  const value = Object.prototype.hasOwnProperty.call(data, key) ? data[key] : undefined;
-  return value === undefined ? null : value;
-}
-
-function has(data, key) {
-  return Object.prototype.hasOwnProperty.call(data, key);
-}
-
-/** Python truthiness of a JSON value. */
-function truthy(value) {
-  if (value === null || value === undefined || value === false) return false;
-  if (value === 0 || value === "") return false;
-  if (Array.isArray(value)) return value.length > 0;
-  if (isMapping(value)) return Object.keys(value).length > 0;
-  return true;
-}
-
-/** Own deep copy of an event payload (the Python reducer's `_json`). */
-function json(value) {
-  if (Array.isArray(value)) return value.map(json);
-  if (isMapping(value)) {
-    const out = {};
-    for (const [k, v] of Object.entries(value)) out[k] = json(v);
-    return out;
-  }
-  return value === undefined ? null : value;
-}
-
-function pyQuote(s) {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  let out = quote;
-  for (const ch of s) {
-    const code = ch.codePointAt(0);
-    if (ch === "\\") out += "\\\\";
-    else if (ch === quote) out += "\\" + quote;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += "\\x" + code.toString(16).padStart(2, "0");
-    else out += ch;
-  }
-  return out + quote;
-}
-
-function pyRepr(value) {
-  if (value === null || value === undefined) return "None";
-  if (value === true) return "True";
-  if (value === false) return "False";
-  if (typeof value === "number") return String(value);
-  if (typeof value === "string") return pyQuote(value);
-  if (Array.isArray(value)) return "[" + value.map(pyRepr).join(", ") + "]";
-  return (
-    "{" +
-    Object.entries(value)
-      .map(([k, v]) => pyQuote(k) + ": " + pyRepr(v))
-      .join(", ") +
-    "}"
-  );
-}
-
-/** Python's str() of a JSON value. */
-export function pyStr(value) {
-  return typeof value === "string" ? value : pyRepr(value);
-}
-
-/** `_text`: str stays, None is "", anything else is str(value). */
-function text(value) {
-  if (typeof value === "string") return value;
-  return value === null || value === undefined ? "" : pyStr(value);
-}
-
-/** `_ident`: ids stay str/int/None (bool is an int in Python); anything else becomes str. */
-function ident(value) {
-  if (value === null || value === undefined) return null;
-  if (typeof value === "string" || typeof value === "boolean") return value;
-  if (typeof value === "number" && Number.isInteger(value)) return value;
-  return pyStr(value);
-}
-
-/** `_int`: an int that is not a bool, else null. */
-function int(value) {
-  return typeof value === "number" && Number.isInteger(value) ? value : null;
-}
 
 // ---- handlers ---------------------------------------------------------------------------
 
@@ -332,6 +182,11 @@ function onSessionEnd(txn, seq, data) {
   }
   const attention = get(data, "attention");
   txn.state.attention = typeof attention === "string" ? attention : null;
+  for (let i = 0; i < txn.items.length; i++) {
+    if (txn.items[i].kind === "approval" && txn.items[i].status === "pending") {
+      txn.item(i).status = "cancelled";
+    }
+  }
   const dropped = seqs(get(data, "dropped_inputs"));
   if (dropped.size) {
     deliver(txn, (s) => dropped.has(s));
@@ -374,6 +229,43 @@ function onUserQuestion(txn, seq, data) {
   const options = json(truthy(get(data, "options")) ? data.options : []);
   txn.add({ kind: "question", seq, question, options });
   txn.state.question = { question, options: json(options) };
+}
+
+function newApproval(seq, approvalId, data) {
+  return {
+    kind: "approval",
+    seq,
+    approval_id: approvalId,
+    call_id: ident(get(data, "call_id")),
+    tool: json(get(data, "tool")),
+    args: truthy(get(data, "args")) ? json(data.args) : {},
+    expires_at: json(get(data, "expires_at")),
+    status: "pending",
+  };
+}
+
+function onApprovalRequested(txn, seq, data) {
+  const approvalId = ident(get(data, "approval_id"));
+  if (txn.find("approval", approvalId) === null) txn.add(newApproval(seq, approvalId, data));
+  txn.state.attention = "approval";
+}
+
+const DECIDED = { approve: "approved", deny: "denied" };
+
+function onApprovalDecided(txn, seq, data) {
+  const approvalId = ident(get(data, "approval_id"));
+  let i = txn.find("approval", approvalId);
+  if (i === null) i = txn.add(newApproval(seq, approvalId, data));
+  const decision = get(data, "decision");
+  const reason = get(data, "reason");
+  const item = txn.item(i);
+  if (decision === "deny" && reason === "expired") item.status = "expired";
+  else if (typeof decision === "string" && Object.hasOwn(DECIDED, decision)) {
+    item.status = DECIDED[decision];
+  } else item.status = "denied";
+  item.reason = typeof reason === "string" ? reason : null;
+  item.always = get(data, "always") === true;
+  txn.state.attention = null;
 }
 
 function newMessage(messageId) {
@@ -510,6 +402,8 @@ const HANDLERS = {
   session_end: onSessionEnd,
   user_message: onUserMessage,
   user_question: onUserQuestion,
+  approval_requested: onApprovalRequested,
+  approval_decided: onApprovalDecided,
   turn_start: onTurnStart,
   text_delta: delta("text"),
   thinking_delta: delta("thinking"),

@@ -29,6 +29,7 @@ function sameItem(a, b) {
   if (a.kind !== b.kind) return false;
   if (a.kind === "assistant") return a.message_id === b.message_id;
   if (a.kind === "tool") return a.call_id === b.call_id;
+  if (a.kind === "approval") return a.approval_id === b.approval_id;
   return a.seq === b.seq;
 }
 
@@ -184,6 +185,51 @@ function updateQuestion(node, item) {
   list.hidden = options.length === 0;
 }
 
+const APPROVAL_STATUS = {
+  pending: "waiting for your approval",
+  approved: "approved",
+  denied: "denied",
+  expired: "expired: nobody decided in time",
+  cancelled: "cancelled with the session",
+};
+
+// The buttons are wired by approvals.js (one listener on the transcript).
+function createApproval() {
+  return h(
+    "div",
+    { class: "msg msg-approval", "data-testid": "approval" },
+    h(
+      "div",
+      { class: "msg-meta" },
+      h("span", { class: "who" }, "Approve this call?"),
+      h("span", { class: "badge approval-status", "data-testid": "approval-status" }),
+    ),
+    h("div", { class: "tool-name", "data-testid": "approval-tool" }),
+    h("pre", { class: "tool-args", "data-testid": "approval-args" }),
+    h("div", { class: "approval-reason muted", "data-testid": "approval-reason", hidden: true }),
+    h(
+      "div",
+      { class: "approval-actions" },
+      h("button", { type: "button", class: "primary", "data-testid": "approve",
+                    "data-decision": "approve" }, "Approve"),
+      h("button", { type: "button", "data-testid": "deny", "data-decision": "deny" }, "Deny"),
+    ),
+  );
+}
+
+function updateApproval(node, item) {
+  node.dataset.approvalId = String(item.approval_id);
+  node.dataset.status = String(item.status);
+  setText(node.querySelector(".tool-name"), pretty(item.tool ?? "tool"));
+  setText(node.querySelector(".tool-args"), pretty(item.args ?? {}));
+  setText(node.querySelector(".approval-status"),
+          APPROVAL_STATUS[item.status] || pretty(item.status));
+  const reason = node.querySelector(".approval-reason");
+  reason.hidden = !(typeof item.reason === "string" && item.reason && item.status !== "expired");
+  setText(reason, reason.hidden ? "" : `Reason: ${item.reason}`);
+  node.querySelector(".approval-actions").hidden = item.status !== "pending";
+}
+
 function markerText(item) {
   const d = item.data && typeof item.data === "object" ? item.data : {};
   switch (item.type) {
@@ -224,6 +270,7 @@ const KINDS = {
   assistant: [createAssistant, updateAssistant],
   tool: [createTool, updateTool],
   question: [createQuestion, updateQuestion],
+  approval: [createApproval, updateApproval],
   marker: [createMarker, updateMarker],
 };
 
@@ -324,6 +371,7 @@ export class RailView {
               { class: "rail-meta" },
               h("span", { class: "dot", "aria-hidden": "true" }),
               h("span", { class: "rail-status", "data-testid": "rail-status" }),
+              h("span", { class: "rail-attention", "data-testid": "rail-attention" }),
               h("span", { class: "rail-stage" }),
               h("span", { class: "rail-time" }),
             ),
@@ -339,9 +387,14 @@ export class RailView {
       if (s.id === selected) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
       setText(node.querySelector(".rail-title"), displayTitle(s.title, s.id));
-      const status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
+      let status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
+      if (s.attention === "approval") status = "needs approval";
+      node.dataset.attention = s.attention || "";
       setText(node.querySelector(".rail-status"), status);
       setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
+      node.dataset.attention = s.attention || "";
+      setText(node.querySelector(".rail-attention"),
+        s.attention === "question" ? "needs your answer" : s.attention || "");
       const time = node.querySelector(".rail-time");
       time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
       setText(time, relativeTime(s.created_at));

@@ -11,8 +11,16 @@
 //
 // `status()` is what the health monitor samples: "open" when EventSource.readyState is OPEN,
 // "connecting" while it is CONNECTING or while a reconnect is pending, "stopped" otherwise.
+//
+// A watchdog catches what EventSource cannot: a connection black-holed by a sleeping laptop
+// or a proxy stays OPEN (or CONNECTING) forever with nothing arriving. The server sends a
+// `ping` frame whenever a stream is idle and says how often (`ping_interval`, seconds, on
+// `attached` and `caught_up`); a connection silent for SILENCE_FACTOR (2.5) times that is
+// closed and replaced, from the cursor, like any failed one.
 
 import { backoffDelay } from "./config.js";
+
+export const SILENCE_FACTOR = 2.5;
 
 export class Stream {
   /**
@@ -39,19 +47,55 @@ export class Stream {
     this.stopped = true;
     this.connections = 0;
     this.lastUrl = null;
+    this.pingInterval = config.PING_INTERVAL; // ms; the server's announcement replaces it
+    this.heardAt = 0;
+    this.watchdog = null;
+    this.silences = 0; // connections given up for their silence (tests read it)
+  }
+
+  /** How long a connection may stay silent before it counts as dead (ms). */
+  silenceLimit() {
+    return SILENCE_FACTOR * this.pingInterval;
   }
 
   start() {
     this.stopped = false;
     this.failures = 0;
     this.connect();
+    if (this.watchdog === null) {
+      const every = Math.max(50, Math.min(1000, this.silenceLimit() / 5));
+      this.watchdog = setInterval(() => this.checkSilence(), every);
+    }
   }
 
   stop() {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.watchdog !== null) clearInterval(this.watchdog);
+    this.watchdog = null;
     this.closeSource();
+  }
+
+  /** Something arrived on the current connection (a frame, or its headers). */
+  heard(type, ev) {
+    this.heardAt = Date.now();
+    if ((type === "attached" || type === "caught_up") && typeof ev.data === "string") {
+      try {
+        const seconds = JSON.parse(ev.data).ping_interval;
+        if (typeof seconds === "number" && seconds > 0) this.pingInterval = seconds * 1000;
+      } catch {
+        /* the owner of the stream reports malformed frames */
+      }
+    }
+  }
+
+  checkSilence() {
+    if (this.stopped || this.es === null) return;
+    if (Date.now() - this.heardAt > this.silenceLimit()) {
+      this.silences++;
+      this.onError();
+    }
   }
 
   /** Drop the connection and open a new one now (e.g. to take a fresh snapshot). */
@@ -81,10 +125,19 @@ export class Stream {
     const es = new this.ES(url, { withCredentials: true });
     this.es = es;
     this.connections++;
+    this.heardAt = Date.now();
+    es.addEventListener("open", () => {
+      if (this.es === es) this.heard("open", null);
+    });
+    es.addEventListener("ping", () => {
+      if (this.es === es) this.heard("ping", null);
+    });
     for (const [name, handler] of Object.entries(this.handlers)) {
       if (name === "error") continue;
       es.addEventListener(name, (ev) => {
-        if (this.es === es) handler(ev);
+        if (this.es !== es) return;
+        this.heard(name, ev);
+        handler(ev);
       });
     }
     // A stored event of type "error" (docs/architecture.md §6) arrives as a MessageEvent named "error",
@@ -93,6 +146,7 @@ export class Stream {
     es.addEventListener("error", (ev) => {
       if (this.es !== es) return;
       if (typeof ev.data === "string") {
+        this.heard("error", ev);
         if (onStoredError !== null) onStoredError(ev);
       } else {
         this.onError();

@@ -68,6 +68,7 @@ function summary(s) {
     created_at: s.created_at ?? null,
     updated_at: s.updated_at ?? null,
     cancel_requested: Boolean(s.cancel_requested),
+    attention: typeof s.attention === "string" ? s.attention : null,
   };
 }
 
@@ -129,7 +130,7 @@ export class OwnerWatcher {
     this.framesOnConnection = 0;
     const handlers = {
       open: () => this.onOpen(),
-      caught_up: () => this.onFrame(),
+      caught_up: (e) => this.onCaughtUp(e),
       resync_required: (e) => this.onResync(e),
     };
     for (const type of OWNER_EVENT_TYPES) handlers[type] = (e) => this.onEvent(type, e);
@@ -258,6 +259,19 @@ export class OwnerWatcher {
     }
   }
 
+  onCaughtUp(msg) {
+    this.onFrame();
+    // A connection opened without a cursor learns one here, so the next one resumes from it
+    // (Last-Event-ID) instead of starting blind again.
+    if (this.cursor !== null) return;
+    try {
+      const data = JSON.parse(msg.data);
+      if (Number.isInteger(data.current_id)) this.cursor = data.current_id;
+    } catch {
+      /* nothing learnt: the next connection fetches the list, as before */
+    }
+  }
+
   onResync(msg) {
     this.onFrame();
     let id = null;
@@ -332,7 +346,11 @@ export class OwnerWatcher {
       case "session_created":
       case "session_status":
         next.status = d.status;
+        next.attention = typeof d.attention === "string" ? d.attention : null;
         if (Number.isInteger(d.attempt)) next.attempt = d.attempt;
+        // Every status change says whether the session now waits on a person (absent: no).
+        next.attention = typeof d.attention === "string" ? d.attention : null;
+        if (d.error && typeof d.error === "object") next.error = d.error;
         if (d.status === "queued" && TERMINAL.has(cur.status)) {
           next.error = null; // revived by a message
           next.cancel_requested = false;

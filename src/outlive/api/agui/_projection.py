@@ -21,7 +21,12 @@ How our events map:
   reducer's rules: an answer abandoned half-way, which this protocol cannot retract while it
   streams, is gone from it) and `RUN_FINISHED` — outcome `success`, `interrupt` after a
   `user_question` (answered by the next run's `resume[]`), `cancelled` — or `RUN_ERROR` for a
-  failed run.
+  failed run;
+* `approval_requested`: the run ends there, as at a `session_end`, with an `interrupt` outcome
+  (reason `approval`, id the approval id, `toolCallId`, `expiresAt`, the tool and its arguments
+  in `metadata`). The next run's `resume[]` entry decides it (`payload: {"approved": true}`,
+  or false, with an optional `reason`; `status: "cancelled"` denies), and that run's slice
+  opens at the `approval_decided` event.
 """
 
 from __future__ import annotations
@@ -63,7 +68,14 @@ from ...domain.model import Event
 from ...domain.reducer import empty_state, fold
 from ._messages import assistant_id, messages_of, question_id, tool_content, tool_result_id
 
-__all__ = ["RunHeader", "RunProjection", "project_run"]
+__all__ = ["OPENERS", "RunHeader", "RunProjection", "project_run"]
+
+OPENERS = ("user_message", "approval_decided")
+"""What a run's slice opens with: a user message, or the decision a `resume[]` made."""
+
+_DECISION_SCHEMA = {"type": "object", "required": ["approved"],
+                    "properties": {"approved": {"type": "boolean"},
+                                   "reason": {"type": "string"}}}
 
 
 def _text(value: Any) -> str:
@@ -117,7 +129,7 @@ class RunProjection:
         self._events.append(event)
         data = event.data if isinstance(event.data, Mapping) else {}
         if not self.started:
-            if event.type != "user_message":
+            if event.type not in OPENERS:
                 raise ValueError(f"a run starts with a user_message, not {event.type}")
             self.started = True
             h = self.header
@@ -322,6 +334,19 @@ def _on_question(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
         response_schema=schema))
 
 
+def _on_approval(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
+    tool = _text(data.get("tool"))
+    expires = data.get("expires_at")
+    p._interrupts.append(Interrupt(
+        id=_text(data.get("approval_id")) or f"approval_{ev.seq}", reason="approval",
+        message=f"Approve the call of {tool or 'a tool'}?",
+        tool_call_id=_text(data.get("call_id")) or None,
+        expires_at=expires if isinstance(expires, str) else None,
+        response_schema=_DECISION_SCHEMA,
+        metadata={"tool": tool, "args": data.get("args") or {}}))
+    p._end({"status": "succeeded"})  # the session waits on the person: this run is over
+
+
 def _on_state(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
     p._state()
 
@@ -345,14 +370,15 @@ _HANDLERS: dict[str, Handler] = {
     "tool_start": _on_tool_start,
     "tool_end": _on_tool_end,
     "user_question": _on_question,
+    "approval_requested": _on_approval,
     "stage": _on_state,
     "title": _on_state,
     "error": _on_error,
     "session_end": _on_end,
 }
 """Events with no entry (`session_start`, later `user_message`s, `tool_progress`,
-`incomplete`) send nothing of their own; the closing snapshot shows what they changed. An
-approval request would be one more entry: an interrupt with the tool call's id."""
+`incomplete`, `approval_decided` inside a run) send nothing of their own; the closing snapshot
+shows what they changed."""
 
 
 def project_run(header: RunHeader, events: Iterable[Event]) -> list[BaseEvent]:

@@ -18,7 +18,7 @@ from .._context import ApiContext
 from .._errors import ApiError
 from ._messages import question_id
 
-__all__ = ["parse_input", "pending_question", "run_text"]
+__all__ = ["approval_decision", "parse_input", "pending_question", "run_text"]
 
 
 def parse_input(body: dict[str, Any]) -> RunAgentInput:
@@ -39,6 +39,23 @@ async def pending_question(ctx: ApiContext, session: Session) -> str | None:
     for item in reversed(state.get("items", [])):
         if item.get("kind") == "question":
             return question_id(int(item["seq"]))
+    return None
+
+
+def approval_decision(run: RunAgentInput, approval_ids: set[str]
+                      ) -> tuple[str, str, str | None] | None:
+    """The `(approval id, decision, reason)` a `resume[]` entry gives to one of the thread's
+    approvals, if one does: `payload.approved` true approves; false, or a cancelled entry,
+    denies."""
+    for entry in run.resume or []:
+        if entry.interrupt_id not in approval_ids:
+            continue
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        reason = payload.get("reason")
+        approved = entry.status == "resolved" and (
+            payload.get("approved") is True or entry.payload is True)
+        return (entry.interrupt_id, "approve" if approved else "deny",
+                reason if isinstance(reason, str) and reason else None)
     return None
 
 

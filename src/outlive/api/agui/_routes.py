@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Body, Header
 from fastapi.responses import JSONResponse
@@ -41,8 +41,8 @@ from .._threads import (
     run_for_request,
     start_run,
 )
-from ._projection import RunHeader, RunProjection
-from ._requests import parse_input, pending_question, run_text
+from ._projection import OPENERS, RunHeader, RunProjection
+from ._requests import approval_decision, parse_input, pending_question, run_text
 
 __all__ = ["PREFIX", "router"]
 
@@ -57,6 +57,10 @@ async def run_agent(owner: CurrentOwner, ctx: Ctx,
                     body: Annotated[dict[str, Any], Body()]) -> EventStream:
     run = parse_input(body)
     session = await find_thread(ctx, owner.id, run.thread_id)
+    if session is not None and run.resume:
+        decided = await _decide(ctx, owner.id, session, run)
+        if decided is not None:
+            return await _open(ctx, owner.id, decided, run.thread_id, run.run_id, after=None)
     question = await pending_question(ctx, session) if session is not None else None
     text = run_text(run, question)
     agent = run.forwarded_props.get("agent") if isinstance(run.forwarded_props, dict) else None
@@ -92,6 +96,27 @@ async def cancel_run(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx)
                          "status": session.status.value}, status_code=202 if stopping else 200)
 
 
+async def _decide(ctx: ApiContext, owner_id: str, session: Session, run: RunAgentInput
+                  ) -> RunRef | None:
+    """A `resume[]` entry that decides one of the thread's approvals: the decision (checked
+    by the store: a repeat answers the same, the other decision is 409), then the run that
+    opens at its `approval_decided` event."""
+    approvals = await ctx.store.approvals(session.id)
+    found = approval_decision(run, {a.id for a in approvals})
+    if found is None:
+        return None
+    approval_id, decision, reason = found
+    await ctx.store.decide_approval(owner_id, session.id, approval_id, decision, reason=reason)
+    upto = (await ctx.store.load_session(session.id)).last_seq
+    while upto > 0:
+        after = max(0, upto - 1000)
+        for ev in reversed(await ctx.store.read_events(session.id, after=after, limit=1000)):
+            if ev.type == "approval_decided" and ev.data.get("approval_id") == approval_id:
+                return RunRef(session.id, ev.seq)
+        upto = after
+    raise not_found(f"approval {approval_id}")  # pragma: no cover - the decision wrote it
+
+
 async def _thread(ctx: ApiContext, owner_id: str, thread_id: str) -> Session:
     session = await find_thread(ctx, owner_id, thread_id)
     if session is None:
@@ -122,7 +147,8 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run
     feed = RunFeed(ctx, session.id, ref.start, mb)
     try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
+        opener = bool(first) and (opens_a_run(first[0]) or first[0].type in OPENERS[1:])
+        if not first or first[0].seq != ref.start or not opener:
             raise not_found(f"run {run_id}")
         before = (await ctx.snapshots.at(session.id, ref.start - 1))[1] if ref.start > 1 \
             else empty_state()

@@ -19,6 +19,11 @@ How our events map (the reducer's rules, in this protocol's words):
 * `user_question`: a dynamic `ask_user` tool part left at `input-available`, the AI SDK's way
   of waiting on the person (the answer is the next request: a user message, or that part's
   output);
+* `approval_requested` / `approval_decided`: a `data-approval` part (its id is the approval
+  id, so the decision updates the same part) with `{approval_id, call_id, tool, args,
+  expires_at, status}`, `status` going from `pending` to `approved`, `denied` or `expired`.
+  The person decides through `POST /v1/sessions/{id}/approvals/{approval_id}`
+  (docs/approvals.md); the stream stays open meanwhile and carries on with the run;
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 
@@ -82,6 +87,7 @@ class ChatProjection:
         self._error: str | None = None
         self._incomplete: str | None = None
         self._asked = False
+        self._approvals: dict[str, dict[str, Any]] = {}
         self._out: list[dict[str, Any]] = []
 
     def apply(self, event: Event) -> list[dict[str, Any]]:
@@ -287,6 +293,25 @@ def _on_question(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
     p._asked = True
 
 
+def _on_approval(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
+    approval_id = _text(data.get("approval_id")) or f"approval_{ev.seq}"
+    if ev.type == "approval_requested":
+        p._approvals[approval_id] = {
+            "approval_id": approval_id, "call_id": _text(data.get("call_id")),
+            "tool": _text(data.get("tool")), "args": data.get("args") or {},
+            "expires_at": data.get("expires_at"), "status": "pending",
+        }
+    else:
+        part = p._approvals.setdefault(approval_id, {
+            "approval_id": approval_id, "call_id": _text(data.get("call_id")),
+            "tool": _text(data.get("tool")), "args": {}, "expires_at": None})
+        decision, reason = data.get("decision"), data.get("reason")
+        part["status"] = ("expired" if decision == "deny" and reason == "expired"
+                          else "approved" if decision == "approve" else "denied")
+        part["reason"] = reason if isinstance(reason, str) else None
+    p._emit("data-approval", id=approval_id, data=dict(p._approvals[approval_id]))
+
+
 def _on_incomplete(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
     p._incomplete = _text(data.get("reason")) or "unknown"
 
@@ -310,13 +335,14 @@ _HANDLERS: dict[str, Handler] = {
     "tool_start": _on_tool_start,
     "tool_end": _on_tool_end,
     "user_question": _on_question,
+    "approval_requested": _on_approval,
+    "approval_decided": _on_approval,
     "incomplete": _on_incomplete,
     "error": _on_error,
     "session_end": _on_end,
 }
 """Events with no entry (`session_start`, later `user_message`s, `tool_progress`, `stage`,
-`title`) send nothing. An approval request would be one more entry: a
-`tool-approval-request` chunk on its tool part."""
+`title`) send nothing."""
 
 
 def hidden_deltas(events: Iterable[Event]) -> frozenset[int]:

@@ -18,6 +18,11 @@ no Responses counterpart and emit nothing):
   tools itself, so a client must never see a `function_call` it would try to run;
 * `user_question`: an assistant `message` item holding the question (and its options), after
   which the response completes: the answer is the next request's input;
+* `approval_requested`: an `mcp_approval_request` item (its id is the approval id) for the
+  tool call that waits; the response stays `in_progress` while it waits and carries on after
+  the decision (made through `POST /v1/sessions/{id}/approvals/{approval_id}`; an
+  `mcp_approval_response` input item is not accepted yet). `approval_decided` emits nothing:
+  the `mcp_call` that follows (or its denial) shows the outcome;
 * an `error` the run does not retry: an `error` event; the Response's `error` says
   `server_error` (OpenAI's codes are a closed list) with our code in its `type`;
 * `session_end`: `response.completed`, `response.incomplete` (after an `incomplete` event),
@@ -389,6 +394,14 @@ def _on_question(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> N
     p._whole_message("\n".join(lines), ev.seq, f"msg_question_{ev.seq}")
 
 
+def _on_approval(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
+    ident = p._new_id(text_of(data.get("approval_id")) or f"mcpr_{ev.seq}", ev.seq)
+    index = p._add({"id": ident, "type": "mcp_approval_request", "server_label": SERVER_LABEL,
+                    "name": text_of(data.get("tool")),
+                    "arguments": json_text(data.get("args") or {})})
+    p._done(index)
+
+
 def _on_incomplete(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
     reason = text_of(data.get("reason")) or "unknown"
     p.incomplete_reason = _INCOMPLETE_REASONS.get(reason, reason)
@@ -418,12 +431,13 @@ _HANDLERS: dict[str, Handler] = {
     "tool_start": _on_tool_start,
     "tool_end": _on_tool_end,
     "user_question": _on_question,
+    "approval_requested": _on_approval,
     "incomplete": _on_incomplete,
     "error": _on_error,
     "session_end": _on_end,
 }
 """Events with no entry (`user_message` after the first, `tool_progress`, `stage`, `title`)
-emit nothing. An approval request would be one more entry: an `mcp_approval_request` item."""
+emit nothing; nor does `approval_decided`."""
 
 
 def project(header: ResponseHeader, events: Iterable[Event]

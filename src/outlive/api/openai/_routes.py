@@ -29,7 +29,7 @@ from ...store import check_string
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._hub import StreamClosed
-from .._sse import PING, EventStream, frame
+from .._sse import COMMENT_PING, EventStream, frame
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
 from ._requests import CreateResponse, display_model, input_text, resolve_model
@@ -222,7 +222,7 @@ async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int
     try:
         async for out in feed.stream(after):
             if out is None:
-                yield PING
+                yield COMMENT_PING
             else:
                 yield frame(out["type"], out, out["sequence_number"])
     except StreamClosed:
@@ -245,5 +245,8 @@ async def _stop(ctx: ApiContext, owner_id: str, ref: ResponseRef, forget: bool) 
 
 
 async def _forget(ctx: ApiContext, owner_id: str, ref: ResponseRef) -> None:
+    """A deleted (or `store: false`) response goes the way of a deleted session: hidden at
+    once, its content purged after the grace (docs/retention.md)."""
     with contextlib.suppress(NotFound):
-        await ctx.store.delete_session(owner_id, ref.session_id)
+        await ctx.store.delete_session(owner_id, ref.session_id,
+                                       purge_in=ctx.settings.purge_grace)

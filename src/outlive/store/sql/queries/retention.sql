@@ -17,14 +17,14 @@ WHERE id = :id AND purge_after IS NOT NULL AND purge_after <= {now}
   AND status IN ('succeeded', 'failed', 'cancelled') {for_update}
 
 -- name: expired_sessions
--- Finished sessions untouched for longer than the retention.
+-- Sessions that ended longer ago than the retention (`ended_at` is NULL unless terminal).
 SELECT id, last_seq FROM sessions
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < {now} - {secs(:age)}
-ORDER BY updated_at LIMIT :limit {skip_locked}
+WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
+ORDER BY ended_at LIMIT :limit {skip_locked}
 
 -- name: count_expired
 SELECT COUNT(*) AS n FROM sessions
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < {now} - {secs(:age)}
+WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
 
 -- name: purge_events
 DELETE FROM session_events WHERE session_id {in_ids}
@@ -42,6 +42,9 @@ DELETE FROM message_requests WHERE session_id {in_ids}
 -- A retried create after the purge makes a new session: the one it named is gone.
 DELETE FROM create_requests WHERE session_id {in_ids}
 
+-- name: purge_approvals
+DELETE FROM approvals WHERE session_id {in_ids}
+
 -- name: purge_owner_events
 -- `session_deleted` carries no content and tells a watcher that is behind to drop the row.
 DELETE FROM owner_events WHERE session_id {in_ids} AND type <> 'session_deleted'
@@ -52,9 +55,9 @@ DELETE FROM sessions WHERE id {in_ids}
 -- name: compactable_sessions
 -- Finished sessions with deltas not yet folded away, ended longer ago than the delay.
 SELECT id FROM sessions
-WHERE status IN ('succeeded', 'failed', 'cancelled') AND compacted_through < last_seq
-  AND updated_at < {now} - {secs(:age)}
-ORDER BY updated_at LIMIT :limit
+WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
+  AND compacted_through < last_seq
+ORDER BY ended_at LIMIT :limit
 
 -- name: put_snapshot
 INSERT INTO session_snapshots (session_id, seq, state) VALUES (:sid, :seq, :state)

@@ -1,10 +1,12 @@
 -- Runs: claims, leases, fenced writes of a worker, the end of a run.
 
 -- name: claim_candidates
--- Queued sessions, and running ones nobody holds (parked, or their lease lapsed).
+-- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
+-- those waiting on an approval (no lease until a decision).
 SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
-   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now}))
+   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+       AND (s.attention IS NULL OR s.attention <> 'approval'))
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: set_lease_expiry
@@ -41,6 +43,38 @@ WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'runni
 RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_state,
           {now} AS now
 
+-- name: commit_heads
+-- dialect: sqlite
+-- `commit_head` for every item of a group commit in one statement; :items is a JSON list of
+-- [session id, worker, fence, events, entries, delivered through]. An item missing from the
+-- result was refused (as `commit_head` refuses it) and changed nothing.
+UPDATE sessions SET last_seq = last_seq + h.ne, last_entry_seq = last_entry_seq + h.nn,
+  delivered_input_seq = CASE WHEN h.d > delivered_input_seq THEN h.d
+                             ELSE delivered_input_seq END,
+  updated_at = {now}
+FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS worker,
+             json_extract(j.value, '$[2]') AS fence, json_extract(j.value, '$[3]') AS ne,
+             json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d
+      FROM json_each(:items) j) AS h
+WHERE sessions.id = h.id AND sessions.lease_worker = h.worker AND sessions.fence = h.fence
+  AND sessions.status = 'running' AND h.d <= sessions.last_input_seq
+RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_id,
+          title_state, {now} AS now
+
+-- name: commit_heads
+-- dialect: postgres
+UPDATE sessions s SET last_seq = s.last_seq + h.ne, last_entry_seq = s.last_entry_seq + h.nn,
+  delivered_input_seq = CASE WHEN h.d > s.delivered_input_seq THEN h.d
+                             ELSE s.delivered_input_seq END,
+  updated_at = {now}
+FROM unnest(CAST(:ids AS text[]), CAST(:workers AS text[]), CAST(:fences AS bigint[]),
+            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]))
+     AS h(id, worker, fence, ne, nn, d)
+WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
+  AND s.status = 'running' AND h.d <= s.last_input_seq
+RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
+          s.title_state, {now} AS now
+
 -- name: set_last_entry_seq
 UPDATE sessions SET last_entry_seq = :last WHERE id = :id
 
@@ -56,9 +90,11 @@ UPDATE sessions SET stage = :stage WHERE id = :id
 UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
 
 -- name: abandoned_sessions
--- Running sessions nobody has watched for their abandon_after seconds.
+-- Running sessions nobody has watched for their abandon_after seconds; one waiting on an
+-- approval waits on a person, not on a watcher (its approval expires instead).
 SELECT id, owner_id FROM sessions
 WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
+  AND (attention IS NULL OR attention <> 'approval')
   AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
 ORDER BY id {skip_locked}
 

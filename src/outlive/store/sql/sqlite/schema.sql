@@ -46,13 +46,13 @@ CREATE TABLE sessions (
     deleted_at          REAL,
     attention           TEXT,
     compacted_through   INTEGER NOT NULL DEFAULT 0,
-    purge_after         REAL
+    purge_after         REAL,
+    ended_at            REAL
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
-CREATE INDEX sessions_finished ON sessions (updated_at)
-    WHERE status IN ('succeeded', 'failed', 'cancelled');
+CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
 CREATE TABLE session_events (
@@ -121,3 +121,51 @@ CREATE TABLE login_sessions (
 );
 
 CREATE INDEX login_sessions_key ON login_sessions (key_id);
+
+CREATE TABLE approvals (
+    id           TEXT PRIMARY KEY,
+    session_id   TEXT NOT NULL REFERENCES sessions (id),
+    call_id      TEXT NOT NULL,
+    tool         TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    fence        INTEGER NOT NULL,
+    requested_at REAL NOT NULL,
+    expires_at   REAL NOT NULL,
+    decision     TEXT CHECK (decision IN ('approve', 'deny')),
+    reason       TEXT,
+    always       INTEGER NOT NULL DEFAULT 0,
+    decided_at   REAL,
+    UNIQUE (session_id, call_id)
+);
+
+CREATE INDEX approvals_pending ON approvals (expires_at) WHERE decision IS NULL;
+
+CREATE TABLE webhooks (
+    id         TEXT PRIMARY KEY,
+    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    url        TEXT NOT NULL,
+    events     TEXT NOT NULL,
+    secret     TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX webhooks_owner ON webhooks (owner_id);
+
+CREATE TABLE webhook_deliveries (
+    webhook_id      TEXT NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    msg_id          TEXT NOT NULL,
+    session_id      TEXT NOT NULL,
+    event           TEXT NOT NULL,
+    body            TEXT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'delivered', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL,
+    last_attempt_at REAL,
+    last_status     INTEGER,
+    last_error      TEXT,
+    created_at      REAL NOT NULL,
+    PRIMARY KEY (webhook_id, msg_id)
+);
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
+    WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_session ON webhook_deliveries (session_id);

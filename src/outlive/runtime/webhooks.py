@@ -1,0 +1,99 @@
+"""Webhook delivery: a worker's loop that drains the outbox (docs/webhooks.md).
+
+Each pass takes the due deliveries (a lease: a taker that dies leaves them due again when it
+ends), POSTs them concurrently, signed the Standard Webhooks way, and records each outcome:
+a 2xx is delivered; anything else is retried after an exponential backoff with a cap, and
+given up (`failed`) after `webhook_attempts` attempts. The message id is fixed when the event
+is written, so every retry, by any worker, carries the same `webhook-id`. Targets that
+resolve to loopback, private or link-local addresses are refused unless allowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..domain.webhooks import is_private, signature_headers
+from ..store import Store, TakenDelivery
+from .settings import RuntimeSettings
+
+__all__ = ["WebhookSender", "backoff", "resolves_private"]
+
+log = logging.getLogger("outlive.webhooks")
+
+_BATCH = 20
+
+
+def backoff(attempt: int, settings: RuntimeSettings) -> float:
+    """Seconds before the attempt after `attempt` (1-based): base·2^(n-1), capped, ±10 %."""
+    delay = min(settings.webhook_backoff * 2.0 ** (attempt - 1), settings.webhook_backoff_max)
+    return delay * (0.9 + 0.2 * random.random())
+
+
+async def resolves_private(url: str) -> bool:
+    """Whether the URL's host resolves to any non-public address (a failed lookup: no)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError):  # ValueError: a name IDNA cannot encode
+        return False
+    return is_private(str(info[4][0]) for info in infos)
+
+
+class WebhookSender:
+    def __init__(self, store: Store, settings: RuntimeSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.lease = 2 * settings.webhook_timeout + 1.0
+        """A taken delivery is due again after this long if its taker did not record it."""
+
+    async def run(self) -> None:
+        """Poll the outbox until cancelled; a full batch is followed at once by the next."""
+        async with httpx.AsyncClient(timeout=self.settings.webhook_timeout,
+                                     follow_redirects=False) as client:
+            while True:
+                try:
+                    n = await self.pass_once(client)
+                except Exception as exc:
+                    log.warning("webhook pass failed: %s", exc)
+                    n = 0
+                if n < _BATCH:
+                    await asyncio.sleep(self.settings.webhook_interval)
+
+    async def pass_once(self, client: httpx.AsyncClient) -> int:
+        taken = await self.store.take_deliveries(limit=_BATCH, lease=self.lease)
+        if taken:
+            await asyncio.gather(*(self._deliver(client, t) for t in taken))
+        return len(taken)
+
+    async def _deliver(self, client: httpx.AsyncClient, t: TakenDelivery) -> None:
+        status: int | None = None
+        error: str | None = None
+        if not self.settings.allow_private_webhooks and await resolves_private(t.url):
+            await self.store.record_delivery(
+                t, state="failed", error="refused: the URL resolves to a private address")
+            return
+        headers = signature_headers(t.secret, t.msg_id, int(time.time()), t.body)
+        try:
+            response = await client.post(t.url, content=t.body.encode(), headers=headers)
+            status = response.status_code
+        except httpx.HTTPError as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if status is not None and 200 <= status < 300:
+            await self.store.record_delivery(t, state="delivered", status=status)
+        elif t.attempt >= self.settings.webhook_attempts:
+            log.warning("webhook %s to %s: giving up after %d attempts", t.msg_id, t.url,
+                        t.attempt)
+            await self.store.record_delivery(t, state="failed", status=status, error=error)
+        else:
+            await self.store.record_delivery(t, state="pending", status=status, error=error,
+                                             retry_in=backoff(t.attempt, self.settings))

@@ -1,0 +1,177 @@
+"""A run's fenced commits: history entries, their events and the delivery cursor in one
+write, alone (`commit`) or many runs' at once (`commit_many`, the worker's group commit).
+
+A group commit costs a fixed number of statements whatever its size: one `commit_heads`
+UPDATE checks every item's fence and allocates its seqs, then multi-row INSERTs write every
+item's entries and events, so the transaction is one round trip plus its inserts (pipelined
+on PostgreSQL) rather than a round trip per run.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError
+from ..domain.model import Entry, Event, Lease, NewEvent, Status
+from ._base import Row, Tx, TxState
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, StoreCore
+from ._port import Commit, CommitOutcome
+from ._validation import auto_title, check_event_types
+
+__all__ = ["CommitOps", "HeadItem"]
+
+HeadItem = tuple[Lease, int, int, int]
+"""One item of `commit_heads`: the lease, how many events and entries, delivered through."""
+
+
+def _checked(c: Commit) -> Commit:
+    """A commit with its event types checked and its title cleaned (raises InvalidInput)."""
+    check_event_types(c.events)
+    return c if c.title is None else replace(c, title=auto_title(c.title))
+
+
+def _delivered(c: Commit) -> int:
+    return -1 if c.delivered_through is None else c.delivered_through
+
+
+class CommitOps(StoreCore):
+    async def append_entries(
+        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        entries_out, _ = await self.commit(lease, entries=entries)
+        return entries_out
+
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        events: Sequence[NewEvent] = (),
+        delivered_through: int | None = None,
+        title: str | None = None,
+    ) -> tuple[list[Entry], list[Event]]:
+        """Model-history entries, their events and the delivery cursor in one fenced write, so
+        a crash can never leave a message consumed twice or an answer committed twice. With
+        `title`, the automatic title is set in the same write (as `set_auto_title`), its
+        event after the commit's own."""
+        c = _checked(Commit(lease, entries, events, delivered_through, title))
+
+        async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
+            rows = await tx.fetch(
+                self.q.commit_head,
+                {"ne": len(c.events), "nn": len(c.entries), "d": _delivered(c),
+                 "id": lease.session_id, "worker": lease.worker, "fence": lease.fence},
+            )
+            if not rows:
+                await self._refused(tx, lease, _delivered(c))
+            ev_rows: list[dict[str, Any]] = []
+            en_rows: list[dict[str, Any]] = []
+            out = self._written(st, c, rows[0], ev_rows, en_rows)
+            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
+            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            if c.title is not None:
+                await self._auto_title(tx, st, rows[0], lease, c.title)
+            return out
+
+        return await self._write(op)
+
+    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
+        """Group commit. An item refused by its fence (or invalid) matched no row in
+        `commit_heads` and wrote nothing, so the transaction goes on with the others. Titles
+        (owner rows) are written last in owner order, the lock order of every other write."""
+        checked: list[Commit | OutliveError] = []
+        for c in commits:
+            try:
+                checked.append(_checked(c))
+            except InvalidInput as exc:
+                checked.append(exc)
+        valid = sorted((i for i, c in enumerate(checked) if isinstance(c, Commit)),
+                       key=lambda i: commits[i].lease.session_id)
+        sessions = [commits[i].lease.session_id for i in valid]
+        if len(set(sessions)) != len(sessions):
+            raise InvalidInput("a group commit holds at most one commit per session")
+
+        async def op(tx: Tx, st: TxState) -> list[CommitOutcome]:
+            outcomes: dict[int, CommitOutcome] = {
+                i: c for i, c in enumerate(checked) if isinstance(c, OutliveError)}
+            items: list[HeadItem] = []
+            for i in valid:
+                c = commits[i]
+                items.append((c.lease, len(c.events), len(c.entries), _delivered(c)))
+            heads = {r["id"]: r for r in await self._commit_heads(tx, items)} if items else {}
+            ev_rows: list[dict[str, Any]] = []
+            en_rows: list[dict[str, Any]] = []
+            titles: list[tuple[Row, Commit]] = []
+            for i in valid:
+                c = commits[i]
+                head = heads.get(c.lease.session_id)
+                if head is None:
+                    try:
+                        await self._refused(tx, c.lease, _delivered(c))
+                    except (LeaseLost, NotFound, InvalidInput) as exc:
+                        outcomes[i] = exc
+                    continue
+                cleaned = checked[i]
+                assert isinstance(cleaned, Commit)  # `valid` holds checked commits only
+                outcomes[i] = self._written(st, cleaned, head, ev_rows, en_rows)
+                if cleaned.title is not None:
+                    titles.append((head, cleaned))
+            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
+            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            for head, c in sorted(titles, key=lambda t: (t[0]["owner_id"], t[0]["id"])):
+                assert c.title is not None
+                await self._auto_title(tx, st, head, c.lease, c.title)
+            return [outcomes[i] for i in range(len(commits))]
+
+        return await self._write(op)
+
+    @abc.abstractmethod
+    async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
+        """`commit_head` for every item in one statement (the dialect's `commit_heads`; the
+        items travel as one parameter, each database's own way): the rows it matched."""
+
+    def _written(
+        self, st: TxState, c: Commit, head: Row, ev_rows: list[dict[str, Any]],
+        en_rows: list[dict[str, Any]],
+    ) -> tuple[list[Entry], list[Event]]:
+        """What a commit whose head matched writes, at the seqs the head allocated: its rows
+        go on `ev_rows` and `en_rows`, its notice on `st`."""
+        lease = c.lease
+        rows, entries = self._entry_rows(
+            lease, c.entries, int(head["last_entry_seq"]) - len(c.entries) + 1)
+        en_rows.extend(rows)
+        rows, events = self._event_rows(
+            lease.session_id, c.events, int(head["last_seq"]) - len(c.events) + 1,
+            head["now"], int(head["attempt"]), lease.fence)
+        ev_rows.extend(rows)
+        if events:
+            st.notify(lease.session_id, head["owner_id"], events=True)
+        return entries, events
+
+    async def _refused(self, tx: Tx, lease: Lease, delivered: int) -> NoReturn:
+        """Why a head matched no row: the session is gone, the lease is, or the delivery
+        cursor named a message that does not exist."""
+        rows = await tx.fetch(self.q.get_session, {"id": lease.session_id})
+        if not rows:
+            raise NotFound(f"session {lease.session_id} not found")
+        row = rows[0]
+        if (row["lease_worker"] == lease.worker and int(row["fence"]) == lease.fence
+                and row["status"] == Status.RUNNING and delivered > int(row["last_input_seq"])):
+            raise InvalidInput(f"no user message at seq {delivered}")
+        await self._raise_lost(tx, lease)
+
+    async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str
+                          ) -> bool:
+        """A title the person set by hand is never overwritten."""
+        if row["title_state"] == "manual":
+            return False
+        await tx.execute(self.q.set_auto_title, {"t": clean, "id": lease.session_id})
+        await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
+                           fenced=None, stamp=lease)
+        await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
+                                {"title": clean})
+        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        return True

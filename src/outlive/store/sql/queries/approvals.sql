@@ -1,0 +1,24 @@
+-- Approvals (docs/approvals.md): requested by a run, decided once by a person or by expiry.
+
+-- name: insert_approval
+INSERT INTO approvals (id, session_id, call_id, tool, args, fence, requested_at, expires_at)
+VALUES (:id, :sid, :call_id, :tool, :args, :fence, {now}, {now} + {secs(:ttl)})
+
+-- name: approval_by_id
+SELECT * FROM approvals WHERE id = :id AND session_id = :sid
+
+-- name: approvals_of_session
+SELECT * FROM approvals WHERE session_id = :sid ORDER BY requested_at, id
+
+-- name: decide_approval
+UPDATE approvals SET decision = :decision, reason = :reason, always = :always,
+  decided_at = {now}
+WHERE id = :id AND decision IS NULL
+RETURNING *
+
+-- name: expired_approvals
+-- Pending approvals past their time whose session still waits on them.
+SELECT a.id, a.session_id FROM approvals a JOIN sessions s ON s.id = a.session_id
+WHERE a.decision IS NULL AND a.expires_at < {now}
+  AND s.status = 'running' AND s.attention = 'approval'
+ORDER BY a.expires_at LIMIT :limit

@@ -1,0 +1,128 @@
+"""Tool calls that wait for a person's approval, with real workers on both databases: the
+session waits without a lease or a worker slot, and a decision (or expiry) carries it on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from outlive.domain import Status
+from outlive.domain.approvals import ApprovalConflict
+from outlive.runtime import AgentRegistry, demo_agent
+from outlive.runtime.agents import Agent
+from outlive.tools import ToolContext, ToolRegistry, demo_tools, tool
+from outlive.tools.demo import SendMessageArgs
+from tests.support.sessions import all_events, event_appears, settled
+from tests.support.waiting import eventually
+
+
+async def _waiting(store, session_id: str):
+    async def waits():
+        s = await store.load_session(session_id)
+        return s if s.attention == "approval" else None
+
+    s = await eventually(waits, 15, what="a session waiting on an approval")
+    assert (s.status, s.lease_worker) == (Status.RUNNING, None)
+    return (await store.approvals(session_id))[-1]
+
+
+def _sends(events):
+    return [e for e in events if e.type == "tool_end"
+            and e.data.get("ok") and e.data["result"].get("sent")]
+
+
+async def test_approve_runs_the_call_once_and_the_session_carries_on(store, workers, owner):
+    w = await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="please send it")
+    a = await _waiting(store, s.id)
+    assert (a.tool, a.args["to"]) == ("send_message", "team")
+    assert w.runs == {}  # no worker slot is held while the person decides
+    requested = await event_appears(store, s.id, "approval_requested")
+    assert requested.data["approval_id"] == a.id and requested.data["call_id"] == a.call_id
+    assert not [e for e in await all_events(store, s.id) if e.type == "tool_start"]
+
+    await store.decide_approval(owner, s.id, a.id, "approve")
+    again = await store.decide_approval(owner, s.id, a.id, "approve")
+    assert again.decision.value == "approve"
+    with pytest.raises(ApprovalConflict):
+        await store.decide_approval(owner, s.id, a.id, "deny")
+    done = await settled(store, s.id)
+    assert (done.status, done.attention) == (Status.SUCCEEDED, None)
+    events = await all_events(store, s.id)
+    sent = _sends(events)
+    assert len(sent) == 1 and sent[0].data["result"]["deduplicated"] is False
+    assert sent[0].data["result"]["idempotency_key"] == f"{s.id}:{a.call_id}"
+    assert [e.type for e in events].count("approval_decided") == 1
+    resumed = next(e for e in events if e.type == "session_resumed")
+    assert resumed.data["reason"] == "handoff"
+    assert events[-2].type == "message_end" and "Sent" in events[-2].data["text"]
+
+
+async def test_deny_gives_the_model_the_reason_and_nothing_runs(store, workers, owner):
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="send it now")
+    a = await _waiting(store, s.id)
+    await store.decide_approval(owner, s.id, a.id, "deny", reason="wrong recipient")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    events = await all_events(store, s.id)
+    assert not _sends(events) and not [e for e in events if e.type == "tool_start"]
+    end = next(e for e in events if e.type == "tool_end")
+    assert end.data["ok"] is False and end.data["error"]["value"] == {
+        "denied": True, "reason": "wrong recipient"}
+    result = next(e for e in await store.read_entries(s.id) if e.kind == "tool_result")
+    assert "wrong recipient" in json.dumps(result.data)
+    assert "did not send it" in events[-2].data["text"]
+
+
+async def test_expiry_denies_with_reason_expired(store, workers, owner):
+    await workers.start(approval_ttl=0.3)
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="send it")
+    a = await _waiting(store, s.id)
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    decided = await event_appears(store, s.id, "approval_decided")
+    assert decided.data == {"approval_id": a.id, "call_id": a.call_id, "tool": "send_message",
+                            "decision": "deny", "reason": "expired", "always": False}
+    assert not _sends(await all_events(store, s.id))
+    with pytest.raises(ApprovalConflict):
+        await store.decide_approval(owner, s.id, a.id, "approve")
+
+
+def _checked_agent() -> AgentRegistry:
+    """The demo agent whose `send_message` asks only for messages to someone outside."""
+    tools = [t for t in demo_tools(0) if t.name != "send_message"]
+
+    def outside(args: SendMessageArgs, ctx: ToolContext) -> bool:
+        return args.to != "team"
+
+    @tool(name="send_message", description="Send a message.", needs_approval=outside)
+    async def send_message(args: SendMessageArgs, ctx: ToolContext) -> dict[str, object]:
+        return {"sent": True, "to": args.to}
+
+    base = demo_agent(0)
+    return AgentRegistry([Agent(name="demo", system_prompt=base.system_prompt,
+                                tools=ToolRegistry([*tools, send_message]))])
+
+
+async def test_a_check_on_the_arguments_decides_and_always_makes_a_session_rule(
+        store, workers, owner):
+    await workers.start(agents=_checked_agent())
+    team = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                      prompt="send it")
+    assert (await settled(store, team.id)).attention is None  # to "team": no approval
+    assert _sends(await all_events(store, team.id))
+
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt='call send_message {"to": "bob", "text": "hi"}')
+    a = await _waiting(store, s.id)
+    await store.decide_approval(owner, s.id, a.id, "approve", always=True)
+    await settled(store, s.id)
+    await store.post_message(owner, s.id, 'call send_message {"to": "eve", "text": "yo"}')
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED and len(await store.approvals(s.id)) == 1
+    assert len(_sends(await all_events(store, s.id))) == 2

@@ -1,0 +1,155 @@
+"""A real TCP proxy on 127.0.0.1 for network-trouble tests, in the test's event loop.
+
+It forwards bytes both ways between its clients and one upstream port, and can misbehave the
+two ways networks do:
+
+* `black_hole()`: every connection stays open but nothing gets through, in either direction,
+  and new connections are accepted and then hang (a laptop asleep, a proxy that lost its
+  route). Nothing is closed, so only a watchdog can notice.
+* `drop()`: every open connection is reset and new ones are closed at once (a partition that
+  the client sees as errors).
+* `cut()`: every open connection is reset once; new ones work at once (a blip).
+
+`heal()` forwards again; black-holed bytes then flow on (as after a wake-up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import socket
+import struct
+
+__all__ = ["TcpProxy"]
+
+_CHUNK = 65536
+
+
+class Mode(enum.Enum):
+    FORWARD = "forward"
+    BLACK_HOLE = "black_hole"
+    DROP = "drop"
+
+
+class TcpProxy:
+    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.mode = Mode.FORWARD
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server: asyncio.Server | None = None
+        self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.accepted = 0
+        """Connections accepted so far: a client's reconnects show here."""
+        self.cuts = 0
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> TcpProxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self._reset_all()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+    def black_hole(self) -> None:
+        self.mode = Mode.BLACK_HOLE
+        self._flowing.clear()
+
+    def drop(self) -> None:
+        self.mode = Mode.DROP
+        self._flowing.clear()
+        self._reset_all()
+
+    def cut(self) -> None:
+        self.cuts += 1
+        self._reset_all()
+
+    def heal(self) -> None:
+        self.mode = Mode.FORWARD
+        self._flowing.set()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _reset_all(self) -> None:
+        for client, upstream in list(self._conns):
+            _reset(client)
+            if upstream is not None:
+                _reset(upstream)
+        self._conns.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        if self.mode is Mode.DROP:
+            _reset(writer)
+            return
+        entry: tuple[asyncio.StreamWriter, asyncio.StreamWriter | None] = (writer, None)
+        self._conns.add(entry)
+        try:
+            await self._flowing.wait()  # a black-holed connect hangs here, open
+            if self.mode is Mode.DROP or entry not in self._conns:
+                return
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except (OSError, asyncio.CancelledError):
+            self._conns.discard(entry)
+            _reset(writer)
+            return
+        self._conns.discard(entry)
+        entry = (writer, up_writer)
+        self._conns.add(entry)
+        pumps = [self._spawn(self._pump(reader, up_writer)),
+                 self._spawn(self._pump(up_reader, writer))]
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        self._conns.discard(entry)
+        for w in (writer, up_writer):
+            with contextlib.suppress(Exception):
+                w.close()
+
+    def _spawn(self, coro: object) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while True:
+                await self._flowing.wait()
+                data = await src.read(_CHUNK)
+                if not data:
+                    return
+                await self._flowing.wait()  # bytes read during a black hole wait here
+                if self.mode is Mode.DROP:
+                    return
+                dst.write(data)
+                await dst.drain()
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a dropped route looks to the other end."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(Exception):
+        writer.close()
