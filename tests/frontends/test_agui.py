@@ -45,7 +45,9 @@ def test_a_lost_connection_resumes_with_last_event_id(frontends: World) -> None:
     done = frontends.run("agui.mjs", "reconnect", thread, "run long", "15")
     assert done["firstFailure"] is not None, "the first connection was lost"
     assert done["failure"] is None and done["runError"] is None
-    assert done["lostAfter"] == 15
+    # the client applied at most the 15 events it let through before the cut (fewer when the
+    # cut arrives in the same network read as the last of them): it resumes from what it has
+    assert 0 < done["lostAfter"] <= 15
     assert done["finished"]["outcome"]["type"] == "success"
     events = frontends.events(frontends.session_of_chat(thread))
     assert assistant_texts(done["messages"])[-1] == answer_text(events)
