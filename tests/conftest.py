@@ -16,6 +16,7 @@ import pytest
 from outlive.store import PostgresStore, SqliteStore
 from tests.support.databases import (
     BASE_DSN,
+    backends_for,
     empty_postgres,
     fast_dsn,
     migrated_template,
@@ -30,18 +31,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = any("db_backend" in str(m.args[0])
                  for m in metafunc.definition.iter_markers("parametrize"))
     if "db_backend" in metafunc.fixturenames and not marked:
-        metafunc.parametrize("db_backend", _backends(metafunc))
-
-
-def _backends(metafunc: pytest.Metafunc) -> list[str]:
-    """The module's `DATABASES` (default SQLite and PostgreSQL); a test that parametrises
-    `db_url` itself (indirect) runs on the backends it names there."""
-    for marker in metafunc.definition.iter_markers("parametrize"):
-        names, values = marker.args[0], marker.args[1]
-        if "db_url" in ([n.strip() for n in names.split(",")] if isinstance(names, str)
-                        else names):
-            return [str(v) for v in values]
-    return list(getattr(metafunc.module, "DATABASES", ("sqlite", "postgres")))
+        metafunc.parametrize("db_backend", backends_for(metafunc))
 
 
 @pytest.fixture(scope="session")

@@ -120,3 +120,14 @@ def raw_execute(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> None:
     else:
         with psycopg.connect(db_url, autocommit=True) as conn:
             conn.execute(sql.encode(), params)
+
+
+def backends_for(metafunc: pytest.Metafunc) -> list[str]:
+    """The module's `DATABASES` (default SQLite and PostgreSQL); a test that parametrises
+    `db_url` itself (indirect) runs on the backends it names there."""
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names, values = marker.args[0], marker.args[1]
+        if "db_url" in ([n.strip() for n in names.split(",")] if isinstance(names, str)
+                        else names):
+            return [str(v) for v in values]
+    return list(getattr(metafunc.module, "DATABASES", ("sqlite", "postgres")))
