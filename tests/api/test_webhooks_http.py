@@ -20,7 +20,8 @@ from tests.support.waiting import eventually
 from tests.support.webhooks import Receiver, verify
 
 QUICK_WEBHOOKS = dict(allow_private_webhooks=True, webhook_interval=0.1, webhook_backoff=0.2,
-                      webhook_backoff_max=1.0, webhook_timeout=2.0)
+                      webhook_backoff_max=1.0, webhook_timeout=2.0, webhook_attempts=100)
+DOWNTIME = 30.0
 EVENTS = ["session.attention", "session.cancelled", "session.failed", "session.succeeded"]
 
 
@@ -90,6 +91,7 @@ async def test_a_receiver_down_then_up_gets_every_event(harness: Harness, tmp_pa
     receiver = Receiver(tmp_path)  # nothing listens on its port yet
     r = await api.client.post("/v1/webhooks", json={"url": receiver.url, "events": EVENTS})
     hook = r.json()
+    down_since = time.monotonic()
     sessions = [await api.create("hi") for _ in range(3)]
     for s in sessions:
         await api.wait_status(s["id"], "succeeded")
@@ -102,7 +104,8 @@ async def test_a_receiver_down_then_up_gets_every_event(harness: Harness, tmp_pa
         return all(d["attempts"] >= 2 and d["last_error"] for d in rows["deliveries"])
 
     await eventually(retried, 10, 0.1, what="failed attempts while the receiver is down")
-    await asyncio.sleep(2.0)  # a few more seconds of real downtime
+    # The receiver stays down for 30 s, as after a deploy: the retries span the whole outage.
+    await asyncio.sleep(max(0.0, DOWNTIME - (time.monotonic() - down_since)))
     await receiver.start()
     try:
         async def all_delivered() -> list[dict] | None:
