@@ -149,3 +149,27 @@ async def test_a_worker_refuses_a_private_target_at_delivery(harness: Harness, t
         assert receiver.requests() == []
     finally:
         receiver.stop()
+
+
+@pytest.mark.parametrize("db_backend", ["sqlite"])
+async def test_a_receiver_that_never_answers_is_given_up_after_the_attempt_limit(
+        harness: Harness, tmp_path: Path):
+    """Past `webhook_attempts` the delivery is `failed` in the log and is tried no more."""
+    server = await harness.serve()
+    await harness.worker(**{**QUICK_WEBHOOKS, "webhook_attempts": 3})
+    receiver = Receiver(tmp_path)  # nothing ever listens on its port
+    owner = await server.store.ensure_owner("gone")
+    hook = await server.store.create_webhook(owner.id, url=receiver.url,
+                                             events=["session.cancelled"], secret=new_secret())
+    s = await server.store.create_session(owner.id, agent="demo", model="demo:scripted")
+    await server.store.request_cancel(owner.id, s.id)
+
+    async def given_up() -> list | None:
+        rows = await server.store.list_deliveries(owner.id, hook.id)
+        return rows if rows and rows[0].state == "failed" else None
+
+    [row] = await eventually(given_up, 15, 0.05, what="the delivery given up")
+    assert row.attempts == 3 and row.last_status is None and row.last_error
+    await asyncio.sleep(1.5)  # longer than the capped backoff: no fourth attempt comes
+    [again] = await server.store.list_deliveries(owner.id, hook.id)
+    assert (again.state, again.attempts) == ("failed", 3)
