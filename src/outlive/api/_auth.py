@@ -23,6 +23,7 @@ Every failure is 401 `UNAUTHORIZED` with `WWW-Authenticate: Bearer`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
@@ -88,13 +89,31 @@ class Authenticator:
         self._settings = settings
         self._ttl = settings.key_cache_ttl
         self._cache: dict[Credential, tuple[float, Owner | None]] = {}
+        self._inflight: dict[Credential, asyncio.Future[tuple[Owner | None, float]]] = {}
 
     async def lookup(self, cred: Credential) -> tuple[Owner | None, float]:
-        """The owner (or None) and the monotonic time its cache entry expires."""
-        now = time.monotonic()
+        """The owner (or None) and the monotonic time its cache entry expires.
+
+        One store read per credential at a time: the streams of one key all re-check when
+        its cache entry expires, and a thousand of them must not become a thousand reads."""
         hit = self._cache.get(cred)
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             return hit[1], hit[0]
+        pending = self._inflight.get(cred)
+        if pending is None:
+            pending = asyncio.ensure_future(self._read(cred))
+            self._inflight[cred] = pending
+            pending.add_done_callback(lambda t: self._settled(cred, t))
+        return await asyncio.shield(pending)
+
+    def _settled(self, cred: Credential, task: asyncio.Future[tuple[Owner | None, float]]) -> None:
+        if self._inflight.get(cred) is task:
+            del self._inflight[cred]
+        if not task.cancelled():
+            task.exception()  # retrieved here: a reader that was cancelled meanwhile is fine
+
+    async def _read(self, cred: Credential) -> tuple[Owner | None, float]:
+        now = time.monotonic()
         if cred.kind == "key":
             owner = await self._store.owner_for_key(cred.digest)
         else:
