@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..domain.model import Delivery, Event, Session
 from ._context import ApiContext
 from ._hub import Mailbox
+from ._sse import EventStream
 
 __all__ = ["RunFeed", "latest_run_start", "opens_a_run", "watch_session"]
 
@@ -49,6 +50,32 @@ class RunFeed:
         if self.mailbox is not None:
             self.ctx.hub.unwatch(self.mailbox)
             self.mailbox = None
+
+    def response(
+        self,
+        frames: AsyncIterator[bytes],
+        kind: str,
+        *,
+        on_disconnect: Callable[[], None] | None = None,
+        on_revoke: Callable[[], None] | None = None,
+    ) -> EventStream:
+        """The SSE response that streams `frames` read from this feed: counted in the
+        `kind` stream gauge, its idle wait woken at once when the client leaves, the feed
+        closed with the stream."""
+        gauge = self.ctx.metrics.streams.labels(kind=kind)
+
+        def disconnected() -> None:
+            if on_disconnect is not None:
+                on_disconnect()
+            if self.mailbox is not None:
+                self.mailbox.close()  # wakes an idle stream at once
+
+        def closed() -> None:
+            self.close()
+            gauge.dec()
+
+        return EventStream(frames, on_open=gauge.inc, on_disconnect=disconnected,
+                           on_close=closed, on_revoke=on_revoke)
 
     async def stored(self, until: Callable[[], bool]) -> AsyncIterator[Event]:
         """The slice's stored events from the cursor on, until `until()` holds."""

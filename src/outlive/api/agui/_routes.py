@@ -157,18 +157,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run
         raise
     projection = RunProjection(RunHeader(thread_id=thread_id, run_id=run_id,
                                          session_id=session.id, before=before))
-    gauge = ctx.metrics.streams.labels(kind="ag-ui")
-
-    def disconnected() -> None:
-        if feed.mailbox is not None:
-            feed.mailbox.close()  # wakes an idle stream at once
-
-    def closed() -> None:
-        feed.close()
-        gauge.dec()
-
-    response = EventStream(_frames(feed, projection, after), on_open=gauge.inc,
-                           on_disconnect=disconnected, on_close=closed)
+    response = feed.response(_frames(feed, projection, after), "ag-ui")
     response.headers["x-outlive-session-id"] = session.id
     return response
 

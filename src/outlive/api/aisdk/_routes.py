@@ -130,18 +130,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, *, start_index: int
         raise
     tail = len(chunks) - 1
     start = max(0, tail + 1 + start_index) if start_index < 0 else start_index
-    gauge = ctx.metrics.streams.labels(kind="ai-sdk")
-
-    def disconnected() -> None:
-        if feed.mailbox is not None:
-            feed.mailbox.close()  # wakes an idle stream at once
-
-    def closed() -> None:
-        feed.close()
-        gauge.dec()
-
-    response = EventStream(_frames(feed, projection, chunks, start), on_open=gauge.inc,
-                           on_disconnect=disconnected, on_close=closed)
+    response = feed.response(_frames(feed, projection, chunks, start), "ai-sdk")
     response.headers.update({**STREAM_HEADER, RUN_HEADER: ref.id, TAIL_HEADER: str(tail),
                              "x-outlive-session-id": session.id})
     return response

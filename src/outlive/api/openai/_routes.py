@@ -197,24 +197,16 @@ async def _open_stream(ctx: ApiContext, owner_id: str, response_id: str, after: 
             "stream", "response_compacted")
     conn = _Connection()
     mailbox = feed.mailbox
-    gauge = ctx.metrics.streams.labels(kind="openai")
 
     def disconnected() -> None:
         conn.gone = True
-        if mailbox is not None:
-            mailbox.close()  # wakes an idle stream at once
-
-    def closed() -> None:
-        feed.close()
-        gauge.dec()
 
     def revoked() -> None:  # end the stream, not the run: only the client leaving does that
         if mailbox is not None:
             mailbox.close()
 
-    return EventStream(_frames(ctx, owner_id, feed, after, conn, foreground, forget),
-                       on_open=gauge.inc, on_disconnect=disconnected, on_close=closed,
-                       on_revoke=revoked)
+    return feed.run.response(_frames(ctx, owner_id, feed, after, conn, foreground, forget),
+                             "openai", on_disconnect=disconnected, on_revoke=revoked)
 
 
 async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int | None,
