@@ -77,7 +77,7 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
     "user_message": ({"text": "more", "delivery": "steer"}, []),
     "user_question": ({"question": "Which?", "options": ["a"]}, TEXT_ITEM),
     "approval_requested": ({"approval_id": "apv_1", "call_id": "c1", "tool": "send_message",
-                            "args": {"to": "team"}}, [ADDED, DONE]),
+                            "args": {"to": "team"}}, [ADDED, DONE, "response.completed"]),
     "approval_decided": ({"approval_id": "apv_1", "decision": "approve"}, []),
     "turn_start": ({"message_id": "msg_1"}, []),
     "text_delta": ({"message_id": "msg_1", "text": "x"}, TEXT_ITEM[:3]),
