@@ -77,7 +77,7 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
     "user_message": ({"text": "more", "delivery": "steer"}, []),
     "user_question": ({"question": "Which?", "options": ["a"]}, TEXT_ITEM),
     "approval_requested": ({"approval_id": "apv_1", "call_id": "c1", "tool": "send_message",
-                            "args": {"to": "team"}}, [ADDED, DONE]),
+                            "args": {"to": "team"}}, [ADDED, DONE, "response.completed"]),
     "approval_decided": ({"approval_id": "apv_1", "decision": "approve"}, []),
     "turn_start": ({"message_id": "msg_1"}, []),
     "text_delta": ({"message_id": "msg_1", "text": "x"}, TEXT_ITEM[:3]),
@@ -282,6 +282,64 @@ def test_a_question_is_the_answer_of_its_response() -> None:
     check_shapes(out)
     assert output_text(response) == "Which one?\n\n- A\n- B"
     assert response["status"] == "completed"
+
+
+def waiting_log() -> Log:
+    """A run that asks for approval of `send_message`, is approved, runs it and answers; and
+    a second call of it that is denied."""
+    log = Log().opened().answer("m1", "I will send it.", stop="tool_calls")
+    log.add("approval_requested", approval_id="apv_1", call_id="c1", tool="send_message",
+            args={"to": "team"}, expires_at="2026-01-03T00:00:00+00:00")
+    log.add("approval_decided", approval_id="apv_1", call_id="c1", tool="send_message",
+            decision="approve", always=False)
+    log.add("session_resumed", reason="handoff", attempt=1, repaired_tool_calls=["c1"])
+    log.add("tool_start", call_id="c1", tool="send_message", arguments={"to": "team"})
+    log.add("tool_end", call_id="c1", ok=True, result={"sent": True}, duration_ms=3)
+    log.answer("m2", "Sent.", stop="tool_calls")
+    log.add("approval_requested", approval_id="apv_2", call_id="c2", tool="send_message",
+            args={"to": "all"}, expires_at="2026-01-03T00:00:00+00:00")
+    log.add("approval_decided", approval_id="apv_2", call_id="c2", tool="send_message",
+            decision="deny", reason="too many", always=False)
+    log.add("session_resumed", reason="handoff", attempt=1, repaired_tool_calls=["c2"])
+    log.add("tool_end", call_id="c2", ok=False, duration_ms=0, error={
+        "message": "a person denied this tool call: too many", "retryable": False})
+    log.answer("m3", "I did not send it.")
+    return log.add("session_end", status="succeeded")
+
+
+def test_an_approval_request_ends_its_response_and_the_decision_opens_the_next() -> None:
+    log = waiting_log()
+    out, asked = project(HEADER, log.events)
+    check_shapes(out)
+    assert types(out)[-3:] == [ADDED, DONE, "response.completed"]
+    assert asked["status"] == "completed" and asked["completed_at"] is not None
+    assert asked["output"][-1] == {"id": "apv_1", "type": "mcp_approval_request",
+                                   "server_label": SERVER_LABEL, "name": "send_message",
+                                   "arguments": '{"to":"team"}'}
+    p = ResponseProjection(HEADER)
+    for ev in log.events:
+        p.apply(ev)
+    assert p.ended and p.awaiting == "apv_1"
+
+    decided = [e for e in log.events if e.type == "approval_decided"]
+    header = ResponseHeader(id="resp_X_9", model="demo", previous_response_id="resp_X_1")
+    out, approved = project(header, log.events[decided[0].seq - 1:])
+    check_shapes(out)
+    assert [e["sequence_number"] for e in out] == list(range(len(out)))
+    assert types(out)[:3] == ["response.created", "response.queued", "response.in_progress"]
+    assert approved["previous_response_id"] == "resp_X_1"
+    call = approved["output"][0]
+    assert (call["type"], call["status"], call["approval_request_id"], call["output"]) == (
+        "mcp_call", "completed", "apv_1", '{"sent":true}')
+    assert approved["status"] == "completed" and approved["output"][-1]["id"] == "apv_2"
+
+    out, denied = project(header, log.events[decided[1].seq - 1:])
+    check_shapes(out)
+    call = denied["output"][0]
+    assert (call["status"], call["name"], call["approval_request_id"]) == (
+        "failed", "send_message", "apv_2")
+    assert "too many" in call["error"]["content"]["message"]
+    assert output_text(denied) == "I did not send it."
 
 
 def test_message_end_text_is_authoritative_and_restarts_get_fresh_ids() -> None:

@@ -164,7 +164,7 @@ def test_errors_come_in_openais_shape(server: Server) -> None:
         ({"model": "demo", "input": [{"role": "assistant", "content": "x"}]}, "input[0]"),
         ({"model": "demo", "input": [{"type": "mcp_approval_response",
                                       "approval_request_id": "a", "approve": True}]},
-         "input[0]"),
+         "previous_response_id"),
         ({"model": "demo", "input": "   "}, "input"),
         ({"model": "demo", "input": "x", "previous_response_id": "resp_nope"},
          "previous_response_id"),

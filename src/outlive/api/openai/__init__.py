@@ -16,10 +16,11 @@ from ... import __version__
 from .._context import ApiContext
 from ._errors import OpenAIBodyLimit, install_openai_errors
 from ._feed import ResponseRef
-from ._projection import SERVER_LABEL, ResponseHeader, ResponseProjection, project
+from ._projection import OPENERS, SERVER_LABEL, ResponseHeader, ResponseProjection, project
 from ._routes import router
 
 __all__ = [
+    "OPENERS",
     "PREFIX",
     "SERVER_LABEL",
     "ResponseHeader",

@@ -1,9 +1,10 @@
 """Where a response lives: its id, its slice of the session log, and that slice followed live.
 
-A response id names a session and the seq of the user message that opened its run:
-`resp_<the session id's 26-character ULID>_<seq>`. Nothing about a response is stored apart
-from the session log, so any API process can answer for any response, and an id stays valid
-for as long as its session exists.
+A response id names a session and the seq of the event that opened it: the user message that
+started a run, or the `approval_decided` that carried on a run which had waited for a person
+(`_projection.OPENERS`): `resp_<the session id's 26-character ULID>_<seq>`. Nothing about a
+response is stored apart from the session log, so any API process can answer for any
+response, and an id stays valid for as long as its session exists.
 
 `ResponseFeed` reads the slice through the API's shared `RunFeed` (stored events first, then,
 when it watches, live ones from the fan-out hub) and folds it through
@@ -25,19 +26,21 @@ from .._context import ApiContext
 from .._hub import Mailbox
 from .._run_feed import RunFeed, opens_a_run, watch_session
 from ._errors import not_found
-from ._projection import ResponseHeader, ResponseProjection
+from ._projection import OPENERS, ResponseHeader, ResponseProjection
 from ._requests import display_model
 
-__all__ = ["ResponseFeed", "ResponseRef", "open_feed"]
+__all__ = ["ResponseFeed", "ResponseRef", "decision_seq", "open_feed"]
 
 _ID = re.compile(r"^resp_([0-9A-HJKMNP-TV-Z]{26})_([1-9][0-9]{0,17})$")
+_PAGE = 200
+_DECIDED = frozenset({"approved", "denied", "expired"})
 
 
 @dataclass(frozen=True)
 class ResponseRef:
     session_id: str
     start: int
-    """Seq of the user message that opened the response's run."""
+    """Seq of the event that opened the response (a user message or a decision)."""
 
     @property
     def id(self) -> str:
@@ -108,7 +111,7 @@ async def open_feed(ctx: ApiContext, owner_id: str, response_id: str, *, live: b
         raise not_found(response_id, param) from None
     try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        if not first or first[0].seq != ref.start or not opens_a_run(first[0]):
+        if not first or first[0].seq != ref.start or not _opens_a_response(first[0]):
             raise not_found(response_id, param)
         header = await _header(ctx, session, ref)
     except BaseException:
@@ -118,16 +121,50 @@ async def open_feed(ctx: ApiContext, owner_id: str, response_id: str, *, live: b
     return ResponseFeed(ctx, session, ref, header, mb)
 
 
+def _opens_a_response(event: Event) -> bool:
+    return opens_a_run(event) or event.type in OPENERS[1:]
+
+
+async def decision_seq(ctx: ApiContext, session_id: str, approval_id: str, *, after: int,
+                       before: int | None = None) -> int | None:
+    """Seq of the `approval_decided` of `approval_id`, looked for after `after` (its request:
+    the decision follows it closely, as the run waits in between) and before `before`."""
+    while before is None or after < before - 1:
+        batch = await ctx.store.read_events(session_id, after=after, limit=_PAGE)
+        for ev in batch:
+            if before is not None and ev.seq >= before:
+                return None
+            if ev.type == "approval_decided" and ev.data.get("approval_id") == approval_id:
+                return ev.seq
+        if len(batch) < _PAGE:
+            return None
+        after = batch[-1].seq
+    return None
+
+
+async def _previous_start(ctx: ApiContext, session: Session, start: int) -> int | None:
+    """Where the response before the one opened at `start` opened: the transcript before it
+    lists the user messages that started runs and the approvals decided; the newest of those
+    openers (a decision comes after its request, which came after the run's message)."""
+    _, state = await ctx.snapshots.at(session.id, start - 1)
+    items = state.get("items", [])
+    user = next((int(i["seq"]) for i in reversed(items)
+                 if i.get("kind") == "user" and i.get("delivery") == Delivery.START.value), None)
+    decided = next((i for i in reversed(items)
+                    if i.get("kind") == "approval" and i.get("status") in _DECIDED), None)
+    if decided is not None and int(decided["seq"]) > (user or 0):
+        seq = await decision_seq(ctx, session.id, str(decided.get("approval_id")),
+                                 after=int(decided["seq"]), before=start)
+        if seq is not None:
+            return seq
+    return user
+
+
 async def _header(ctx: ApiContext, session: Session, ref: ResponseRef) -> ResponseHeader:
     previous = None
     if ref.start > 1:
-        # The transcript before this response lists its user messages; the newest one that
-        # opened a run opened the previous response.
-        _, state = await ctx.snapshots.at(session.id, ref.start - 1)
-        for item in reversed(state.get("items", [])):
-            if item.get("kind") == "user" and item.get("delivery") == Delivery.START.value:
-                previous = ResponseRef(session.id, int(item["seq"])).id
-                break
+        found = await _previous_start(ctx, session, ref.start)
+        previous = None if found is None else ResponseRef(session.id, found).id
     metadata = {str(k): v if isinstance(v, str) else str(v)
                 for k, v in (session.metadata or {}).items()}
     return ResponseHeader(id=ref.id, model=display_model(ctx.catalog, session),

@@ -19,10 +19,10 @@ no Responses counterpart and emit nothing):
 * `user_question`: an assistant `message` item holding the question (and its options), after
   which the response completes: the answer is the next request's input;
 * `approval_requested`: an `mcp_approval_request` item (its id is the approval id) for the
-  tool call that waits; the response stays `in_progress` while it waits and carries on after
-  the decision (made through `POST /v1/sessions/{id}/approvals/{approval_id}`; an
-  `mcp_approval_response` input item is not accepted yet). `approval_decided` emits nothing:
-  the `mcp_call` that follows (or its denial) shows the outcome;
+  tool call that waits, and the response completes there, as OpenAI's does: the decision (an
+  `mcp_approval_response` input item, or any other surface) is the next request. Its
+  `approval_decided` opens the next response, which carries the run on: the call's `mcp_call`
+  (with `approval_request_id`) and its output, or its denial as a failed `mcp_call`;
 * an `error` the run does not retry: an `error` event; the Response's `error` says
   `server_error` (OpenAI's codes are a closed list) with our code in its `type`;
 * `session_end`: `response.completed`, `response.incomplete` (after an `incomplete` event),
@@ -44,9 +44,13 @@ from typing import Any
 from ...domain.model import Event
 from ._shapes import content_part, failure, json_text, plain, response_object, text_of, whole_number
 
-__all__ = ["SERVER_LABEL", "ResponseHeader", "ResponseProjection", "project"]
+__all__ = ["OPENERS", "SERVER_LABEL", "ResponseHeader", "ResponseProjection", "project"]
 
 SERVER_LABEL = "outlive"
+
+OPENERS = ("user_message", "approval_decided")
+"""What a response's slice opens with: the user message that started a run, or the decision
+that carries on a run which waited for an approval (and ended the previous response)."""
 
 _INCOMPLETE_REASONS = {"length": "max_output_tokens"}
 """Our `incomplete` reasons in OpenAI's words; others (`max_turns`) are passed through."""
@@ -94,6 +98,10 @@ class ResponseProjection:
         self._messages: dict[Any, _Part] = {}
         self._reasoning: dict[Any, _Part] = {}
         self._tools: dict[Any, int] = {}
+        self._decided: dict[Any, Mapping[str, Any]] = {}
+        """call id -> the `approval_decided` that opened the slice."""
+        self.awaiting: str | None = None
+        """The approval id of the `mcp_approval_request` the response ended on, if it did."""
         self._ids: set[str] = set()
         self._next = 0
         self._out: list[dict[str, Any]] = []
@@ -114,9 +122,11 @@ class ResponseProjection:
         self._out = []
         data = event.data if isinstance(event.data, Mapping) else {}
         if self.status is None:
-            if event.type != "user_message":
+            if event.type not in OPENERS:
                 raise ValueError(f"a response starts with a user_message, not {event.type}")
             self._open(event)
+            if event.type == "approval_decided":
+                self._decided[data.get("call_id")] = data
         else:
             handler = _HANDLERS.get(event.type)
             if handler is not None:
@@ -185,6 +195,10 @@ class ResponseProjection:
         status = data.get("status")
         self._close_all()
         if status == "succeeded":
+            self.status = "completed"
+            self.completed_at = _epoch(event)
+            self._lifecycle("response.completed")
+        elif status == "awaiting":  # the run waits for a person: completed, as OpenAI's
             self.status = "completed"
             self.completed_at = _epoch(event)
             self._lifecycle("response.completed")
@@ -287,11 +301,13 @@ class ResponseProjection:
             return
         arguments = json_text(data.get("arguments") or {})
         ident = self._new_id("mcp_" + (text_of(call_id) or str(seq)), seq)
-        index = self._tools[call_id] = self._add({
-            "id": ident, "type": "mcp_call", "server_label": SERVER_LABEL,
-            "name": text_of(data.get("tool")), "arguments": arguments,
-            "status": "in_progress", "output": None, "error": None,
-        })
+        decided = self._decided.get(call_id, {})
+        item = {"id": ident, "type": "mcp_call", "server_label": SERVER_LABEL,
+                "name": text_of(data.get("tool") or decided.get("tool")),
+                "arguments": arguments, "status": "in_progress", "output": None, "error": None}
+        if decided:  # the call a person decided on (a denied one ends without starting)
+            item["approval_request_id"] = text_of(decided.get("approval_id"))
+        index = self._tools[call_id] = self._add(item)
         ids = {"item_id": ident, "output_index": index}
         self._emit("response.mcp_call.in_progress", **ids)
         self._emit("response.mcp_call_arguments.delta", **ids, delta=arguments)
@@ -400,6 +416,8 @@ def _on_approval(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> N
                     "name": text_of(data.get("tool")),
                     "arguments": json_text(data.get("args") or {})})
     p._done(index)
+    p.awaiting = ident
+    p._end(ev, {"status": "awaiting"})
 
 
 def _on_incomplete(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
@@ -437,7 +455,7 @@ _HANDLERS: dict[str, Handler] = {
     "session_end": _on_end,
 }
 """Events with no entry (`user_message` after the first, `tool_progress`, `stage`, `title`)
-emit nothing; nor does `approval_decided`."""
+emit nothing; `approval_decided` only ever opens a slice (the one before ended at its request)."""
 
 
 def project(header: ResponseHeader, events: Iterable[Event]

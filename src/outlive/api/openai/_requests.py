@@ -3,8 +3,8 @@
 The body is OpenAI's: unknown fields are accepted and ignored (the SDKs send what the caller
 set, and a drop-in backend must not choke on `temperature`), but a field outlive cannot honour
 is refused with a 400 naming it, never silently dropped: client-side `tools`, a forced
-`tool_choice`, structured `text.format`, `conversation`, `prompt` templates, input other than
-text, and (until approvals exist) `mcp_approval_response` items.
+`tool_choice`, structured `text.format`, `conversation`, `prompt` templates, and input other
+than text or one `mcp_approval_response` item (which decides an approval, `_approval`).
 
 `model` names an outlive agent (`demo`) or a model route (`demo:scripted`, run by the default
 agent). `instructions` and system/developer messages are put before the input text in the one
@@ -14,6 +14,7 @@ user message the agent receives: an outlive agent keeps its own system prompt.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,9 +24,18 @@ from ...domain.model import Session
 from .._catalog import AgentCatalog
 from ._errors import OpenAIError, bad_request
 
-__all__ = ["CreateResponse", "display_model", "input_text", "resolve_model"]
+__all__ = [
+    "ApprovalAnswer",
+    "CreateResponse",
+    "RequestInput",
+    "check_same_model",
+    "display_model",
+    "read_input",
+    "resolve_model",
+]
 
 MAX_METADATA_PAIRS = 16
+MAX_REASON = 2000
 
 
 class CreateResponse(BaseModel):
@@ -83,16 +93,42 @@ def _check_metadata(metadata: Mapping[str, str]) -> None:
                               f"metadata.{key[:64]}", "invalid_value")
 
 
-def input_text(body: CreateResponse) -> str:
-    """The text of the user message this request sends."""
+@dataclass(frozen=True)
+class ApprovalAnswer:
+    """An `mcp_approval_response` input item: a person's decision on an approval request."""
+
+    where: str
+    approval_id: str
+    approve: bool
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class RequestInput:
+    text: str | None
+    """The user message this request sends; None only beside an approval answer."""
+    answer: ApprovalAnswer | None = None
+
+
+def read_input(body: CreateResponse) -> RequestInput:
+    """The user message this request sends, and the approval it decides, if it does.
+    Instructions and system/developer text go before the user text; with no user text (an
+    approval answer alone) there is no message, and they are not sent."""
     preamble = [body.instructions] if body.instructions else []
     said: list[str] = []
+    answer: ApprovalAnswer | None = None
     if isinstance(body.input, str):
         said.append(body.input)
     else:
         for i, item in enumerate(body.input):
             where = f"input[{i}]"
             kind = item.get("type")
+            if kind == "mcp_approval_response":
+                if answer is not None:
+                    raise bad_request("Only one mcp_approval_response per request: a run waits "
+                                      "for one approval at a time.", where, "unsupported_input")
+                answer = _approval_answer(item, where)
+                continue
             if kind not in (None, "message"):
                 raise _unsupported_item(str(kind), where)
             role = item.get("role")
@@ -108,14 +144,32 @@ def input_text(body: CreateResponse) -> str:
             else:
                 raise bad_request(f"Unknown role {role!r}.", f"{where}.role", "invalid_value")
     if not any(s.strip() for s in said):
+        if answer is not None and not said:
+            return RequestInput(None, answer)
         raise bad_request("The input must contain some user text.", "input", "invalid_value")
-    return "\n\n".join(p for p in (*preamble, *said) if p)
+    return RequestInput("\n\n".join(p for p in (*preamble, *said) if p), answer)
+
+
+def _approval_answer(item: Mapping[str, Any], where: str) -> ApprovalAnswer:
+    approval_id = item.get("approval_request_id")
+    if not isinstance(approval_id, str) or not approval_id:
+        raise bad_request("An mcp_approval_response needs approval_request_id: the id of the "
+                          "mcp_approval_request it answers.", f"{where}.approval_request_id",
+                          "missing_required_parameter")
+    approve = item.get("approve")
+    if not isinstance(approve, bool):
+        raise bad_request("An mcp_approval_response needs approve: true or false.",
+                          f"{where}.approve", "missing_required_parameter")
+    reason = item.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise bad_request("reason must be a string.", f"{where}.reason", "invalid_value")
+    if reason is not None and len(reason) > MAX_REASON:
+        raise bad_request(f"reason is longer than {MAX_REASON} characters.", f"{where}.reason",
+                          "invalid_value")
+    return ApprovalAnswer(where, approval_id, approve, reason or None)
 
 
 def _unsupported_item(kind: str, where: str) -> OpenAIError:
-    if kind == "mcp_approval_response":
-        return bad_request("Tool approvals are not available on this server yet.", where,
-                           "unsupported_input")
     if kind == "function_call_output":
         return bad_request("outlive runs its tools itself: there is no client-side function "
                            "call to answer.", where, "unsupported_input")
@@ -159,6 +213,15 @@ def resolve_model(catalog: AgentCatalog, model: str | None) -> tuple[str, str]:
         raise bad_request(f"The model '{name}' needs the default agent, which is not "
                           f"configured; name an agent ({known}).", "model", "model_not_found")
     return default.name, route
+
+
+def check_same_model(catalog: AgentCatalog, model: str | None, session: Session) -> None:
+    """A follow-up may repeat the conversation's model, not change it."""
+    if model and model != display_model(catalog, session):
+        if resolve_model(catalog, model) != (session.agent, session.model):
+            raise bad_request(
+                f"This conversation runs '{display_model(catalog, session)}'; a follow-up "
+                "cannot change the model.", "model", "model_mismatch")
 
 
 def display_model(catalog: AgentCatalog, session: Session) -> str:

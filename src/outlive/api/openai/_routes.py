@@ -9,6 +9,8 @@
 * A follow-up continues the session, which is linear: `previous_response_id` must name the
   newest response of its conversation, and that response must be over (the one in progress
   is refused with a 400; cancel it or wait).
+* An `mcp_approval_response` input item answers the approval request the previous response
+  ended with (`_approval`); the request's response opens at the decision.
 * `store: false` (foreground only, first request of a conversation) deletes the session once
   the response is over, so it cannot be retrieved or continued afterwards.
 """
@@ -30,9 +32,10 @@ from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._hub import StreamClosed
 from .._sse import COMMENT_PING, EventStream, frame
+from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
-from ._requests import CreateResponse, display_model, input_text, resolve_model
+from ._requests import CreateResponse, check_same_model, read_input, resolve_model
 
 __all__ = ["CANCEL_WAIT", "router"]
 
@@ -47,15 +50,20 @@ stops within milliseconds unless its worker is gone; then it settles when its le
 async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
                           ) -> JSONResponse | EventStream:
     body.check_supported()
-    text = input_text(body)
+    given = read_input(body)
     if body.model is not None:
         check_string(body.model, "model")
-    if body.previous_response_id:
-        ref = await _follow_up(ctx, owner.id, body, text)
+    if given.answer is not None:
+        ref = await answer_approval(ctx, owner.id, body.previous_response_id, body.model,
+                                    given.answer, given.text)
+    elif body.previous_response_id:
+        assert given.text is not None
+        ref = await _follow_up(ctx, owner.id, body, given.text)
     else:
+        assert given.text is not None
         agent, route = resolve_model(ctx.catalog, body.model)
         session = await ctx.store.create_session(
-            owner.id, agent=agent, model=route, prompt=text, metadata=body.metadata)
+            owner.id, agent=agent, model=route, prompt=given.text, metadata=body.metadata)
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False
     if body.stream:
@@ -88,17 +96,15 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
             f"Previous response '{previous.ref.id}' is still {response['status']}: wait for it "
             "to finish, or cancel it, before continuing the conversation.", param,
             "previous_response_in_progress")
+    if previous.projection.awaiting is not None:
+        await refuse_unanswered(ctx, owner_id, previous)
     session = await ctx.store.get_session(owner_id, previous.ref.session_id)
     if session.last_input_seq > previous.last_seq:
         raise bad_request(
             f"Response '{previous.ref.id}' is not the newest of its conversation; outlive "
             "conversations do not branch: continue from the newest response.", param,
             "previous_response_not_latest")
-    if body.model and body.model != display_model(ctx.catalog, session):
-        if resolve_model(ctx.catalog, body.model) != (session.agent, session.model):
-            raise bad_request(
-                f"This conversation runs '{display_model(ctx.catalog, session)}'; a follow-up "
-                "cannot change the model.", "model", "model_mismatch")
+    check_same_model(ctx.catalog, body.model, session)
     try:
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT)
     except SessionBusy:
