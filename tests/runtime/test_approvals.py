@@ -126,3 +126,72 @@ async def test_a_check_on_the_arguments_decides_and_always_makes_a_session_rule(
     done = await settled(store, s.id)
     assert done.status is Status.SUCCEEDED and len(await store.approvals(s.id)) == 1
     assert len(_sends(await all_events(store, s.id))) == 2
+
+
+async def test_a_cancel_while_waiting_settles_it_and_a_follow_up_carries_on_without_asking(
+        store, workers, owner):
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="please send it")
+    a = await _waiting(store, s.id)
+    await store.request_cancel(owner, s.id)
+    assert (await settled(store, s.id)).status is Status.CANCELLED
+    (gone,) = await store.approvals(s.id)
+    assert (gone.decision.value, gone.reason) == ("deny", "cancelled")
+
+    await store.post_message(owner, s.id, "what happened?")
+    done = await settled(store, s.id)
+    assert (done.status, done.attention, done.error) == (Status.SUCCEEDED, None, None)
+    assert [x.id for x in await store.approvals(s.id)] == [a.id], "nothing asked again"
+    events = await all_events(store, s.id)
+    assert not [e for e in events if e.type == "approval_decided"]
+    assert not [e for e in events if e.type == "tool_start" and e.data["tool"] == "send_message"]
+    assert [e.type for e in events].count("approval_requested") == 1
+    # The model is told the call did not run, as a cancel mid-tool tells it, and goes on.
+    (result,) = [e for e in await store.read_entries(s.id)
+                 if e.kind == "tool_result" and e.data["name"] == "send_message"]
+    assert result.data["call_id"] == a.call_id and result.data["ok"] is False
+    assert "cancelled while it waited for approval" in result.data["error"]["message"]
+    (end,) = [e for e in events if e.type == "tool_end" and e.data["call_id"] == a.call_id]
+    assert end.data["error"]["value"] == {"denied": True, "reason": "cancelled"}
+    assert events[-1].data == {"status": "succeeded"}
+    assert events[-2].type == "message_end" and events[-2].data["stop_reason"] == "stop"
+
+    # Asked for again in a new turn, the call has a new id and needs a new approval.
+    await store.post_message(owner, s.id, "send it after all")
+    b = await _waiting(store, s.id)
+    assert b.id != a.id and b.call_id != a.call_id and b.pending
+    await store.decide_approval(owner, s.id, b.id, "approve")
+    assert (await settled(store, s.id)).status is Status.SUCCEEDED
+    sent = _sends(await all_events(store, s.id))
+    assert [e.data["call_id"] for e in sent] == [b.call_id]
+
+
+async def test_a_pending_approval_left_by_an_older_server_is_asked_again_not_duplicated(
+        store, workers, owner):
+    """A session cancelled while it waited, before cancels settled approvals, kept its
+    approval pending: a follow-up's run asks again for the call and waits on that same
+    approval; approved, the call runs once."""
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="send it")
+    a = await _waiting(store, s.id)
+    await store.request_cancel(owner, s.id)
+    await settled(store, s.id)
+
+    async def unsettle(tx, st):
+        await tx.execute(store.q.dynamic(
+            "test_unsettle", "UPDATE approvals SET decision = NULL, reason = NULL, "
+            "decided_at = NULL WHERE session_id = :sid"), {"sid": s.id})
+
+    await store._write(unsettle)
+    await store.post_message(owner, s.id, "go on")
+    again = await _waiting(store, s.id)
+    assert (again.id, again.call_id) == (a.id, a.call_id)
+    assert len(await store.approvals(s.id)) == 1
+    await store.decide_approval(owner, s.id, a.id, "approve")
+    done = await settled(store, s.id)
+    assert (done.status, done.error) == (Status.SUCCEEDED, None)
+    sent = _sends(await all_events(store, s.id))
+    assert len(sent) == 1 and sent[0].data["call_id"] == a.call_id
+    assert not [e for e in await all_events(store, s.id) if e.data.get("rerun")]

@@ -94,7 +94,9 @@ class ApprovalOps(RunOps):
                 **key, "id": request.id, "tool": request.tool,
                 "args": self.d.json(request.args), "fence": lease.fence, "ttl": request.ttl,
             })
-            found = await tx.fetch(self.q.approval_by_call, key)
+        else:  # the claim after the decision must know the call cannot have started
+            await tx.execute(self.q.reask_approval, {"id": found[0]["id"], "fence": lease.fence})
+        found = await tx.fetch(self.q.approval_by_call, key)
         approval = self._to_approval(found[0])
         if approval.decision is not None:
             raise ApprovalConflict(

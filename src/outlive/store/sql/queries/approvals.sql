@@ -10,6 +10,10 @@ SELECT * FROM approvals WHERE id = :id AND session_id = :sid
 -- name: approval_by_call
 SELECT * FROM approvals WHERE session_id = :sid AND call_id = :call_id
 
+-- name: reask_approval
+-- A run asks again for a call whose approval is still pending: it is now the asking run.
+UPDATE approvals SET fence = :fence WHERE id = :id AND decision IS NULL
+
 -- name: cancel_pending_approvals
 -- A session cancelled (or deleted) while it waited: its approval settles as a denial with
 -- reason `cancelled`, so nothing can decide it later and the next run does not ask again.
