@@ -8,12 +8,16 @@ import json
 import pytest
 
 from outlive.domain import Status
-from outlive.domain.approvals import ApprovalConflict
+from outlive.domain.approvals import ApprovalConflict, ApprovalRequest
+from outlive.domain.model import new_id
+from outlive.providers import ToolCall
 from outlive.runtime import AgentRegistry, demo_agent
 from outlive.runtime.agents import Agent
+from outlive.runtime.approval_gate import ApprovalGate, Verdict
 from outlive.tools import ToolContext, ToolRegistry, demo_tools, tool
 from outlive.tools.demo import SendMessageArgs
 from tests.support.sessions import all_events, event_appears, settled
+from tests.support.store_suite import claim_one, held
 from tests.support.waiting import eventually
 
 
@@ -195,3 +199,24 @@ async def test_a_pending_approval_left_by_an_older_server_is_asked_again_not_dup
     sent = _sends(await all_events(store, s.id))
     assert len(sent) == 1 and sent[0].data["call_id"] == a.call_id
     assert not [e for e in await all_events(store, s.id) if e.data.get("rerun")]
+
+
+async def test_a_model_that_reuses_a_decided_call_id_gets_a_denial_not_the_old_decision(
+        store, owner):
+    """A call id has one approval. A new answer whose call reuses the id of an approved one
+    (some local models number their calls from 0 every turn) must not run on that approval,
+    nor crash the run on the unique key: the gate denies it so the model can call again."""
+    s, lease = await held(store, owner)
+    call = ToolCall("call_0", "send_message", {"to": "team", "text": "hi"})
+    a = await store.await_approval(lease, ApprovalRequest(
+        new_id("apv"), call.call_id, call.name, dict(call.arguments), 60.0))
+    assert a is not None
+    await store.decide_approval(owner, s.id, a.id, "approve")
+    c = await claim_one(store, "w2")
+    assert c.lease is not None
+    gate = ApprovalGate(store, s.id, demo_agent(0).tools, c.lease.fence)
+    assert (await gate.rule(call, fresh=await gate.fresh([call]))).verdict is Verdict.RUN
+    again = await gate.rule(call)  # the same id in a later answer
+    assert again.verdict is Verdict.DENY and "reused the id" in (again.reason or "")
+    other = await gate.rule(ToolCall("call_1", "send_message", {"to": "team", "text": "x"}))
+    assert other.verdict is Verdict.ASK
