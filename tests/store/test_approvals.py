@@ -136,7 +136,7 @@ async def test_expiry_denies_with_reason_expired_and_a_cancel_ends_the_wait(stor
 
 async def test_a_cancel_while_waiting_settles_the_approval_and_a_follow_up_cannot_reask(store):
     owner = await new_owner(store)
-    s, lease, a = await _waiting(store, owner.id)
+    s, _, a = await _waiting(store, owner.id)
     before = len(await store.read_events(s.id))
     await store.request_cancel(owner.id, s.id)
     (settled,) = await store.approvals(s.id)
