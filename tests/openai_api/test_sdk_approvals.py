@@ -220,10 +220,24 @@ def test_wrong_answers_are_errors_in_openais_shape(server: Server) -> None:
     (record,) = native(server, "GET", f"/v1/sessions/{sid}/approvals").json()["approvals"]
     assert record["decision"] is None, "nothing above decided it"
 
-    # A run cancelled while it waited can no longer be decided; a plain follow-up is taken.
+    # A run cancelled while it waited can no longer be decided; a plain follow-up is taken
+    # and completes: the model is told the call did not run, and nothing asks again.
     assert native(server, "POST", f"/v1/sessions/{sid}/cancel").status_code in (200, 202)
     gone = refused(previous_response_id=asked.id, input=[answer(approval_id, True)])
     assert (gone.status_code, gone.param, gone.code) == (400, "input", "approval_not_pending")
+    (record,) = native(server, "GET", f"/v1/sessions/{sid}/approvals").json()["approvals"]
+    assert (record["decision"], record["reason"]) == ("deny", "cancelled")
     follow = client.responses.create(model="demo", previous_response_id=asked.id, input="hi",
                                      background=True)
     assert follow.previous_response_id == asked.id and follow.id != asked.id
+    wait_until(lambda: client.responses.retrieve(follow.id).status
+               not in ("queued", "in_progress"), what="the follow-up")
+    done = client.responses.retrieve(follow.id)
+    assert (done.status, done.error) == ("completed", None)
+    assert done.output_text and done.output[-1].type == "message"
+    assert not [o for o in done.output if o.type == "mcp_approval_request"]
+    assert len(native(server, "GET", f"/v1/sessions/{sid}/approvals").json()["approvals"]) == 1
+    assert native(server, "GET", f"/v1/sessions/{sid}").json()["session"]["status"] == \
+        "succeeded"
+    again = refused(previous_response_id=asked.id, input=[answer(approval_id, False)])
+    assert (again.status_code, again.code) == (400, "approval_not_pending")

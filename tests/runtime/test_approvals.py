@@ -8,12 +8,16 @@ import json
 import pytest
 
 from outlive.domain import Status
-from outlive.domain.approvals import ApprovalConflict
+from outlive.domain.approvals import ApprovalConflict, ApprovalRequest
+from outlive.domain.model import new_id
+from outlive.providers import ToolCall
 from outlive.runtime import AgentRegistry, demo_agent
 from outlive.runtime.agents import Agent
+from outlive.runtime.approval_gate import ApprovalGate, Verdict
 from outlive.tools import ToolContext, ToolRegistry, demo_tools, tool
 from outlive.tools.demo import SendMessageArgs
 from tests.support.sessions import all_events, event_appears, settled
+from tests.support.store_suite import claim_one, held
 from tests.support.waiting import eventually
 
 
@@ -126,3 +130,93 @@ async def test_a_check_on_the_arguments_decides_and_always_makes_a_session_rule(
     done = await settled(store, s.id)
     assert done.status is Status.SUCCEEDED and len(await store.approvals(s.id)) == 1
     assert len(_sends(await all_events(store, s.id))) == 2
+
+
+async def test_a_cancel_while_waiting_settles_it_and_a_follow_up_carries_on_without_asking(
+        store, workers, owner):
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="please send it")
+    a = await _waiting(store, s.id)
+    await store.request_cancel(owner, s.id)
+    assert (await settled(store, s.id)).status is Status.CANCELLED
+    (gone,) = await store.approvals(s.id)
+    assert (gone.decision.value, gone.reason) == ("deny", "cancelled")
+
+    await store.post_message(owner, s.id, "what happened?")
+    done = await settled(store, s.id)
+    assert (done.status, done.attention, done.error) == (Status.SUCCEEDED, None, None)
+    assert [x.id for x in await store.approvals(s.id)] == [a.id], "nothing asked again"
+    events = await all_events(store, s.id)
+    assert not [e for e in events if e.type == "approval_decided"]
+    assert not [e for e in events if e.type == "tool_start" and e.data["tool"] == "send_message"]
+    assert [e.type for e in events].count("approval_requested") == 1
+    # The model is told the call did not run, as a cancel mid-tool tells it, and goes on.
+    (result,) = [e for e in await store.read_entries(s.id)
+                 if e.kind == "tool_result" and e.data["name"] == "send_message"]
+    assert result.data["call_id"] == a.call_id and result.data["ok"] is False
+    assert "cancelled while it waited for approval" in result.data["error"]["message"]
+    (end,) = [e for e in events if e.type == "tool_end" and e.data["call_id"] == a.call_id]
+    assert end.data["error"]["value"] == {"denied": True, "reason": "cancelled"}
+    assert events[-1].data == {"status": "succeeded"}
+    assert events[-2].type == "message_end" and events[-2].data["stop_reason"] == "stop"
+
+    # Asked for again in a new turn, the call has a new id and needs a new approval.
+    await store.post_message(owner, s.id, "send it after all")
+    b = await _waiting(store, s.id)
+    assert b.id != a.id and b.call_id != a.call_id and b.pending
+    await store.decide_approval(owner, s.id, b.id, "approve")
+    assert (await settled(store, s.id)).status is Status.SUCCEEDED
+    sent = _sends(await all_events(store, s.id))
+    assert [e.data["call_id"] for e in sent] == [b.call_id]
+
+
+async def test_a_pending_approval_left_by_an_older_server_is_asked_again_not_duplicated(
+        store, workers, owner):
+    """A session cancelled while it waited, before cancels settled approvals, kept its
+    approval pending: a follow-up's run asks again for the call and waits on that same
+    approval; approved, the call runs once."""
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="send it")
+    a = await _waiting(store, s.id)
+    await store.request_cancel(owner, s.id)
+    await settled(store, s.id)
+
+    async def unsettle(tx, st):
+        await tx.execute(store.q.dynamic(
+            "test_unsettle", "UPDATE approvals SET decision = NULL, reason = NULL, "
+            "decided_at = NULL WHERE session_id = :sid"), {"sid": s.id})
+
+    await store._write(unsettle)
+    await store.post_message(owner, s.id, "go on")
+    again = await _waiting(store, s.id)
+    assert (again.id, again.call_id) == (a.id, a.call_id)
+    assert len(await store.approvals(s.id)) == 1
+    await store.decide_approval(owner, s.id, a.id, "approve")
+    done = await settled(store, s.id)
+    assert (done.status, done.error) == (Status.SUCCEEDED, None)
+    sent = _sends(await all_events(store, s.id))
+    assert len(sent) == 1 and sent[0].data["call_id"] == a.call_id
+    assert not [e for e in await all_events(store, s.id) if e.data.get("rerun")]
+
+
+async def test_a_model_that_reuses_a_decided_call_id_gets_a_denial_not_the_old_decision(
+        store, owner):
+    """A call id has one approval. A new answer whose call reuses the id of an approved one
+    (some local models number their calls from 0 every turn) must not run on that approval,
+    nor crash the run on the unique key: the gate denies it so the model can call again."""
+    s, lease = await held(store, owner)
+    call = ToolCall("call_0", "send_message", {"to": "team", "text": "hi"})
+    a = await store.await_approval(lease, ApprovalRequest(
+        new_id("apv"), call.call_id, call.name, dict(call.arguments), 60.0))
+    assert a is not None
+    await store.decide_approval(owner, s.id, a.id, "approve")
+    c = await claim_one(store, "w2")
+    assert c.lease is not None
+    gate = ApprovalGate(store, s.id, demo_agent(0).tools, c.lease.fence)
+    assert (await gate.rule(call, fresh=await gate.fresh([call]))).verdict is Verdict.RUN
+    again = await gate.rule(call)  # the same id in a later answer
+    assert again.verdict is Verdict.DENY and "reused the id" in (again.reason or "")
+    other = await gate.rule(ToolCall("call_1", "send_message", {"to": "team", "text": "x"}))
+    assert other.verdict is Verdict.ASK

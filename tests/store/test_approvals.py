@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from outlive.domain import IllegalTransition, InvalidInput, NewEvent, NotFound, Status
+from outlive.domain import InvalidInput, NewEvent, NotFound, Status
 from outlive.domain.approvals import ApprovalConflict, ApprovalRequest, Decision
 from outlive.domain.model import new_id
 from tests.support.store_suite import (
@@ -129,8 +129,75 @@ async def test_expiry_denies_with_reason_expired_and_a_cancel_ends_the_wait(stor
         await store.decide_approval(owner.id, s.id, a.id, "approve")
     cancelled = await store.request_cancel(owner.id, fresh.id)
     assert (cancelled.status, cancelled.attention) == (Status.CANCELLED, None)
-    with pytest.raises(IllegalTransition):
-        await store.decide_approval(owner.id, fresh.id, b.id, "approve")
+    for decision in ("approve", "deny"):
+        with pytest.raises(ApprovalConflict):
+            await store.decide_approval(owner.id, fresh.id, b.id, decision)
+
+
+async def test_a_cancel_while_waiting_settles_the_approval_and_a_follow_up_cannot_reask(store):
+    owner = await new_owner(store)
+    s, _, a = await _waiting(store, owner.id)
+    before = len(await store.read_events(s.id))
+    await store.request_cancel(owner.id, s.id)
+    (settled,) = await store.approvals(s.id)
+    assert (settled.id, settled.decision, settled.reason, settled.cancelled) == (
+        a.id, Decision.DENY, "cancelled", True)
+    assert settled.decided_at is not None and not settled.always
+    # The cancel's own end is the event that settles it: no approval_decided, which would
+    # open a run on the surfaces that carry a run on at a decision.
+    assert (await event_types(store, s.id))[before:] == ["session_end"]
+    with pytest.raises(ApprovalConflict) as refused:
+        await store.decide_approval(owner.id, s.id, a.id, "deny")
+    assert refused.value.details == {"decision": "deny", "reason": "cancelled"}
+
+    await store.post_message(owner.id, s.id, "never mind, hi")
+    c = await claim_one(store, "w2")
+    assert c.lease is not None and c.reason.value == "follow_up"
+    # Asking again for the settled call is refused in the database's terms, never a raw
+    # unique violation; a new call (a new id) gets a new approval.
+    with pytest.raises(ApprovalConflict):
+        await store.await_approval(c.lease, _request())
+    again = await store.await_approval(c.lease, _request("call_2"))
+    assert again is not None and again.pending and again.id != a.id
+    assert [x.call_id for x in await store.approvals(s.id)] == ["call_1", "call_2"]
+    await assert_gapless(store, owner.id, s.id)
+
+
+async def test_a_delete_while_waiting_settles_the_approval_too(store):
+    owner = await new_owner(store)
+    s, _, a = await _waiting(store, owner.id)
+    await store.delete_session(owner.id, s.id)
+    (settled,) = await store.approvals(s.id)
+    assert settled.cancelled and settled.id == a.id
+
+
+async def test_asking_again_for_a_pending_call_reuses_its_approval(store):
+    """A database written before cancels settled approvals: a session cancelled while it
+    waited still has the pending row. The follow-up's run asks again for that call and gets
+    the same approval back, once, instead of a unique violation."""
+    owner = await new_owner(store)
+    s, _, a = await _waiting(store, owner.id)
+    await store.request_cancel(owner.id, s.id)
+
+    async def unsettle(tx, st):
+        await tx.execute(store.q.dynamic(
+            "test_unsettle", "UPDATE approvals SET decision = NULL, reason = NULL, "
+            "decided_at = NULL WHERE session_id = :sid"), {"sid": s.id})
+
+    await store._write(unsettle)
+    await store.post_message(owner.id, s.id, "go on")
+    c = await claim_one(store, "w2")
+    assert c.lease is not None
+    again = await store.await_approval(c.lease, _request())
+    assert again is not None and (again.id, again.pending) == (a.id, True)
+    assert again.fence == c.lease.fence, "the claim after the decision must see it fresh"
+    assert [x.id for x in await store.approvals(s.id)] == [a.id]
+    got = await store.load_session(s.id)
+    assert (got.status, got.attention, got.lease_worker) == (Status.RUNNING, "approval", None)
+    asked = [e for e in await store.read_events(s.id) if e.type == "approval_requested"]
+    assert [e.data["approval_id"] for e in asked] == [a.id, a.id]
+    done = await store.decide_approval(owner.id, s.id, a.id, "approve")
+    assert done.decision is Decision.APPROVE
 
 
 async def test_a_cancel_asked_before_the_wait_ends_the_session_instead(store):

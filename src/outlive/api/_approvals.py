@@ -42,7 +42,8 @@ class ApprovalOut(BaseModel):
     requested_at: datetime
     expires_at: datetime
     decision: Literal["approve", "deny"] | None = Field(
-        description="None while pending; an expired approval is `deny` with reason `expired`.")
+        description="None while pending; an expired approval is `deny` with reason `expired`, "
+                    "one cancelled with its session `deny` with reason `cancelled`.")
     reason: str | None
     always: bool
     decided_at: datetime | None

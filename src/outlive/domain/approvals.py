@@ -16,6 +16,7 @@ from typing import Any
 from .errors import Conflict
 
 __all__ = [
+    "CANCELLED",
     "EXPIRED",
     "Approval",
     "ApprovalConflict",
@@ -28,6 +29,10 @@ __all__ = [
 
 EXPIRED = "expired"
 """The reason of a denial the expiry sweep wrote: nobody decided in time."""
+
+CANCELLED = "cancelled"
+"""The reason of a denial a cancel (or a delete) wrote: the session ended while the call
+waited, so the call never runs and nobody can decide it any more."""
 
 
 class Decision(enum.StrEnum):
@@ -73,6 +78,11 @@ class Approval:
     def pending(self) -> bool:
         return self.decision is None
 
+    @property
+    def cancelled(self) -> bool:
+        """Settled by a cancel of the session while it waited, not by a person."""
+        return self.decision is Decision.DENY and self.reason == CANCELLED
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "approval_id": self.id,
@@ -104,6 +114,9 @@ def denial_error(reason: str | None) -> dict[str, Any]:
     text = "a person denied this tool call"
     if reason == EXPIRED:
         text = "nobody approved this tool call in time (expired)"
+    elif reason == CANCELLED:
+        text = ("this tool call did not run: the session was cancelled while it waited for "
+                "approval")
     elif reason:
         text = f"{text}: {reason}"
     return {"message": text, "retryable": False, "value": {"denied": True, "reason": reason}}

@@ -36,6 +36,9 @@ class Verdict(enum.Enum):
     """Do not run it: the model gets a denial result."""
     REPAIR = "repair"
     """Approved, but a crashed run may have started it: repair it like any dangling call."""
+    CANCEL = "cancel"
+    """The session was cancelled while the call waited: it never runs, and neither do the
+    calls after it in the same answer (the run had stopped before them)."""
 
 
 class Ruling(NamedTuple):
@@ -79,15 +82,30 @@ class ApprovalGate:
             for a in await self._load():
                 if a.call_id != call.call_id:
                     continue
+                if a.cancelled:
+                    return Ruling(Verdict.CANCEL, a.reason)
                 if a.decision is Decision.DENY:
                     return Ruling(Verdict.DENY, a.reason)
                 if a.decision is Decision.APPROVE:
                     return Ruling(Verdict.RUN if a.fence + 1 == self.fence else Verdict.REPAIR)
-                return Ruling(Verdict.ASK)  # pragma: no cover - a waiting session is not claimed
+                # Still pending, yet the session was claimed: it ended while waiting before
+                # cancels settled approvals. Ask again; the store reuses the pending approval.
+                return Ruling(Verdict.ASK)
         ruling = await self._gated(call)
         if ruling.verdict is Verdict.RUN and fresh is False:
             return Ruling(Verdict.REPAIR)  # a crashed run may have started it
+        if ruling.verdict is Verdict.ASK and fresh is None:
+            return await self._new_call(call)
         return ruling
+
+    async def _new_call(self, call: ToolCall) -> Ruling:
+        """A call of a new answer that needs asking. A call id has one approval; a model that
+        reuses the id of a decided call gets a denial rather than someone else's decision."""
+        for a in await self._load():
+            if a.call_id == call.call_id and not a.pending:
+                return Ruling(Verdict.DENY, "the model reused the id of an earlier tool call; "
+                                            "call it again under a new id")
+        return Ruling(Verdict.ASK)
 
     async def _gated(self, call: ToolCall) -> Ruling:
         """A gated call never starts before a decision, so asking again is always safe."""

@@ -229,8 +229,13 @@ class Run:
     async def _resume_calls(self, calls: Sequence[ToolCall]) -> None:
         """The dangling calls of the last answer, in order: see `ApprovalGate.rule`."""
         fresh = await self.gate.fresh(calls)
-        for tc in calls:
+        for i, tc in enumerate(calls):
             ruling = await self.gate.rule(tc, fresh=fresh)
+            if ruling.verdict is Verdict.CANCEL:
+                # As a cancel mid-tool settles it: the model learns the call did not run.
+                entry, event = denial(tc, ruling.reason)
+                self.writes.hold([entry, *never_started(list(calls[i + 1 :]))], [event])
+                return
             if ruling.verdict is Verdict.ASK:
                 await self._await_approval(tc)
             elif ruling.verdict is Verdict.DENY:

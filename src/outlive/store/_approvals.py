@@ -68,14 +68,7 @@ class ApprovalOps(RunOps):
                 await self._consume_inputs(tx, lease.session_id)
                 st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
                 return None
-            await tx.execute(self.q.insert_approval, {
-                "id": request.id, "sid": lease.session_id, "call_id": request.call_id,
-                "tool": request.tool, "args": self.d.json(request.args), "fence": lease.fence,
-                "ttl": request.ttl,
-            })
-            approval = self._to_approval(
-                (await tx.fetch(self.q.approval_by_id,
-                                {"id": request.id, "sid": lease.session_id}))[0])
+            approval = await self._approval_for(tx, lease, request)
             await self._apply(tx, row, out.state, attention="approval")
             requested = NewEvent("approval_requested", {
                 "approval_id": approval.id, "call_id": approval.call_id, "tool": approval.tool,
@@ -90,13 +83,36 @@ class ApprovalOps(RunOps):
 
         return await self._write(op)
 
+    async def _approval_for(self, tx: Tx, lease: Lease, request: ApprovalRequest) -> Approval:
+        """The approval `request`'s call waits on: a new one, or the pending one a run asked
+        for before (a call id has one approval, so asking again reuses it). A call already
+        decided is never asked again: the run rules on the decision instead."""
+        key = {"sid": lease.session_id, "call_id": request.call_id}
+        found = await tx.fetch(self.q.approval_by_call, key)
+        if not found:
+            await tx.execute(self.q.insert_approval, {
+                **key, "id": request.id, "tool": request.tool,
+                "args": self.d.json(request.args), "fence": lease.fence, "ttl": request.ttl,
+            })
+        else:  # the claim after the decision must know the call cannot have started
+            await tx.execute(self.q.reask_approval, {"id": found[0]["id"], "fence": lease.fence})
+        found = await tx.fetch(self.q.approval_by_call, key)
+        approval = self._to_approval(found[0])
+        if approval.decision is not None:
+            raise ApprovalConflict(
+                f"tool call {request.call_id} was already decided: {approval.decision.value}",
+                decision=approval.decision.value, reason=approval.reason,
+            )
+        return approval
+
     async def decide_approval(
         self, owner_id: str, session_id: str, approval_id: str, decision: Decision | str, *,
         reason: str | None = None, always: bool = False,
     ) -> Approval:
         """A person's decision. The approval must be on that session of that owner (else
         `NotFound`, the same for a foreign one as for a missing one). A repeat of the
-        decision already made returns it unchanged; the other decision is `ApprovalConflict`."""
+        decision already made returns it unchanged; the other decision is `ApprovalConflict`,
+        and so is any decision on an approval a cancel settled."""
         try:
             wanted = Decision(decision)
         except ValueError:
@@ -119,6 +135,11 @@ class ApprovalOps(RunOps):
             raise NotFound(f"approval {approval_id} not found")
         current = self._to_approval(found[0])
         if current.decision is not None:
+            if current.cancelled:  # nobody decided it: the session ended while it waited
+                raise ApprovalConflict(
+                    f"approval {approval_id} was cancelled with its session's run",
+                    decision=Decision.DENY.value, reason=current.reason,
+                )
             if current.decision is decision:
                 return current
             raise ApprovalConflict(

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
+from ..domain.approvals import CANCELLED
 from ..domain.errors import LeaseLost, NotFound
 from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
 from ..domain.status import Action, LeaseState, Lifecycle, transition
@@ -368,6 +369,14 @@ class StoreCore(abc.ABC):
             return True
         await self._consume_inputs(tx, row["id"])
         return False
+
+    async def _cancel_approval(self, tx: Tx, row: Row) -> None:
+        """A session that ends while it waits on an approval settles it (a denial with reason
+        `cancelled`): nobody can decide it later, and a follow-up's run tells the model the
+        call did not run instead of asking again."""
+        if row["attention"] == "approval":
+            await tx.execute(self.q.cancel_pending_approvals,
+                             {"sid": row["id"], "reason": CANCELLED})
 
     async def _consume_inputs(self, tx: Tx, session_id: str) -> None:
         """Messages waiting when a session is cancelled were cancelled with it."""

@@ -186,6 +186,7 @@ class SessionOps(StoreCore):
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted",
                                        dropped=await self._dropped_inputs(tx, row))
                 await self._consume_inputs(tx, session_id)
+                await self._cancel_approval(tx, row)
             await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                       cancel=aborts_run(row, out.state))
@@ -206,6 +207,7 @@ class SessionOps(StoreCore):
                     await self._end_events(tx, row, Status.CANCELLED, None, reason,
                                            dropped=await self._dropped_inputs(tx, row))
                     await self._consume_inputs(tx, session_id)
+                    await self._cancel_approval(tx, row)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                           cancel=aborts_run(row, out.state))
             return to_session(self.d, await self._locked(tx, session_id, None))

@@ -54,9 +54,11 @@ async def answer_approval(ctx: ApiContext, owner_id: str, previous_response_id: 
     check_same_model(ctx.catalog, model, session)
     approval = await _approval(ctx, session, answer, previous)
     wanted = Decision.APPROVE if answer.approve else Decision.DENY
+    if approval.cancelled:
+        raise _not_pending(answer, "cancelled")
     if approval.pending:
         if not _waiting(session):
-            raise _not_pending(answer, session)
+            raise _not_pending(answer, session.status.value)
         if text is not None:
             await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.STEER,
                                          client_request_id=f"openai:{approval.id}")
@@ -75,7 +77,7 @@ async def answer_approval(ctx: ApiContext, owner_id: str, previous_response_id: 
     except NotFound:
         raise _unknown(answer, previous) from None
     except IllegalTransition:
-        raise _not_pending(answer, session) from None
+        raise _not_pending(answer, session.status.value) from None
     seq = await decision_seq(ctx, session.id, approval.id, after=previous.last_seq)
     if seq is None:  # pragma: no cover - the decision wrote it
         raise _unknown(answer, previous)
@@ -85,13 +87,14 @@ async def answer_approval(ctx: ApiContext, owner_id: str, previous_response_id: 
 async def refuse_unanswered(ctx: ApiContext, owner_id: str, previous: ResponseFeed) -> None:
     """A plain follow-up to a response that ended asking for an approval: refused while the
     run waits (answer it first), and once it is decided (a newer response carries the run
-    on). Only a run that ended undecided (cancelled while it waited) can be followed up."""
+    on). Only a run cancelled while it waited (its approval settled `cancelled`, or left
+    undecided by an older server) can be followed up."""
     approval_id = previous.projection.awaiting
     assert approval_id is not None
     session = await ctx.store.get_session(owner_id, previous.ref.session_id)
     approvals = {a.id: a for a in await ctx.store.approvals(session.id)}
     found = approvals.get(approval_id)
-    if found is not None and not found.pending:
+    if found is not None and not found.pending and not found.cancelled:
         raise bad_request(
             f"Response '{previous.ref.id}' is not the newest of its conversation: its approval "
             "request was decided, and the response that opened at the decision carries the run "
@@ -123,7 +126,7 @@ def _unknown(answer: ApprovalAnswer, previous: ResponseFeed) -> OpenAIError:
         param=PARAM, code="approval_request_not_found")
 
 
-def _not_pending(answer: ApprovalAnswer, session: Session) -> OpenAIError:
+def _not_pending(answer: ApprovalAnswer, ended: str) -> OpenAIError:
     return bad_request(
         f"Approval request '{answer.approval_id}' can no longer be decided: its run ended "
-        f"({session.status.value}) before anyone decided.", PARAM, "approval_not_pending")
+        f"({ended}) before anyone decided.", PARAM, "approval_not_pending")

@@ -7,6 +7,19 @@ VALUES (:id, :sid, :call_id, :tool, :args, :fence, {now}, {now} + {secs(:ttl)})
 -- name: approval_by_id
 SELECT * FROM approvals WHERE id = :id AND session_id = :sid
 
+-- name: approval_by_call
+SELECT * FROM approvals WHERE session_id = :sid AND call_id = :call_id
+
+-- name: reask_approval
+-- A run asks again for a call whose approval is still pending: it is now the asking run.
+UPDATE approvals SET fence = :fence WHERE id = :id AND decision IS NULL
+
+-- name: cancel_pending_approvals
+-- A session cancelled (or deleted) while it waited: its approval settles as a denial with
+-- reason `cancelled`, so nothing can decide it later and the next run does not ask again.
+UPDATE approvals SET decision = 'deny', reason = :reason, decided_at = {now}
+WHERE session_id = :sid AND decision IS NULL
+
 -- name: approvals_of_session
 SELECT * FROM approvals WHERE session_id = :sid ORDER BY requested_at, id
 
