@@ -382,7 +382,9 @@ function currentStatus() {
   return status;
 }
 
-function setNotice(text, kind = "info") {
+/** `tag` names what the notice is about, so it can go when that is over ("cancelling"). */
+function setNotice(text, kind = "info", tag = "") {
+  app.noticeTag = text ? tag : "";
   setText(els.notice, text);
   els.notice.dataset.kind = kind;
   show(els.notice, Boolean(text));
@@ -427,7 +429,7 @@ function renderSession() {
   if (!state) return;
   const scroller = els.scroller;
   const nearBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
-  transcript.render(state);
+  transcript.render(state, app.feed ? app.feed.times : null);
   if (nearBottom) scroller.scrollTop = scroller.scrollHeight;
 
   const q = state.question;
@@ -457,7 +459,11 @@ function renderSession() {
       );
     }
   }
-  els.cancel.classList.toggle("muted-button", TERMINAL.has(status));
+  // A finished session has nothing to cancel; "Cancel requested" is over once it finished.
+  const finished = TERMINAL.has(status);
+  els.cancel.classList.toggle("muted-button", finished);
+  if (els.cancel.disabled !== finished) els.cancel.disabled = finished;
+  if (finished && app.noticeTag === "cancelling") setNotice("");
   const cancelling = Boolean(app.cancels && id && app.cancels.pending(id));
   setText(els.cancel, cancelling ? "Cancelling…" : "Cancel run");
   els.cancel.dataset.cancelling = cancelling ? "true" : "false";
@@ -553,10 +559,9 @@ function cancelAnswered(id, status, alreadyTerminal) {
     app.statusOverride = status || null;
     setNotice(status ? `Nothing to cancel: the session already ${status}.` : "Nothing to cancel.");
   } else {
-    setNotice(
-      TERMINAL.has(status) ? `Session ${status}.` : "Cancel requested; stopping the run…",
-      "info",
-    );
+    // Already over (the status pill says so): no notice; else one until the run stops.
+    setNotice(TERMINAL.has(status) ? "" : "Cancel requested; stopping the run…", "info",
+      "cancelling");
   }
   scheduleRender();
 }

@@ -1,0 +1,182 @@
+"""The details of a transcript, in Chromium against a real server: every message shows when
+it was sent (live and after a reload, which rebuilds it from the snapshot), Cancel asks
+nothing and is disabled once the session has finished, an interrupted tool card keeps its
+last progress line and its real duration, and the tab title counts the sessions that need
+the person."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from tests.support.browser import LOOP, Browser, Stack, StackFactory, require_browser
+
+require_browser()
+pytestmark = LOOP
+
+from playwright.async_api import Page, expect  # noqa: E402
+
+from tests.support.pages import (  # noqa: E402
+    TIMEOUT_MS,
+    create_via_api,
+    create_via_form,
+    expect_status,
+    login,
+)
+
+SHORT_TIME = re.compile(r"^\d{1,2}:\d{2}( [AP]M)?$")
+DURATION = re.compile(r"^(\d+ ms|\d+\.\d s|\d+ min \d+ s)$")
+
+
+async def stored_events(stack: Stack, key: str, sid: str) -> list[dict[str, Any]]:
+    async with stack.client(key) as c:
+        r = await c.get(f"/v1/sessions/{sid}/events", params={"limit": 1000},
+                        headers={"Accept": "application/json"})
+        assert r.status_code == 200, r.text
+        events: list[dict[str, Any]] = r.json()["events"]
+        return events
+
+
+def same_instant(a: str | None, b: str) -> bool:
+    assert a, "the item has a time"
+    return datetime.fromisoformat(a.replace("Z", "+00:00")) == datetime.fromisoformat(
+        b.replace("Z", "+00:00"))
+
+
+async def check_times(page: Page, events: list[dict[str, Any]]) -> None:
+    """Each user message, answer and tool card shows the time of the event that began it."""
+    user_ts = {e["seq"]: e["ts"] for e in events if e["type"] == "user_message"}
+    turn_ts = {e["data"]["message_id"]: e["ts"] for e in events if e["type"] == "turn_start"}
+    tool_ts = {e["data"]["call_id"]: e["ts"] for e in events if e["type"] == "tool_start"}
+    checked = 0
+    for testid, attr, want in (("msg-user", "data-seq", user_ts),
+                               ("msg-assistant", "data-message-id", turn_ts),
+                               ("tool-card", "data-call-id", tool_ts)):
+        nodes = page.get_by_test_id(testid)
+        assert await nodes.count() == len(want) > 0, testid
+        for node in await nodes.all():
+            key: Any = await node.get_attribute(attr)
+            time = node.get_by_test_id("msg-time").first
+            await expect(time).to_be_visible()
+            await expect(time).to_have_text(SHORT_TIME)
+            assert same_instant(await time.get_attribute("datetime"),
+                                want[int(key) if attr == "data-seq" else key])
+            assert str(datetime.now().year) in (await time.get_attribute("title") or "")
+            checked += 1
+    assert checked >= 3
+
+
+async def test_every_message_shows_when_it_was_sent(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    stack = await stacks(speed=20)
+    key = await stack.new_key("alice")
+    page, _ = await browser.new_page()
+    await login(page, stack, key)
+    sid = await create_via_form(page, "please fail a tool")
+    await expect_status(page, "succeeded")
+    await page.get_by_test_id("composer-text").fill("and once more")
+    await page.get_by_test_id("send").click()
+    await expect(page.get_by_test_id("msg-user")).to_have_count(2)
+    await expect_status(page, "succeeded")
+    await expect(page.get_by_test_id("msg-assistant").last).to_have_attribute(
+        "data-status", "complete")
+    events = await stored_events(stack, key, sid)
+    await check_times(page, events)  # seen live
+    await page.reload()
+    await expect_status(page, "succeeded")
+    await expect(page.get_by_test_id("msg-user")).to_have_count(2)
+    await check_times(page, events)  # rebuilt from the snapshot's times
+
+
+async def test_cancel_asks_nothing_clears_its_notice_and_keeps_the_tool_card(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    stack = await stacks(speed=3)
+    key = await stack.new_key("alice")
+    page, _ = await browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: dialogs.append(d.message))
+    await login(page, stack, key)
+    await create_via_form(page, "run long")
+    card = page.get_by_test_id("tool-card").first
+    progress = card.get_by_test_id("tool-progress")
+    await expect(progress).to_contain_text("step 2", timeout=TIMEOUT_MS)
+    await page.evaluate("""() => {
+      window.noticesSeen = [];
+      const n = document.getElementById('notice');
+      new MutationObserver(() => window.noticesSeen.push(n.textContent))
+        .observe(n, {childList: true, characterData: true, subtree: true});
+    }""")
+    cancel = page.get_by_test_id("cancel")
+    await expect(cancel).to_be_enabled()
+    await cancel.click()
+    await expect_status(page, "cancelled")
+    assert dialogs == [], "Cancel asks no confirmation"
+    await expect(cancel).to_be_disabled()
+    notice = page.get_by_test_id("notice")
+    await expect(notice).to_be_hidden()
+    seen = await page.evaluate("() => window.noticesSeen")
+    assert any("Cancel requested" in s for s in seen), seen
+
+    await expect(card).to_have_attribute("data-status", "interrupted")
+    await expect(progress).to_be_visible()
+    await expect(progress).to_contain_text("gathering material: step")
+    duration = card.get_by_test_id("tool-duration")
+    await expect(duration).to_have_text(DURATION)
+    assert await duration.text_content() != "0 ms"
+
+    # Opened again (a finished session): still disabled, no notice.
+    await page.reload()
+    await expect_status(page, "cancelled")
+    await expect(cancel).to_be_disabled()
+    await expect(notice).to_be_hidden()
+    await expect(card).to_have_attribute("data-status", "interrupted")
+    await expect(progress).to_contain_text("gathering material: step")
+
+
+async def test_a_tool_cut_off_by_a_crash_shows_how_long_it_ran(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    stack = await stacks(speed=3, lease_ttl=1.5, heartbeat_interval=0.3)
+    key = await stack.new_key("alice")
+    sid = await create_via_api(stack, key, "run long while the worker dies")
+    page, _ = await browser.new_page()
+    await login(page, stack, key, hash_=f"#/s/{sid}")
+    card = page.get_by_test_id("tool-card").first
+    progress = card.get_by_test_id("tool-progress")
+    await expect(progress).to_contain_text("step 2", timeout=TIMEOUT_MS)
+    await stack.crash_worker()
+    await stack.start_worker()
+    await expect(page.locator("[data-testid=marker][data-type=resumed]")).to_have_attribute(
+        "data-reason", "crash", timeout=TIMEOUT_MS)
+    await expect(card).to_have_attribute("data-status", "interrupted")
+    await expect(progress).to_contain_text("gathering material: step")
+    kept = await progress.text_content()
+    duration = card.get_by_test_id("tool-duration")
+    await expect(duration).to_have_text(DURATION)
+    shown = await duration.text_content()
+    assert shown != "0 ms"
+
+    # The same after a reload: the times come with the snapshot.
+    await page.reload()
+    await expect(card).to_have_attribute("data-status", "interrupted")
+    await expect(progress).to_have_text(kept or "")
+    await expect(duration).to_have_text(shown or "")
+
+
+async def test_the_tab_title_counts_the_sessions_that_need_you(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    stack = await stacks(speed=20)
+    key = await stack.new_key("alice")
+    page, _ = await browser.new_page()
+    await login(page, stack, key)
+    await expect(page).to_have_title("New session · outlive")
+    asked = await create_via_api(stack, key, "ask me", title="Plan the offsite")
+    await expect(page).to_have_title("(1) New session · outlive", timeout=TIMEOUT_MS)
+    async with stack.client(key) as c:
+        r = await c.post(f"/v1/sessions/{asked}/messages", json={"text": "blue"})
+        assert r.status_code == 202, r.text
+    await expect(page).to_have_title("New session · outlive", timeout=TIMEOUT_MS)
