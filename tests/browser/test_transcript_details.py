@@ -180,3 +180,54 @@ async def test_the_tab_title_counts_the_sessions_that_need_you(
         r = await c.post(f"/v1/sessions/{asked}/messages", json={"text": "blue"})
         assert r.status_code == 202, r.text
     await expect(page).to_have_title("New session · outlive", timeout=TIMEOUT_MS)
+
+
+ITEM_TIMES_JS = """async () => {
+  const {ItemTimes} = await import('/web/item_times.js');
+  const {shortTime} = await import('/web/time.js');
+  const at = (s) => `2026-03-03T10:00:${String(s).padStart(2, '0')}Z`;
+  const t = new ItemTimes();
+  t.reset([
+    [1, at(0), 'user_message', null, 0],
+    [2, at(1), 'turn_start', 'm1', 1],
+    [3, at(2), 'tool_start', 'c1', 1],
+    [4, at(5), 'tool_progress', 'c1', 1],
+    [5, at(30), 'session_resumed', null, 2],   // a crash: attempt 1 was last heard of at 5 s
+    [6, at(31), 'tool_end', 'c1', 2],          // ... and its repair comes later still
+  ]);
+  const out = {
+    user: t.startOf({kind: 'user', seq: 1}),
+    message: t.startOf({kind: 'assistant', message_id: 'm1'}),
+    crashed: t.toolSpan('c1'),
+    unknown: [t.startOf({kind: 'user', seq: 99}), t.toolSpan('nope')],
+  };
+  // Live events: a call cancelled in its own attempt ends at the session_end.
+  t.note({seq: 7, ts: at(40), type: 'tool_start', data: {call_id: 'c2'}, attempt: 2});
+  out.running = t.toolSpan('c2');
+  t.note({seq: 8, ts: at(43), type: 'session_end', data: {status: 'cancelled'}, attempt: 2});
+  out.cancelled = t.toolSpan('c2');
+  out.tool = t.startOf({kind: 'tool', call_id: 'c2'});
+  const now = new Date(2026, 2, 3, 18, 0);
+  out.today = shortTime(new Date(2026, 2, 3, 9, 5).toISOString(), now);
+  out.otherDay = shortTime(new Date(2026, 1, 27, 9, 5).toISOString(), now);
+  out.bad = shortTime('nonsense', now);
+  return out;
+}"""
+
+
+async def test_item_times_date_items_and_time_interrupted_calls(
+    browser: Browser, static_origin: str
+) -> None:
+    page, _ = await browser.new_page()
+    await page.goto(static_origin + "/web/style.css")
+    out = await page.evaluate(ITEM_TIMES_JS)
+    assert out["user"] == "2026-03-03T10:00:00Z"
+    assert out["message"] == "2026-03-03T10:00:01Z"
+    assert out["crashed"] == 3000  # start to the last sign of life, not to the repair
+    assert out["unknown"] == ["", None]
+    assert out["running"] is None
+    assert out["cancelled"] == 3000
+    assert out["tool"] == "2026-03-03T10:00:40Z"
+    assert SHORT_TIME.match(out["today"]) and "," not in out["today"]
+    assert "," in out["otherDay"] and SHORT_TIME.match(out["otherDay"].split(", ")[-1])
+    assert out["bad"] == ""
