@@ -10,6 +10,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from outlive.domain.model import NewEvent
 from tests.support.browser import LOOP, Browser, Stack, StackFactory, require_browser
 
 require_browser()
@@ -25,6 +26,8 @@ from tests.support.pages import (  # noqa: E402
     login,
 )
 
+PNG_2X1 = ("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4zwAE/wEHAAH/4iOeWQAAAABJRU5E"
+           "rkJggg==")
 SHORT_TIME = re.compile(r"^\d{1,2}:\d{2}( [AP]M)?$")
 DURATION = re.compile(r"^(\d+ ms|\d+\.\d s|\d+ min \d+ s)$")
 
@@ -231,3 +234,53 @@ async def test_item_times_date_items_and_time_interrupted_calls(
     assert SHORT_TIME.match(out["today"]) and "," not in out["today"]
     assert "," in out["otherDay"] and SHORT_TIME.match(out["otherDay"].split(", ")[-1])
     assert out["bad"] == ""
+
+
+async def test_an_mcp_result_shows_its_text_and_images_not_json(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    """What an MCP tool returned (outlive/mcp/results.py) reads as text and pictures; a picture
+    that is not a raster image is named, not shown; markup in its text stays text."""
+    stack = await stacks(speed=20)
+    key = await stack.new_key("alice")
+    sid = await create_via_api(stack, key, "hello there")
+    await stack.wait_settled(key, sid)
+    mcp = {
+        "text": "<img src=x onerror=alert(1)> first line\nsecond line",
+        "content": [
+            {"type": "image", "mime_type": "image/png", "data": PNG_2X1},
+            {"type": "image", "mime_type": "image/svg+xml", "data": "PHN2Zy8+"},
+            {"type": "image", "mime_type": "image/png", "bytes": 90000, "note": "too large"},
+            {"type": "resource_link", "uri": "file:///tmp/notes.txt", "name": "notes.txt",
+             "mime_type": None},
+        ],
+        "structured": {"rows": 2},
+    }
+    await stack.store.append_events(sid, [
+        NewEvent("tool_start", {"call_id": "m1", "tool": "mcp__files__shot", "arguments": {}}),
+        NewEvent("tool_end", {"call_id": "m1", "ok": True, "duration_ms": 12, "result": mcp}),
+        NewEvent("tool_start", {"call_id": "p1", "tool": "plain", "arguments": {}}),
+        NewEvent("tool_end", {"call_id": "p1", "ok": True, "duration_ms": 3,
+                              "result": {"answer": 42}}),
+    ])
+    page, _ = await browser.new_page()
+    await login(page, stack, key, hash_=f"#/s/{sid}")
+    card = page.locator("[data-testid=tool-card][data-call-id=m1]")
+    await expect(card).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)
+    await card.locator("summary.tool-outcome-label").click()
+    outcome = card.get_by_test_id("tool-outcome")
+    text = await outcome.text_content() or ""
+    assert text.startswith("<img src=x onerror=alert(1)> first line\nsecond line")
+    for shown in ("[image, image/svg+xml: not shown]", "90000 bytes: not stored",
+                  "→ notes.txt (file:///tmp/notes.txt)", '"rows": 2'):
+        assert shown in text, (shown, text)
+    assert '"type"' not in text and PNG_2X1 not in text
+    image = card.get_by_test_id("tool-image")
+    await expect(image).to_have_count(1)
+    await expect(image).to_be_visible()
+    assert await image.evaluate("(i) => i.complete && i.naturalWidth") == 2  # decoded under CSP
+    assert await page.locator("img[src=x]").count() == 0
+
+    plain = page.locator("[data-testid=tool-card][data-call-id=p1]")
+    await expect(plain.get_by_test_id("tool-outcome")).to_have_text('{\n  "answer": 42\n}')
+    await expect(plain.get_by_test_id("tool-media")).to_be_hidden()

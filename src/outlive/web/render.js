@@ -7,6 +7,7 @@
 
 import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
+import { showResult } from "./tool_result.js";
 import { fullTime, relativeTime, shortTime } from "./time.js";
 import { toneOf } from "./watcher.js";
 
@@ -142,6 +143,7 @@ function createTool() {
       { class: "tool-outcome", hidden: true },
       h("summary", { class: "tool-outcome-label" }),
       h("pre", { class: "tool-outcome-text", "data-testid": "tool-outcome" }),
+      h("div", { class: "tool-media", "data-testid": "tool-media", hidden: true }),
     ),
   );
 }
@@ -172,14 +174,15 @@ function updateTool(node, item, times) {
   const outcome = node.querySelector(".tool-outcome");
   const label = node.querySelector(".tool-outcome-label");
   const text = node.querySelector(".tool-outcome-text");
+  const media = node.querySelector(".tool-media");
   if (item.status === "done") {
     outcome.hidden = false;
     setText(label, "Result");
-    setText(text, pretty(item.result));
+    showResult(text, media, item.result); // an MCP result as text and images
   } else if (item.status === "error" || item.status === "interrupted") {
     outcome.hidden = false;
     setText(label, item.status === "interrupted" ? "Interrupted" : "Error");
-    setText(text, pretty(item.error ?? "interrupted"));
+    showResult(text, media, pretty(item.error ?? "interrupted"));
     outcome.open = true;
   } else {
     outcome.hidden = true;
