@@ -85,7 +85,8 @@ async def test_the_snapshot_dates_every_event_but_the_text_deltas(api: Api):
     turn = next(t for t in times if t[2] == "turn_start")
     assert turn[3] == next(e.data["message_id"] for e in kept if e.type == "turn_start")
     first = kept[0]
-    assert times[0][1] == json.loads(to_json(event_json(first)))["ts"] and times[0][4] == first.attempt
+    assert times[0][1] == json.loads(to_json(event_json(first)))["ts"]
+    assert times[0][4] == first.attempt
 
 
 async def test_cursor_replays_then_caught_up(api: Api):

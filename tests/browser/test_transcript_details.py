@@ -26,8 +26,8 @@ from tests.support.pages import (  # noqa: E402
     login,
 )
 
-PNG_2X1 = ("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4zwAE/wEHAAH/4iOeWQAAAABJRU5E"
-           "rkJggg==")
+PNG_2X1 = ("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4zwAE/wEHAAH/"
+           "4iOeWQAAAABJRU5ErkJggg==")
 SHORT_TIME = re.compile(r"^\d{1,2}:\d{2}( [AP]M)?$")
 DURATION = re.compile(r"^(\d+ ms|\d+\.\d s|\d+ min \d+ s)$")
 

@@ -5,12 +5,12 @@ Session stream (docs/architecture.md §6), in order:
 1. `attached {last_seq, status}` (no `id:`);
 2. with no cursor, `snapshot {seq, state, times}` with `id: seq` (`times`: one
    `[seq, ts, type, id, attempt]` per event up to `seq` but the text deltas, `id` being its
-   `message_id` or `call_id`, so a page can date the transcript's items); with a cursor ahead of `last_seq`,
-   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
-   compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
-   "compacted", last_seq}` and the snapshot at `compacted_through`, whose tail follows; with
-   one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync {reason:
-   "too_far_behind"}` and the snapshot;
+   `message_id` or `call_id`, so a page can date the transcript's items); with a cursor
+   ahead of `last_seq`, `resync {reason: "cursor_ahead", last_seq}` and then that snapshot;
+   with a cursor inside the compacted range (below `compacted_through`, docs/retention.md),
+   `resync {reason: "compacted", last_seq}` and the snapshot at `compacted_through`, whose
+   tail follows; with one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync
+   {reason: "too_far_behind"}` and the snapshot;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
