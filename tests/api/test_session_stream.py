@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic_core import to_json
 
 from outlive.api import ApiSettings, _sse
+from outlive.api._schemas import event_json
 from outlive.domain.model import NewEvent
 from outlive.domain.reducer import fold
 from tests.support.api import METRICS_AUTH, METRICS_TOKEN, Api, Frame, sse
@@ -62,6 +64,29 @@ async def test_no_cursor_attached_snapshot_caught_up_then_live(api: Api):
             assert f.id == str(f.data["seq"]) and f.event == f.data["type"]
         stored = await api.store.read_events(s["id"], after=last)
         assert frames_json(live) == stored_json(stored)
+
+
+async def test_the_snapshot_dates_every_event_but_the_text_deltas(api: Api):
+    """The page shows when each message was sent: the snapshot carries `times` for the events
+    it folded (the state itself has none), the deltas left out."""
+    s = await api.create("please fail a tool")
+    await api.wait_status(s["id"], "succeeded")
+    stored = await api.store.read_events(s["id"])
+    async with sse(api.client, f"/v1/sessions/{s['id']}/events") as st:
+        await st.next()
+        snap = await st.next()
+    kept = [e for e in stored if e.type not in ("text_delta", "thinking_delta")]
+    assert len(kept) < len(stored), "the run streamed text"
+    times = snap.data["times"]
+    assert [t[0] for t in times] == [e.seq for e in kept]
+    assert [t[2] for t in times] == [e.type for e in kept]
+    tool = next(t for t in times if t[2] == "tool_start")
+    assert tool[3] == next(e.data["call_id"] for e in kept if e.type == "tool_start")
+    turn = next(t for t in times if t[2] == "turn_start")
+    assert turn[3] == next(e.data["message_id"] for e in kept if e.type == "turn_start")
+    first = kept[0]
+    assert times[0][1] == json.loads(to_json(event_json(first)))["ts"]
+    assert times[0][4] == first.attempt
 
 
 async def test_cursor_replays_then_caught_up(api: Api):

@@ -5,6 +5,8 @@ question answered by clicking one of its options in the one box left for answeri
 
 from __future__ import annotations
 
+import re
+
 from tests.support.browser import LOOP, Browser, StackFactory, require_browser
 
 require_browser()
@@ -53,8 +55,8 @@ async def test_rail_search_filter_dates_title_and_shortcuts(
     await expect(when).to_have_text("just now")
     assert "20" in (await when.get_attribute("title") or "")
 
-    # The tab says which session is open.
-    await expect(page).to_have_title("Plan the offsite · outlive")
+    # The tab says which session is open (and, in front, how many sessions need you).
+    await expect(page).to_have_title(re.compile(r"^(\(1\) )?Plan the offsite · outlive$"))
 
     # Search by title (case-insensitive), nothing found, Escape clears.
     search = page.get_by_test_id("rail-search")
@@ -77,6 +79,7 @@ async def test_rail_search_filter_dates_title_and_shortcuts(
 
     # One box for answering: the composer keeps only Cancel; an option click sends it.
     await expect(page.get_by_test_id("question")).to_be_visible(timeout=TIMEOUT_MS)
+    await expect(page).to_have_title("(1) Plan the offsite · outlive")
     await expect(page.get_by_test_id("composer-text")).to_be_hidden()
     await expect(page.get_by_test_id("send")).to_be_hidden()
     await expect(page.get_by_test_id("cancel")).to_be_visible()
@@ -88,6 +91,7 @@ async def test_rail_search_filter_dates_title_and_shortcuts(
         choice or "")
     await expect_status(page, "succeeded")
     await expect(page.get_by_test_id("composer-text")).to_be_visible()
+    await expect(page).to_have_title("Plan the offsite · outlive")
 
     # Keyboard: ↓/↑ walk the rail, "/" searches, "n" opens the form, Ctrl+Enter sends it.
     await page.locator("body").click(position={"x": 900, "y": 10})

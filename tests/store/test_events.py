@@ -52,6 +52,26 @@ async def test_fenced_appends_carry_the_lease_fence_and_attempt(store):
     assert stored[0].ts <= stored[1].ts
 
 
+async def test_landmarks_are_the_events_without_text_deltas_up_to_a_seq(store):
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt=None)
+    await store.append_events(s.id, [
+        NewEvent("turn_start", {"message_id": "m"}),
+        NewEvent("text_delta", {"message_id": "m", "text": "a"}),
+        NewEvent("thinking_delta", {"message_id": "m", "text": "b"}),
+        NewEvent("tool_start", {"call_id": "c"}),
+        NewEvent("tool_progress", {"call_id": "c", "message": "half"}),
+        NewEvent("tool_end", {"call_id": "c", "ok": True}),
+        NewEvent("message_end", {"message_id": "m"}),
+    ])
+    got = await store.read_landmarks(s.id, upto=6)
+    assert [(e.seq, e.type) for e in got] == [
+        (1, "turn_start"), (4, "tool_start"), (5, "tool_progress"), (6, "tool_end")
+    ]
+    assert got[0].ts <= got[-1].ts and got[1].data == {"call_id": "c"}
+    assert [e.seq for e in await store.read_landmarks(s.id, upto=100)][-1] == 7
+
+
 async def test_read_after_a_seq_in_pages(store):
     owner = await new_owner(store)
     s = await new_session(store, owner.id, prompt=None)

@@ -234,6 +234,13 @@ def event_json(e: Event) -> dict[str, Any]:
     }
 
 
+def landmark_json(e: Event) -> list[Any]:
+    """`[seq, ts, type, id, attempt]`: when an event happened and which item it belongs to (its
+    `message_id` or `call_id`), for the `times` of a snapshot frame."""
+    item = e.data.get("call_id", e.data.get("message_id")) if isinstance(e.data, dict) else None
+    return [e.seq, _utc(e.ts), e.type, item, e.attempt]
+
+
 def owner_event_json(e: OwnerEvent) -> dict[str, Any]:
     return {
         "id": e.id,

@@ -3,12 +3,14 @@
 Session stream (docs/architecture.md §6), in order:
 
 1. `attached {last_seq, status}` (no `id:`);
-2. with no cursor, `snapshot {seq, state}` with `id: seq`; with a cursor ahead of `last_seq`,
-   `resync {reason: "cursor_ahead", last_seq}` and then that snapshot; with a cursor inside the
-   compacted range (below `compacted_through`, docs/retention.md), `resync {reason:
-   "compacted", last_seq}` and the snapshot at `compacted_through`, whose tail follows; with
-   one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync {reason:
-   "too_far_behind"}` and the snapshot;
+2. with no cursor, `snapshot {seq, state, times}` with `id: seq` (`times`: one
+   `[seq, ts, type, id, attempt]` per event up to `seq` but the text deltas, `id` being its
+   `message_id` or `call_id`, so a page can date the transcript's items); with a cursor
+   ahead of `last_seq`, `resync {reason: "cursor_ahead", last_seq}` and then that snapshot;
+   with a cursor inside the compacted range (below `compacted_through`, docs/retention.md),
+   `resync {reason: "compacted", last_seq}` and the snapshot at `compacted_through`, whose
+   tail follows; with one more than `SESSION_REPLAY_LIMIT` (2,500) events behind, `resync
+   {reason: "too_far_behind"}` and the snapshot;
 3. every stored event after the cursor: `id: seq`, `event: type`,
    `data: {seq, ts, type, data, attempt, fence}`;
 4. `caught_up {replayed}` (no `id:`);
@@ -46,7 +48,7 @@ from starlette.types import Receive, Scope, Send
 from ..domain.model import TERMINAL, Event, OwnerEvent, Session
 from ._context import ApiContext
 from ._hub import Mailbox, StreamClosed
-from ._schemas import event_json, owner_event_json
+from ._schemas import event_json, landmark_json, owner_event_json
 
 __all__ = [
     "COMMENT_PING",
@@ -293,7 +295,8 @@ async def session_frames(
         # After a compaction the snapshot it left is the nearest exact state; the tail follows.
         upto = session.compacted_through if resync == "compacted" else session.last_seq
         seq, state = await ctx.snapshots.at(sid, upto)
-        yield frame("snapshot", {"seq": seq, "state": state}, seq)
+        times = [landmark_json(e) for e in await ctx.store.read_landmarks(sid, upto=seq)]
+        yield frame("snapshot", {"seq": seq, "state": state, "times": times}, seq)
         sent = seq
         terminal = state.get("status") in TERMINAL
     else:

@@ -46,6 +46,16 @@ class EventLogOps(StoreCore):
 
         return await self._read(op)
 
+    async def read_landmarks(self, session_id: str, *, upto: int) -> list[Event]:
+        """Events 1..upto without the text deltas: enough to date every transcript item
+        (the snapshot a page starts from has no times) at a fraction of the log's size."""
+
+        async def op(tx: Tx) -> list[Event]:
+            rows = await tx.fetch(self.q.read_landmarks, {"sid": session_id, "upto": upto})
+            return [to_event(self.d, r) for r in rows]
+
+        return await self._read(op)
+
     async def read_entries(self, session_id: str) -> list[Entry]:
         async def op(tx: Tx) -> list[Entry]:
             rows = await tx.fetch(self.q.read_entries, {"sid": session_id})

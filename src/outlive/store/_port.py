@@ -223,6 +223,9 @@ class Store(Protocol):
         limit: int = 1000,
         owner_id: str | None = None,
     ) -> list[Event]: ...
+    async def read_landmarks(self, session_id: str, *, upto: int) -> list[Event]:
+        """Events 1..upto without `text_delta` and `thinking_delta`, in seq order."""
+        ...
     async def append_entries(
         self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[Entry]: ...

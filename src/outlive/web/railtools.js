@@ -47,10 +47,21 @@ function refreshTimes() {
   }
 }
 
+/** How many of the owner's sessions wait on the person (a question or an approval). */
+export function needingYou() {
+  let n = 0;
+  for (const item of list.children) if (item.dataset.attention && !item.dataset.deleting) n += 1;
+  return n;
+}
+
+// The tab title: the open session, and "(2)" in front while two sessions need you, so a
+// background tab shows it.
 function refreshTitle() {
   let name = "outlive";
   if (!sessionView.hidden && title.textContent) name = `${title.textContent} · outlive`;
   else if (!newView.hidden) name = "New session · outlive";
+  const waiting = needingYou();
+  if (waiting) name = `(${waiting}) ${name}`;
   if (document.title !== name) document.title = name;
 }
 
@@ -66,6 +77,10 @@ filter.addEventListener("change", applyFilter);
 new MutationObserver(applyFilter).observe(list, {
   childList: true, subtree: true, characterData: true, attributes: true,
   attributeFilter: ["data-tone", "data-deleting"],
+});
+new MutationObserver(refreshTitle).observe(list, {
+  childList: true, subtree: true, attributes: true,
+  attributeFilter: ["data-attention", "data-deleting"],
 });
 new MutationObserver(refreshTitle).observe(title, {
   childList: true, characterData: true, subtree: true,

@@ -7,7 +7,8 @@
 
 import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
-import { fullTime, relativeTime } from "./time.js";
+import { showResult } from "./tool_result.js";
+import { fullTime, relativeTime, shortTime } from "./time.js";
 import { toneOf } from "./watcher.js";
 
 const DELIVERY_HELP = {
@@ -23,6 +24,20 @@ export function formatDuration(ms) {
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const m = Math.floor(ms / 60_000);
   return `${m} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+function timeEl() {
+  return h("time", { class: "msg-time", "data-testid": "msg-time", hidden: true });
+}
+
+/** Shows when an item began: a short local time, the full date on hover. */
+function setTime(node, iso) {
+  const el = node.querySelector(".msg-time");
+  if (!el || el.dateTime === iso) return;
+  el.dateTime = iso;
+  setText(el, shortTime(iso));
+  el.title = fullTime(iso);
+  el.hidden = !iso;
 }
 
 function sameItem(a, b) {
@@ -45,6 +60,7 @@ function createUser() {
       h("span", { class: "who" }, "You"),
       h("span", { class: "badge delivery", "data-testid": "delivery" }),
       h("span", { class: "badge pending", "data-testid": "pending", hidden: true }, "waiting"),
+      timeEl(),
     ),
     h("div", { class: "msg-text", "data-testid": "msg-text" }),
   );
@@ -69,6 +85,7 @@ function createAssistant() {
       { class: "msg-meta" },
       h("span", { class: "who" }, "Agent"),
       h("span", { class: "badge msg-status", "data-testid": "msg-status" }),
+      timeEl(),
     ),
     h(
       "details",
@@ -112,6 +129,7 @@ function createTool() {
       h("span", { class: "tool-name", "data-testid": "tool-name" }),
       h("span", { class: "badge tool-status", "data-testid": "tool-status" }),
       h("span", { class: "tool-duration", "data-testid": "tool-duration" }),
+      timeEl(),
     ),
     h("div", { class: "tool-progress", "data-testid": "tool-progress", hidden: true }),
     h(
@@ -125,22 +143,25 @@ function createTool() {
       { class: "tool-outcome", hidden: true },
       h("summary", { class: "tool-outcome-label" }),
       h("pre", { class: "tool-outcome-text", "data-testid": "tool-outcome" }),
+      h("div", { class: "tool-media", "data-testid": "tool-media", hidden: true }),
     ),
   );
 }
 
 const TOOL_LABEL = { running: "running", done: "done", error: "failed", interrupted: "interrupted" };
 
-function updateTool(node, item) {
+function updateTool(node, item, times) {
   node.dataset.status = item.status;
   node.dataset.callId = String(item.call_id);
   node.dataset.tool = String(item.tool ?? "");
   setText(node.querySelector(".tool-name"), item.tool ?? "tool");
   setText(node.querySelector(".tool-status"), TOOL_LABEL[item.status] ?? String(item.status));
-  // A call cut off by a crash is repaired with no measured time: say so, not "0 ms".
-  const unmeasured = item.status === "interrupted" && !item.duration_ms;
-  setText(node.querySelector(".tool-duration"),
-    unmeasured ? "time unknown" : formatDuration(item.duration_ms));
+  // A call cut off by a crash is repaired with no measured time (0): it ran from its start
+  // to the interruption, as the events' times say; "time unknown" when they do not.
+  let ms = item.duration_ms;
+  if (item.status === "interrupted" && !ms) ms = times ? times.toolSpan(item.call_id) : null;
+  const unknown = item.status === "interrupted" && (ms === null || ms === undefined);
+  setText(node.querySelector(".tool-duration"), unknown ? "time unknown" : formatDuration(ms));
   const progress = node.querySelector(".tool-progress");
   const steps = Array.isArray(item.progress) ? item.progress : [];
   progress.hidden = steps.length === 0;
@@ -153,14 +174,15 @@ function updateTool(node, item) {
   const outcome = node.querySelector(".tool-outcome");
   const label = node.querySelector(".tool-outcome-label");
   const text = node.querySelector(".tool-outcome-text");
+  const media = node.querySelector(".tool-media");
   if (item.status === "done") {
     outcome.hidden = false;
     setText(label, "Result");
-    setText(text, pretty(item.result));
+    showResult(text, media, item.result); // an MCP result as text and images
   } else if (item.status === "error" || item.status === "interrupted") {
     outcome.hidden = false;
     setText(label, item.status === "interrupted" ? "Interrupted" : "Error");
-    setText(text, pretty(item.error ?? "interrupted"));
+    showResult(text, media, pretty(item.error ?? "interrupted"));
     outcome.open = true;
   } else {
     outcome.hidden = true;
@@ -171,7 +193,7 @@ function createQuestion() {
   return h(
     "div",
     { class: "msg msg-question", "data-testid": "msg-question" },
-    h("div", { class: "msg-meta" }, h("span", { class: "who" }, "Agent asks")),
+    h("div", { class: "msg-meta" }, h("span", { class: "who" }, "Agent asks"), timeEl()),
     h("div", { class: "msg-text", "data-testid": "msg-text" }),
     h("ul", { class: "question-options" }),
   );
@@ -203,6 +225,7 @@ function createApproval() {
       { class: "msg-meta" },
       h("span", { class: "who" }, "Approve this call?"),
       h("span", { class: "badge approval-status", "data-testid": "approval-status" }),
+      timeEl(),
     ),
     h("div", { class: "tool-name", "data-testid": "approval-tool" }),
     h("pre", { class: "tool-args", "data-testid": "approval-args" }),
@@ -282,9 +305,10 @@ function createItem(item) {
   return node;
 }
 
-function updateItem(node, item) {
+function updateItem(node, item, times) {
   const kind = KINDS[item.kind];
-  if (kind) kind[1](node, item);
+  if (kind) kind[1](node, item, times);
+  if (times) setTime(node, times.startOf(item));
 }
 
 export class TranscriptView {
@@ -300,7 +324,8 @@ export class TranscriptView {
     this.el.replaceChildren();
   }
 
-  render(state) {
+  /** `times`: an ItemTimes (item_times.js) dating the items, or null. */
+  render(state, times = null) {
     const items = state.items;
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
@@ -313,7 +338,7 @@ export class TranscriptView {
         else this.el.appendChild(fresh);
         node = fresh;
       }
-      updateItem(node, item);
+      updateItem(node, item, times);
       this.nodes[i] = node;
       this.items[i] = item;
     }

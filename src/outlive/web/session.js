@@ -11,6 +11,7 @@
 // from the stored log (JSON pages of GET …/events).
 
 import { ApiError, api } from "./api.js";
+import { ItemTimes } from "./item_times.js";
 import { EVENT_TYPES, REDUCER_VERSION, fold } from "./reducer.js";
 import { Stream } from "./stream.js";
 
@@ -26,6 +27,7 @@ export class SessionFeed {
     this.config = config;
     this.hooks = hooks;
     this.state = null;
+    this.times = new ItemTimes(); // when each item began: the state has no times
     this.queue = [];
     this.queuedSeq = 0;
     this.malformed = 0;
@@ -125,6 +127,7 @@ export class SessionFeed {
     this.fillGeneration++;
     this.based = true;
     this.queuedSeq = Number.isInteger(snap.seq) ? snap.seq : 0;
+    this.times.reset(snap.times);
     if (snap.state.version !== REDUCER_VERSION) {
       this.refold(Number.isInteger(snap.seq) ? snap.seq : 0);
       return;
@@ -143,6 +146,8 @@ export class SessionFeed {
         const page = await api.eventsPage(this.id, after);
         const events = page && Array.isArray(page.events) ? page.events : [];
         if (this.stopped) return;
+        if (state === null) this.times.reset([]);
+        for (const ev of events) this.times.note(ev);
         state = fold(events, state);
         if (events.length === 0 || state.seq >= upto) break;
         after = state.seq;
@@ -254,6 +259,7 @@ export class SessionFeed {
     if (this.state === null || this.refolding || this.stopped) return;
     const events = this.queue;
     this.queue = [];
+    for (const ev of events) this.times.note(ev);
     if (events.length) this.state = fold(events, this.state);
     this.queuedSeq = Math.max(this.queuedSeq, this.state.seq);
     this.hooks.onState(this.state);

@@ -31,3 +31,15 @@ export function fullTime(iso) {
   const d = parse(iso);
   return d ? d.toLocaleString([], { dateStyle: "full", timeStyle: "medium" }) : "";
 }
+
+/** A message's time as a chat shows it: "14:05" today, "Mar 3, 14:05" on another day. */
+export function shortTime(iso, now = new Date()) {
+  const d = parse(iso);
+  if (!d) return "";
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (d.toDateString() === now.toDateString()) return time;
+  const sameYear = d.getFullYear() === now.getFullYear();
+  const day = d.toLocaleDateString([], sameYear ? { month: "short", day: "numeric" }
+    : { year: "numeric", month: "short", day: "numeric" });
+  return `${day}, ${time}`;
+}

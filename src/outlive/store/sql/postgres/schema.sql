@@ -66,6 +66,11 @@ CREATE TABLE session_events (
     PRIMARY KEY (session_id, seq)
 );
 
+-- The events that date a transcript's items (a snapshot frame's `times`): every one but the
+-- text deltas, read without scanning the deltas of a long answer.
+CREATE INDEX session_events_landmarks ON session_events (session_id, seq)
+    WHERE type NOT IN ('text_delta', 'thinking_delta');
+
 CREATE TABLE session_entries (
     session_id TEXT NOT NULL REFERENCES sessions (id),
     seq        BIGINT NOT NULL,

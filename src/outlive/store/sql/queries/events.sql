@@ -7,6 +7,20 @@ SELECT id FROM sessions WHERE id = :id AND owner_id = :owner AND deleted_at IS N
 SELECT * FROM session_events WHERE session_id = :sid AND seq > :after
 ORDER BY seq LIMIT :limit
 
+-- name: read_landmarks
+-- dialect: sqlite
+-- Every event but the text deltas, up to :upto: when each transcript item began and ended.
+-- Through the partial index (without statistics SQLite would walk the whole log instead).
+SELECT * FROM session_events INDEXED BY session_events_landmarks
+WHERE session_id = :sid AND seq <= :upto AND type NOT IN ('text_delta', 'thinking_delta')
+ORDER BY seq
+
+-- name: read_landmarks
+-- dialect: postgres
+SELECT * FROM session_events WHERE session_id = :sid AND seq <= :upto
+  AND type NOT IN ('text_delta', 'thinking_delta')
+ORDER BY seq
+
 -- name: read_entries
 SELECT * FROM session_entries WHERE session_id = :sid ORDER BY seq
 

@@ -1,0 +1,220 @@
+// One session on screen: routing (the URL hash names the session), opening its feed, and
+// drawing its header, transcript, question and Cancel button from the feed's state, the
+// rail's entry and the session's details, at most once per animation frame.
+
+import { ApiError, api } from "./api.js";
+import { show, setText, h } from "./dom.js";
+import { TERMINAL } from "./reducer.js";
+import { displayTitle } from "./render.js";
+import { app, config, els, rail, transcript } from "./page.js";
+import { SessionFeed } from "./session.js";
+import { endTitleEdit } from "./session_actions.js";
+import { unauthorized } from "./signin.js";
+import { toneOf } from "./watcher.js";
+
+// ---- routing --------------------------------------------------------------------------------
+
+export function route() {
+  if (!app.signedIn) return;
+  const m = /^#\/s\/([^/?#]+)$/.exec(location.hash);
+  if (m) {
+    let id;
+    try {
+      id = decodeURIComponent(m[1]);
+    } catch {
+      id = m[1];
+    }
+    // "." and ".." (also spelled %2E) are path segments a URL resolves away:
+    // `/v1/sessions/.` would ask for the session list. No session has such an id.
+    if (id === "." || id === "..") {
+      app.sessionId = id;
+      notFound(id);
+      return;
+    }
+    openSession(id);
+    return;
+  }
+  closeSession();
+  showView("new");
+  scheduleRender();
+}
+
+export function showView(name) {
+  show(els.newView, name === "new");
+  show(els.notFound, name === "notfound");
+  show(els.sessionView, name === "session");
+}
+
+// ---- one session ------------------------------------------------------------------------------
+
+export function closeSession() {
+  if (app.feed) {
+    if (app.health) app.health.remove(app.feed.stream);
+    app.feed.stop();
+  }
+  app.feed = null;
+  app.sessionId = null;
+  app.detail = null;
+  app.statusOverride = null;
+  transcript.clear();
+  endTitleEdit();
+  setNotice("");
+  show(els.composerError, false);
+}
+
+export async function openSession(id) {
+  if (app.sessionId === id && app.feed) return;
+  closeSession();
+  app.sessionId = id;
+  showView("session");
+  show(els.loading, true);
+  scheduleRender();
+  let detail;
+  try {
+    detail = await api.session(id);
+  } catch (exc) {
+    if (app.sessionId !== id) return;
+    if (exc instanceof ApiError && exc.status === 404) return notFound(id);
+    if (exc instanceof ApiError && exc.status === 401) return unauthorized();
+    // Unreachable for now: the stream below retries (with backoff) on its own.
+    detail = null;
+  }
+  if (app.sessionId !== id) return;
+  app.detail = detail ? detail.session : null;
+  const feed = new SessionFeed(id, config, {
+    onState: () => {
+      if (app.feed === feed) scheduleRender();
+    },
+    onCaughtUp: () => {
+      if (app.feed === feed) show(els.loading, false);
+    },
+    onNotFound: () => {
+      if (app.feed === feed) notFound(id);
+    },
+    onUnauthorized: unauthorized,
+  });
+  app.feed = feed;
+  if (app.health) app.health.add(feed.stream);
+  feed.start();
+}
+
+export function notFound(id) {
+  if (app.sessionId !== id) return;
+  closeSession();
+  app.sessionId = id;
+  showView("notfound");
+  scheduleRender();
+}
+
+export function currentStatus() {
+  const state = app.feed ? app.feed.state : null;
+  const entry = app.watcher && app.sessionId ? app.watcher.get(app.sessionId) : null;
+  const status = state ? state.status : entry ? entry.status : app.detail ? app.detail.status : "";
+  if (app.statusOverride && !TERMINAL.has(status)) return app.statusOverride;
+  return status;
+}
+
+/** `tag` names what the notice is about, so it can go when that is over ("cancelling"). */
+export function setNotice(text, kind = "info", tag = "") {
+  app.noticeTag = text ? tag : "";
+  setText(els.notice, text);
+  els.notice.dataset.kind = kind;
+  show(els.notice, Boolean(text));
+}
+
+export function renderSession() {
+  const state = app.feed ? app.feed.state : null;
+  const id = app.sessionId;
+  const entry = app.watcher && id ? app.watcher.get(id) : null;
+  const detail = app.detail;
+  const title =
+    (entry && entry.title) || (state && state.title) || (detail && detail.title) || null;
+  if (!els.titleForm.hidden) {
+    // editing: leave the heading alone
+  } else {
+    setText(els.title, displayTitle(title, id || ""));
+  }
+  const status = currentStatus();
+  setText(els.status, status || "…");
+  els.status.dataset.status = status;
+  els.status.dataset.tone = toneOf(status);
+  els.status.className = `status-pill tone-${toneOf(status)}`;
+  const attempt = state ? state.attempt : entry ? entry.attempt : 0;
+  setText(els.attempt, attempt ? `attempt ${attempt}` : "");
+  els.attempt.dataset.attempt = String(attempt || 0);
+  const model = (detail && detail.model) || (entry && entry.model) || "";
+  const agent = (detail && detail.agent) || (entry && entry.agent) || "";
+  setText(els.model, [agent, model].filter(Boolean).join(" · "));
+  const stage = state && state.stage && !TERMINAL.has(status) ? state.stage : "";
+  setText(els.stage, stage);
+
+  let problem = "";
+  if (state && state.error) {
+    const e = state.error;
+    problem = `${e.code ? `${e.code}: ` : ""}${e.message ?? ""}`;
+  } else if (state && state.incomplete) {
+    problem = `Incomplete: ${state.incomplete.reason ?? "unknown reason"}`;
+  }
+  setText(els.sessionError, problem);
+  show(els.sessionError, Boolean(problem) && status === "failed");
+
+  if (!state) return;
+  const scroller = els.scroller;
+  const nearBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+  transcript.render(state, app.feed ? app.feed.times : null);
+  if (nearBottom) scroller.scrollTop = scroller.scrollHeight;
+
+  const q = state.question;
+  show(els.questionBox, Boolean(q));
+  if (q) {
+    setText(els.questionText, q.question);
+    const options = Array.isArray(q.options) ? q.options : [];
+    const key = JSON.stringify(options);
+    if (els.questionOptions.dataset.key !== key) {
+      els.questionOptions.dataset.key = key;
+      els.questionOptions.replaceChildren(
+        ...options.map((o) =>
+          h(
+            "button",
+            {
+              type: "button",
+              class: "ghost small",
+              "data-testid": "option",
+              onclick: () => {
+                els.answerText.value = typeof o === "string" ? o : JSON.stringify(o);
+                els.answerText.focus();
+              },
+            },
+            typeof o === "string" ? o : JSON.stringify(o),
+          ),
+        ),
+      );
+    }
+  }
+  // A finished session has nothing to cancel; "Cancel requested" is over once it finished.
+  const finished = TERMINAL.has(status);
+  els.cancel.classList.toggle("muted-button", finished);
+  if (els.cancel.disabled !== finished) els.cancel.disabled = finished;
+  if (finished && app.noticeTag === "cancelling") setNotice("");
+  const cancelling = Boolean(app.cancels && id && app.cancels.pending(id));
+  setText(els.cancel, cancelling ? "Cancelling…" : "Cancel run");
+  els.cancel.dataset.cancelling = cancelling ? "true" : "false";
+}
+
+export function scheduleRender() {
+  if (app.renderPending) return;
+  app.renderPending = true;
+  const run = () => {
+    app.renderPending = false;
+    render();
+  };
+  // requestAnimationFrame does not run in a hidden tab; a timer still updates the rail there.
+  if (document.hidden) setTimeout(run, 100);
+  else requestAnimationFrame(run);
+}
+
+export function render() {
+  if (!app.signedIn) return;
+  if (app.watcher) rail.render(app.watcher.list(), app.sessionId);
+  if (app.sessionId && !els.sessionView.hidden) renderSession();
+}
