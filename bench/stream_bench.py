@@ -43,6 +43,7 @@ from outlive.store import PostgresStore
 
 HOST = "127.0.0.1"
 N_EVENTS = 100_000
+WRITERS = 16
 
 
 def rss_mb(pid: int) -> float:
@@ -136,6 +137,9 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
     opened = time.perf_counter() - t0
     rss_open = rss_mb(api_pid)
     acked: dict[tuple[str, int], float] = {}
+    # As many appends at once as the store has connections: a round never queues for the
+    # pool (where a loaded machine made waits pass the pool's timeout).
+    writers = asyncio.Semaphore(WRITERS)
     lat_ms: list[float] = []
     try:
         for _ in range(rounds):
@@ -143,10 +147,12 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
 
             async def one(sid: str) -> None:
                 lease = leases[sid]
-                before = time.time()
-                seqs = await store.append_events(sid, [NewEvent(
-                    "text_delta", {"message_id": "m1", "text": "x", "t": before})], lease=lease)
-                acked[(sid, _last(seqs))] = time.time()
+                async with writers:
+                    before = time.time()
+                    seqs = await store.append_events(sid, [NewEvent(
+                        "text_delta", {"message_id": "m1", "text": "x", "t": before})],
+                        lease=lease)
+                    acked[(sid, _last(seqs))] = time.time()
 
             await asyncio.gather(*(one(sid) for sid in sids))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - round_start)))
@@ -225,7 +231,7 @@ async def main() -> None:
     print(f"stream_bench: {machine()}")
     started = time.perf_counter()
     async with scratch_database("outlive_bench_stream") as url:
-        store = PostgresStore(url, max_size=20)
+        store = PostgresStore(url, min_size=WRITERS, max_size=WRITERS + 4, acquire_timeout=120)
         await store.open()
         await store.migrate()
         owner = (await store.ensure_owner("bench")).id
