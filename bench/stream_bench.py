@@ -135,6 +135,8 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
         tasks += [asyncio.create_task(s.run()) for s in streams[i:i + 50]]
         await asyncio.gather(*(s.caught_up.wait() for s in streams[i:i + 50]))
     opened = time.perf_counter() - t0
+    print(f"  {len(streams)} streams open in {opened:.1f}s; appending", file=sys.stderr,
+          flush=True)  # a profiler attached to the API from here sees delivery only
     rss_open = rss_mb(api_pid)
     acked: dict[tuple[str, int], float] = {}
     # As many appends at once as the store has connections: a round never queues for the
