@@ -1,10 +1,12 @@
 """Fan-out: one store subscription per API process feeds every open stream.
 
 Each open stream owns a `Mailbox`. Mailboxes on the same session (or owner) share a *topic*
-with a hub cursor: on a notice for that session (events=True) the hub does ONE
-`read_events(after=cursor)` and pushes the batch into every mailbox on it; owner topics share
-one `read_owner_events` per owner the same way. So 1,000 browsers on one session cost one
-query per commit, not 1,000.
+with a hub cursor: on a notice for that session (events=True) the hub reads the session's new
+events ONCE and pushes the batch into every mailbox on it; owner topics share one
+`read_owner_events` per owner the same way. So 1,000 browsers on one session cost one read
+per commit, not 1,000. Sessions are read together: every session with news since the last
+read goes into one `read_events_many` (one statement on PostgreSQL), so 100 sessions that
+commit at once cost one query, not 100; while it runs, newer notices gather for the next.
 
 Lost notifications cannot leave a stream stuck: a backstop re-reads every watched topic every
 `backstop_interval` (2 s), and a rescan notice (`Notice.is_rescan`: the LISTEN connection came
@@ -44,6 +46,10 @@ log = logging.getLogger("outlive.api.hub")
 
 T = TypeVar("T", Event, OwnerEvent)
 _PAGE = 1000
+_MANY_SESSIONS = 100
+"""Sessions per `read_events_many`; more with news wait for the next read."""
+_MANY_PAGE = 250
+"""Events per session in one shared read: a session with more is read again at once."""
 STOP_GRACE = 5.0
 
 
@@ -128,6 +134,9 @@ class Hub:
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._pumps: set[asyncio.Task[None]] = set()
+        self._news: dict[str, _Topic[Event]] = {}
+        """Session topics with news not yet read, in notice order."""
+        self._reading_news = False
         self._stopping = asyncio.Event()
         self.reads = 0
         """Store reads the hub made (tests check that streams share them)."""
@@ -257,7 +266,12 @@ class Hub:
         self._spawn(self._pump(topic, read, after))
 
     def _kick_session(self, topic: _Topic[Event]) -> None:
-        self._kick(topic, self._read_session, self._snapshots.advance)
+        if topic.cursor is None or not topic.mailboxes or self._stopping.is_set():
+            return
+        self._news[topic.key] = topic
+        if not self._reading_news:
+            self._reading_news = True
+            self._spawn(self._read_news())
 
     def _kick_owner(self, topic: _Topic[OwnerEvent]) -> None:
         self._kick(topic, self._read_owner)
@@ -289,9 +303,43 @@ class Hub:
         finally:
             topic.reading = False
 
-    async def _read_session(self, session_id: str, after: int) -> list[Event]:
-        self.reads += 1
-        return await self._store.read_events(session_id, after=after, limit=_PAGE)
+    async def _read_news(self) -> None:
+        """Read the sessions with news, many per query, until none is left. The only reader
+        of session topics, so a topic's cursor never has two reads in flight."""
+        try:
+            while self._news and not self._stopping.is_set():
+                keys = list(self._news)[:_MANY_SESSIONS]
+                topics = [self._news.pop(k) for k in keys]
+                topics = [t for t in topics if t.mailboxes and t.cursor is not None]
+                if topics:
+                    await self._read_topics(topics)
+        finally:
+            self._reading_news = False
+
+    async def _read_topics(self, topics: list[_Topic[Event]]) -> None:
+        cursors = {t.key: t.cursor for t in topics if t.cursor is not None}
+        try:
+            self.reads += 1
+            got = await self._store.read_events_many(cursors, limit=_MANY_PAGE)
+        except StoreUnavailable as exc:  # end the streams: clients reconnect and resume
+            log.warning("fan-out read for %d sessions failed, closing their streams: %s",
+                        len(topics), exc)
+            for t in topics:
+                for mb in list(t.mailboxes):
+                    mb.close()
+            return
+        except Exception as exc:  # the backstop tries again
+            log.warning("fan-out read for %d sessions failed: %s", len(topics), exc)
+            return
+        for t in topics:
+            batch = got.get(t.key, [])
+            if batch and t.cursor == cursors[t.key]:
+                t.cursor = batch[-1].seq
+                for mb in list(t.mailboxes):
+                    mb.push(batch)
+                self._snapshots.advance(t.key, batch)
+            if len(batch) >= _MANY_PAGE:  # more behind this page: read on
+                self._news.setdefault(t.key, t)
 
     async def _read_owner(self, owner_id: str, after: int) -> list[OwnerEvent]:
         self.reads += 1
