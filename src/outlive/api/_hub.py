@@ -66,7 +66,11 @@ def _pos(item: Event | OwnerEvent) -> int:
 
 
 class Mailbox(Generic[T]):
-    """One stream's bounded inbox of live items, in log order."""
+    """One stream's bounded inbox of live items, in log order.
+
+    The idle wait (the stream's ping) runs on one timer per mailbox that is re-armed only
+    when it fires early, rather than a timer made and cancelled on every wait: with a
+    thousand busy streams that is a thousand timer-heap pushes and removals per event."""
 
     def __init__(self, kind: str, key: str, bound: int) -> None:
         self.kind = kind
@@ -78,6 +82,10 @@ class Mailbox(Generic[T]):
         self._wake = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        self._waiting = False
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle = False
 
     def push(self, items: Sequence[T]) -> None:
         if self.closed or self.overflowed:
@@ -94,15 +102,41 @@ class Mailbox(Generic[T]):
 
     def close(self) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._wake.set()
+
+    def _tick(self) -> None:
+        """The idle timer: wake a wait that has lasted its `idle`, else wait on."""
+        self._timer = None
+        if not self._waiting or self.closed:
+            return  # the next wait arms it again
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._deadline:
+            self._idle = True
+            self._wake.set()
+        else:
+            self._timer = loop.call_at(self._deadline, self._tick)
 
     async def next_batch(self, idle: float) -> list[T] | None:
         """The queued items (possibly several), or None after `idle` seconds without any."""
         if not self._items and not self.closed and not self.overflowed:
+            loop = asyncio.get_running_loop()
+            self._deadline = loop.time() + idle
+            if self._timer is not None and self._timer.when() > self._deadline:
+                self._timer.cancel()  # a shorter idle than the last wait's
+                self._timer = None
+            if self._timer is None:
+                self._timer = loop.call_at(self._deadline, self._tick)
+            self._idle = False
+            self._waiting = True
             try:
-                async with asyncio.timeout(idle):
-                    await self._wake.wait()
-            except TimeoutError:
+                await self._wake.wait()
+            finally:
+                self._waiting = False
+            if self._idle and not self._items and not self.closed and not self.overflowed:
+                self._wake.clear()
                 return None
         self._wake.clear()
         if self.overflowed:
