@@ -14,7 +14,9 @@ The API is `python -m outlive serve --no-worker` in a subprocess. This process i
    also carries the wall time just before the call. Delivery latency = time.time() when the
    frame's last byte was read minus the commit-acknowledged time. Same machine clock.
 2. RSS of the API process (VmRSS from /proc/<pid>/status) idle, with all streams open, and
-   at the end.
+   at the end; its CPU seconds from the first append to 2 s after the last (`api cpu s`, and
+   per frame delivered: on a shared machine the latencies include waiting for a core, this
+   does not).
 3. attach: a session of 100,000 events (seeded with one INSERT ... generate_series, as
    tests/api/test_snapshots.py does); one attach first (it writes the snapshot), then
    --attaches attaches on fresh connections, each timed from connect to the `caught_up` frame.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -43,6 +46,14 @@ from outlive.store import PostgresStore
 
 HOST = "127.0.0.1"
 N_EVENTS = 100_000
+WRITERS = 16
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: its cost whatever the machine's load,
+    where latencies on a shared machine also count the time spent waiting for a core."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
@@ -134,23 +145,32 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
         tasks += [asyncio.create_task(s.run()) for s in streams[i:i + 50]]
         await asyncio.gather(*(s.caught_up.wait() for s in streams[i:i + 50]))
     opened = time.perf_counter() - t0
+    print(f"  {len(streams)} streams open in {opened:.1f}s; appending", file=sys.stderr,
+          flush=True)  # a profiler attached to the API from here sees delivery only
     rss_open = rss_mb(api_pid)
     acked: dict[tuple[str, int], float] = {}
+    # As many appends at once as the store has connections: a round never queues for the
+    # pool (where a loaded machine made waits pass the pool's timeout).
+    writers = asyncio.Semaphore(WRITERS)
     lat_ms: list[float] = []
+    cpu0 = cpu_s(api_pid)
     try:
         for _ in range(rounds):
             round_start = time.monotonic()
 
             async def one(sid: str) -> None:
                 lease = leases[sid]
-                before = time.time()
-                seqs = await store.append_events(sid, [NewEvent(
-                    "text_delta", {"message_id": "m1", "text": "x", "t": before})], lease=lease)
-                acked[(sid, _last(seqs))] = time.time()
+                async with writers:
+                    before = time.time()
+                    seqs = await store.append_events(sid, [NewEvent(
+                        "text_delta", {"message_id": "m1", "text": "x", "t": before})],
+                        lease=lease)
+                    acked[(sid, _last(seqs))] = time.time()
 
             await asyncio.gather(*(one(sid) for sid in sids))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - round_start)))
         await asyncio.sleep(2.0)  # let the last frames arrive
+        cpu = cpu_s(api_pid) - cpu0
         missing = 0
         for s in streams:
             got = {seq for seq, _ in s.received}
@@ -167,7 +187,8 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
     return {"streams": len(streams), "open s": opened, "events": len(acked),
             "frames": len(lat_ms), "missing": missing, "p50 ms": pct(lat_ms, 50),
             "p99 ms": pct(lat_ms, 99), "max ms": max(lat_ms) if lat_ms else float("nan"),
-            "rss open MB": rss_open, "rss end MB": rss_end}
+            "rss open MB": rss_open, "rss end MB": rss_end, "api cpu s": cpu,
+            "cpu us/frame": cpu / len(lat_ms) * 1e6 if lat_ms else float("nan")}
 
 
 def _last(seqs: Any) -> int:
@@ -225,7 +246,7 @@ async def main() -> None:
     print(f"stream_bench: {machine()}")
     started = time.perf_counter()
     async with scratch_database("outlive_bench_stream") as url:
-        store = PostgresStore(url, max_size=20)
+        store = PostgresStore(url, min_size=WRITERS, max_size=WRITERS + 4, acquire_timeout=120)
         await store.open()
         await store.migrate()
         owner = (await store.ensure_owner("bench")).id
@@ -249,7 +270,7 @@ async def main() -> None:
           f"{args.per_session}) on one `outlive serve --no-worker`; {args.rounds} rounds of one "
           f"text_delta per session every {args.interval:g}s; commit ack -> frame read")
     keys = ["streams", "open s", "events", "frames", "missing", "p50 ms", "p99 ms", "max ms",
-            "rss idle MB", "rss open MB", "rss end MB"]
+            "api cpu s", "cpu us/frame", "rss idle MB", "rss open MB", "rss end MB"]
     print(table(keys, [[d[k] for k in keys]]))
     print(f"\n2. attach (no cursor, until caught_up) to a session of {N_EVENTS:,} events; "
           "first attach writes the snapshot; then fresh connections")

@@ -89,6 +89,24 @@ async def test_read_after_a_seq_in_pages(store):
     assert [e.seq for e in await store.read_events(s.id, owner_id=owner.id, limit=2)] == [1, 2]
 
 
+async def test_read_events_many_reads_each_session_after_its_own_cursor(store):
+    owner = await new_owner(store)
+    a, b, c = [await new_session(store, owner.id, prompt=None) for _ in range(3)]
+    await store.append_events(a.id, [NewEvent("stage", {"stage": str(i)}) for i in range(5)])
+    await store.append_events(b.id, [NewEvent("stage", {"stage": str(i)}) for i in range(3)])
+    got = await store.read_events_many({a.id: 2, b.id: 0, c.id: 0, "ses_nope": 0}, limit=2)
+    assert {sid: [(e.session_id, e.seq) for e in evs] for sid, evs in got.items()} == {
+        a.id: [(a.id, 3), (a.id, 4)], b.id: [(b.id, 1), (b.id, 2)], c.id: [], "ses_nope": []}
+    whole = await store.read_events_many({a.id: 0, b.id: 1})
+    assert whole[a.id] == await store.read_events(a.id)
+    assert whole[b.id] == await store.read_events(b.id, after=1)
+    assert await store.read_events_many({}) == {}
+    with pytest.raises(InvalidInput):
+        await store.read_events_many({a.id: -1})
+    with pytest.raises(InvalidInput):
+        await store.read_events_many({a.id: 0}, limit=0)
+
+
 async def test_read_events_rejects_a_bad_cursor(store):
     owner = await new_owner(store)
     s = await new_session(store, owner.id)

@@ -21,7 +21,7 @@ def samples(store: Any) -> dict[str, Any]:
     d = store.d
     pg = d.name == "postgres"
     return {
-        "abandon": 60.0, "after": 0, "attention": None,
+        "abandon": 60.0, "after": 0, "afters": [0], "attention": None,
         "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
         "channel": "outlive", "chat": "chat-1", "crid": "c1", "cur": 0, "cursor": None, "d": 1,

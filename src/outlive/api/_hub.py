@@ -1,10 +1,12 @@
 """Fan-out: one store subscription per API process feeds every open stream.
 
 Each open stream owns a `Mailbox`. Mailboxes on the same session (or owner) share a *topic*
-with a hub cursor: on a notice for that session (events=True) the hub does ONE
-`read_events(after=cursor)` and pushes the batch into every mailbox on it; owner topics share
-one `read_owner_events` per owner the same way. So 1,000 browsers on one session cost one
-query per commit, not 1,000.
+with a hub cursor: on a notice for that session (events=True) the hub reads the session's new
+events ONCE and pushes the batch into every mailbox on it; owner topics share one
+`read_owner_events` per owner the same way. So 1,000 browsers on one session cost one read
+per commit, not 1,000. Sessions are read together: every session with news since the last
+read goes into one `read_events_many` (one statement on PostgreSQL), so 100 sessions that
+commit at once cost one query, not 100; while it runs, newer notices gather for the next.
 
 Lost notifications cannot leave a stream stuck: a backstop re-reads every watched topic every
 `backstop_interval` (2 s), and a rescan notice (`Notice.is_rescan`: the LISTEN connection came
@@ -44,6 +46,10 @@ log = logging.getLogger("outlive.api.hub")
 
 T = TypeVar("T", Event, OwnerEvent)
 _PAGE = 1000
+_MANY_SESSIONS = 100
+"""Sessions per `read_events_many`; more with news wait for the next read."""
+_MANY_PAGE = 250
+"""Events per session in one shared read: a session with more is read again at once."""
 STOP_GRACE = 5.0
 
 
@@ -60,7 +66,11 @@ def _pos(item: Event | OwnerEvent) -> int:
 
 
 class Mailbox(Generic[T]):
-    """One stream's bounded inbox of live items, in log order."""
+    """One stream's bounded inbox of live items, in log order.
+
+    The idle wait (the stream's ping) runs on one timer per mailbox that is re-armed only
+    when it fires early, rather than a timer made and cancelled on every wait: with a
+    thousand busy streams that is a thousand timer-heap pushes and removals per event."""
 
     def __init__(self, kind: str, key: str, bound: int) -> None:
         self.kind = kind
@@ -72,6 +82,10 @@ class Mailbox(Generic[T]):
         self._wake = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        self._waiting = False
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle = False
 
     def push(self, items: Sequence[T]) -> None:
         if self.closed or self.overflowed:
@@ -88,15 +102,41 @@ class Mailbox(Generic[T]):
 
     def close(self) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._wake.set()
+
+    def _tick(self) -> None:
+        """The idle timer: wake a wait that has lasted its `idle`, else wait on."""
+        self._timer = None
+        if not self._waiting or self.closed:
+            return  # the next wait arms it again
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._deadline:
+            self._idle = True
+            self._wake.set()
+        else:
+            self._timer = loop.call_at(self._deadline, self._tick)
 
     async def next_batch(self, idle: float) -> list[T] | None:
         """The queued items (possibly several), or None after `idle` seconds without any."""
         if not self._items and not self.closed and not self.overflowed:
+            loop = asyncio.get_running_loop()
+            self._deadline = loop.time() + idle
+            if self._timer is not None and self._timer.when() > self._deadline:
+                self._timer.cancel()  # a shorter idle than the last wait's
+                self._timer = None
+            if self._timer is None:
+                self._timer = loop.call_at(self._deadline, self._tick)
+            self._idle = False
+            self._waiting = True
             try:
-                async with asyncio.timeout(idle):
-                    await self._wake.wait()
-            except TimeoutError:
+                await self._wake.wait()
+            finally:
+                self._waiting = False
+            if self._idle and not self._items and not self.closed and not self.overflowed:
+                self._wake.clear()
                 return None
         self._wake.clear()
         if self.overflowed:
@@ -128,6 +168,9 @@ class Hub:
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[asyncio.Task[None]] = []
         self._pumps: set[asyncio.Task[None]] = set()
+        self._news: dict[str, _Topic[Event]] = {}
+        """Session topics with news not yet read, in notice order."""
+        self._reading_news = False
         self._stopping = asyncio.Event()
         self.reads = 0
         """Store reads the hub made (tests check that streams share them)."""
@@ -257,7 +300,12 @@ class Hub:
         self._spawn(self._pump(topic, read, after))
 
     def _kick_session(self, topic: _Topic[Event]) -> None:
-        self._kick(topic, self._read_session, self._snapshots.advance)
+        if topic.cursor is None or not topic.mailboxes or self._stopping.is_set():
+            return
+        self._news[topic.key] = topic
+        if not self._reading_news:
+            self._reading_news = True
+            self._spawn(self._read_news())
 
     def _kick_owner(self, topic: _Topic[OwnerEvent]) -> None:
         self._kick(topic, self._read_owner)
@@ -289,9 +337,43 @@ class Hub:
         finally:
             topic.reading = False
 
-    async def _read_session(self, session_id: str, after: int) -> list[Event]:
-        self.reads += 1
-        return await self._store.read_events(session_id, after=after, limit=_PAGE)
+    async def _read_news(self) -> None:
+        """Read the sessions with news, many per query, until none is left. The only reader
+        of session topics, so a topic's cursor never has two reads in flight."""
+        try:
+            while self._news and not self._stopping.is_set():
+                keys = list(self._news)[:_MANY_SESSIONS]
+                topics = [self._news.pop(k) for k in keys]
+                topics = [t for t in topics if t.mailboxes and t.cursor is not None]
+                if topics:
+                    await self._read_topics(topics)
+        finally:
+            self._reading_news = False
+
+    async def _read_topics(self, topics: list[_Topic[Event]]) -> None:
+        cursors = {t.key: t.cursor for t in topics if t.cursor is not None}
+        try:
+            self.reads += 1
+            got = await self._store.read_events_many(cursors, limit=_MANY_PAGE)
+        except StoreUnavailable as exc:  # end the streams: clients reconnect and resume
+            log.warning("fan-out read for %d sessions failed, closing their streams: %s",
+                        len(topics), exc)
+            for t in topics:
+                for mb in list(t.mailboxes):
+                    mb.close()
+            return
+        except Exception as exc:  # the backstop tries again
+            log.warning("fan-out read for %d sessions failed: %s", len(topics), exc)
+            return
+        for t in topics:
+            batch = got.get(t.key, [])
+            if batch and t.cursor == cursors[t.key]:
+                t.cursor = batch[-1].seq
+                for mb in list(t.mailboxes):
+                    mb.push(batch)
+                self._snapshots.advance(t.key, batch)
+            if len(batch) >= _MANY_PAGE:  # more behind this page: read on
+                self._news.setdefault(t.key, t)
 
     async def _read_owner(self, owner_id: str, after: int) -> list[OwnerEvent]:
         self.reads += 1

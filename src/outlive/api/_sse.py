@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from pydantic_core import to_json
@@ -74,6 +74,12 @@ SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
 size): reattaching after a long absence costs one snapshot, not 100,000 frames."""
 _PAGE = 1000
+_CHUNK = 64 * 1024
+"""Frames written together are joined up to this many bytes: one write (one trip through
+the middleware, the HTTP layer and a syscall) per chunk, not per frame."""
+_SENDS_PER_YIELD = 4
+"""The producer yields to the event loop at least every this many writes: asyncio logs every
+write to a lost connection from the fifth on, and a yield is what lets the loss be heard."""
 
 
 _LINE_BREAKERS = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"),
@@ -104,6 +110,40 @@ def _event_frame(ev: Event) -> bytes:
     return frame(ev.type, event_json(ev), ev.seq)
 
 
+class _LiveFrames:
+    """The encoded frames of live events, by event object. The hub pushes the same `Event`
+    to every stream on a session, so with a thousand streams on one session each event is
+    encoded once, not a thousand times. Bounded by count and bytes; a miss only costs an
+    encode. Keyed by identity (the entry holds its event, so the id is not reused while it
+    is kept): a frame is never served for another event."""
+
+    def __init__(self, entries: int = 4096, size: int = 8 * 1024 * 1024) -> None:
+        self._max_entries = entries
+        self._max_size = size
+        self._size = 0
+        self._frames: dict[int, tuple[Event, bytes]] = {}
+
+    def get(self, ev: Event) -> bytes:
+        hit = self._frames.get(id(ev))
+        if hit is not None and hit[0] is ev:
+            return hit[1]
+        out = _event_frame(ev)
+        if len(out) > self._max_size // 8:
+            return out  # too big to keep: would push out everything else
+        if hit is not None:  # a dead event's id, reused
+            self._size -= len(self._frames.pop(id(ev))[1])
+        while self._frames and (len(self._frames) >= self._max_entries
+                                or self._size + len(out) > self._max_size):
+            _, old = self._frames.pop(next(iter(self._frames)))  # the oldest
+            self._size -= len(old)
+        self._frames[id(ev)] = (ev, out)
+        self._size += len(out)
+        return out
+
+
+_live_frames = _LiveFrames()
+
+
 def _owner_frame(ev: OwnerEvent) -> bytes:
     return frame(ev.type, owner_event_json(ev), ev.id)
 
@@ -121,8 +161,8 @@ class EventStream(StreamingResponse):
     Every stream of an authenticated request re-checks its credential when the auth cache
     entry expires (`recheck`, by default the one `current_owner` left in the request's state)
     and ends (`on_revoke`, by default `on_disconnect`) once the key is revoked or the login
-    ended. Between frames the producer yields to the event loop, so a client that left is
-    heard at once rather than after a whole replay batch was written into a dead socket.
+    ended. The producer yields to the event loop every few writes, so a client that left is heard
+    at once rather than after a whole replay batch was written into a dead socket.
     """
 
     def __init__(
@@ -194,15 +234,21 @@ class EventStream(StreamingResponse):
             {"type": "http.response.start", "status": self.status_code,
              "headers": self.raw_headers}
         )
+        sends = 0
         try:
             async for chunk in self._frames:
                 if self._gone or self._revoked:
                     break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                # Let the disconnect (and the revocation) be heard between frames: a replay
-                # of thousands of stored events would otherwise write them all to a closed
-                # socket, each write logged by asyncio.
-                await asyncio.sleep(0)
+                sends += 1
+                if sends == _SENDS_PER_YIELD:
+                    # Let the disconnect (and the revocation) be heard: a replay of thousands
+                    # of stored events would otherwise be written whole to a closed socket,
+                    # each write logged by asyncio. Not after every write: a live stream
+                    # waits for its next event anyway, and a thousand streams would pay a
+                    # loop turn per frame.
+                    sends = 0
+                    await asyncio.sleep(0)
         except OSError:
             return  # the client went away mid-write
         except Exception as exc:  # a store error mid-stream: end it; the client resumes
@@ -234,6 +280,20 @@ class EventStream(StreamingResponse):
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
+
+
+def _joined(parts: list[bytes]) -> Iterator[bytes]:
+    """`parts` in order, joined into chunks of about `_CHUNK` bytes (a bigger part alone)."""
+    chunk: list[bytes] = []
+    size = 0
+    for part in parts:
+        chunk.append(part)
+        size += len(part)
+        if size >= _CHUNK:
+            yield b"".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
 
 
 async def _events_between(ctx: ApiContext, session_id: str, after: int, upto: int
@@ -306,10 +366,12 @@ async def session_frames(
     while True:
         batch = await ctx.store.read_events(sid, after=sent, limit=_PAGE)
         for ev in batch:
-            yield _event_frame(ev)
-            sent = mb.last = ev.seq
-            replayed += 1
             terminal = _ends(terminal, ev)
+        if batch:
+            sent = mb.last = batch[-1].seq
+            replayed += len(batch)
+        for chunk in _joined([_event_frame(ev) for ev in batch]):
+            yield chunk
         if len(batch) < _PAGE:
             break
     yield frame("caught_up", {"replayed": replayed, "ping_interval": ping})
@@ -323,6 +385,8 @@ async def session_frames(
         if items is None:
             yield PING
             continue
+        # What one wake brought goes out as one write (or a few, of _CHUNK bytes at most).
+        parts: list[bytes] = []
         for item in items:
             if item.seq <= sent:
                 continue
@@ -332,10 +396,15 @@ async def session_frames(
             for ev in evs:
                 if ev.seq != sent + 1:
                     continue
-                yield _event_frame(ev)
+                # The hub's events are shared by every stream on the session: encode once.
+                parts.append(_live_frames.get(ev) if ev is item else _event_frame(ev))
                 sent = mb.last = ev.seq
                 if until_end and ev.type == "session_end":
+                    for chunk in _joined(parts):
+                        yield chunk
                     return
+        for chunk in _joined(parts):
+            yield chunk
 
 
 async def owner_frames(

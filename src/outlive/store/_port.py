@@ -6,7 +6,7 @@ implement it with identical behaviour, proven by one conformance suite run on bo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -226,6 +226,9 @@ class Store(Protocol):
     async def read_landmarks(self, session_id: str, *, upto: int) -> list[Event]:
         """Events 1..upto without `text_delta` and `thinking_delta`, in seq order."""
         ...
+    async def read_events_many(
+        self, after: Mapping[str, int], *, limit: int = 1000
+    ) -> dict[str, list[Event]]: ...
     async def append_entries(
         self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[Entry]: ...

@@ -316,6 +316,12 @@ class PostgresStore(SqlStore):
             },
         )
 
+    async def _read_events_many(
+        self, tx: Tx, after: Mapping[str, int], limit: int
+    ) -> list[Row]:
+        return await tx.fetch(self.q.read_events_many, {
+            "ids": list(after), "afters": list(after.values()), "limit": limit})
+
     async def _insert_rows(
         self, tx: Tx, table: str, columns: tuple[str, ...], rows: Sequence[Mapping[str, Any]]
     ) -> None:

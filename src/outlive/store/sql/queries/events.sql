@@ -21,6 +21,14 @@ SELECT * FROM session_events WHERE session_id = :sid AND seq <= :upto
   AND type NOT IN ('text_delta', 'thinking_delta')
 ORDER BY seq
 
+-- name: read_events_many
+-- dialect: postgres
+-- read_events for many sessions in one statement: (session, cursor) pairs as two arrays.
+SELECT e.* FROM unnest(CAST(:ids AS text[]), CAST(:afters AS bigint[])) AS c(sid, after)
+CROSS JOIN LATERAL (SELECT * FROM session_events WHERE session_id = c.sid AND seq > c.after
+                    ORDER BY seq LIMIT :limit) AS e
+ORDER BY e.session_id, e.seq
+
 -- name: read_entries
 SELECT * FROM session_entries WHERE session_id = :sid ORDER BY seq
 
