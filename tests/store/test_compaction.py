@@ -6,9 +6,13 @@ also after the session is revived and compacted again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import sqlite3
 import uuid
 from pathlib import Path
 
+import psycopg
 from hypothesis import HealthCheck, Phase, given, settings
 
 from outlive.domain.model import Event, NewEvent, Status
@@ -20,13 +24,23 @@ from tests.support.event_strategies import run_events
 from tests.support.store_suite import AnyStore, claim_one, new_owner, new_session
 
 
+def _answers(events: list[NewEvent]) -> list[tuple[str, dict]]:
+    """The assistant entries a worker writes with its answers: for every other `message_end`
+    (so some answers have an entry that holds their text and some do not)."""
+    ends = [e.data for e in events if e.type == "message_end"]
+    return [("assistant", {"message_id": d.get("message_id"), "text": d["text"],
+                           "tool_calls": [], "stop_reason": "stop", "status": "complete"})
+            for d in ends[::2] if isinstance(d.get("text"), str)]
+
+
 async def _run(store: AnyStore, events: list[NewEvent]) -> None:
-    """Claim the one claimable session, deliver its input, append `events`, settle."""
+    """Claim the one claimable session, deliver its input, append `events` (with the
+    assistant entries of their answers), settle."""
     c = await claim_one(store)
     assert c.lease is not None
     await store.mark_delivered(c.lease, c.session.last_input_seq)
     if events:
-        await store.append_events(c.session.id, events, lease=c.lease)
+        await store.commit(c.lease, entries=_answers(events), events=events)
     await store.settle(c.lease, Status.SUCCEEDED)
 
 
@@ -36,6 +50,20 @@ async def _all(store: AnyStore, sid: str, after: int = 0) -> list[Event]:
         out += batch
         after = batch[-1].seq
     return out
+
+
+def _stored_data(store: AnyStore, sid: str, seq: int) -> dict:
+    """An event's `data` as the database holds it, read past the store."""
+    if isinstance(store, SqliteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            row = conn.execute("SELECT data FROM session_events WHERE session_id = ? AND "
+                               "seq = ?", (sid, seq)).fetchone()
+            return dict(json.loads(row[0]))
+    with psycopg.connect(store.dsn) as pg:
+        found = pg.execute("SELECT data FROM session_events WHERE session_id = %s AND "
+                           "seq = %s", (sid, seq)).fetchone()
+        assert found is not None
+        return dict(found[0])
 
 
 async def _rebuilt(store: AnyStore, sid: str) -> dict:
@@ -61,6 +89,18 @@ async def _check_compaction(store: AnyStore, sid: str, full: list[Event]) -> Non
     else:  # only the text and thinking deltas went: `message_end` repeats what they said
         gone = TEXT_DELTAS
     assert left == prior + [(e.seq, e.type, e.data) for e in new if e.type not in gone]
+    answers = {(en.data.get("message_id"), en.data["text"])
+               for en in await store.read_entries(sid) if en.kind == "assistant"}
+    for e in new:
+        if e.type == "message_end" and e.data.get("text"):
+            # an answer's text is stored once: a `message_end` whose entry holds the same
+            # text points at it; reads (above) give the text back
+            stored = _stored_data(store, sid, e.seq)
+            pointed = (e.data.get("message_id"), e.data["text"]) in answers
+            assert (stored != e.data) is pointed
+            if pointed:
+                assert set(stored["text"]) == {"$entry"} and stored["message_id"] == e.data[
+                    "message_id"]
     assert await _rebuilt(store, sid) == fold(full)
     assert not await store.compact_session(sid)  # nothing left to do
 

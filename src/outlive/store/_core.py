@@ -19,14 +19,14 @@ from ..domain.errors import LeaseLost, NotFound
 from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
-from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
+from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
 __all__ = [
-    "ENTRY_COLUMNS", "EVENT_COLUMNS", "StoreCore", "aborts_run", "held", "session_end",
-    "status_data",
+    "ENTRY_COLUMNS", "EVENT_COLUMNS", "StoreCore", "aborts_run", "entry_ref", "held",
+    "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -34,6 +34,21 @@ T = TypeVar("T")
 _INSERT_CHUNK = 100
 EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
 ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+
+
+TEXT_REF = "$entry"
+"""In a compacted `message_end`, `{"text": {"$entry": seq}}` stands for the text of the
+assistant entry at `seq`, which holds the same answer (docs/retention.md)."""
+
+
+def entry_ref(event: Event) -> int | None:
+    """The entry seq a compacted `message_end` takes its text from (None: it has its own)."""
+    if event.type != "message_end":
+        return None
+    text = event.data.get("text")
+    if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
+        return int(text[TEXT_REF])
+    return None
 
 
 def held(row: Row) -> Lifecycle:
@@ -111,6 +126,22 @@ class StoreCore(abc.ABC):
 
     @abc.abstractmethod
     def subscribe(self) -> Subscription: ...
+
+    # -- the log as written ---------------------------------------------------------------
+
+    async def _events(self, tx: Tx, session_id: str, rows: Sequence[Row]) -> list[Event]:
+        """Events from their rows, each compacted `message_end` given back the text it points
+        at, so every reader (folds, replays, the OpenAI surface) sees the log as written."""
+        events = [to_event(self.d, r) for r in rows]
+        refs = [entry_ref(e) for e in events]
+        wanted = [r for r in refs if r is not None]
+        if not wanted:
+            return events
+        found = await tx.fetch(self.q.assistant_texts,
+                               {"sid": session_id, "lo": min(wanted), "hi": max(wanted)})
+        texts = {int(r["seq"]): self.d.load_json(r["data"]).get("text") for r in found}
+        return [e if ref is None else replace(e, data={**e.data, "text": texts[ref]})
+                for e, ref in zip(events, refs, strict=True)]
 
     # -- rows under lock ------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..domain.errors import NotFound
 from ..domain.model import Entry, Event, Lease, NewEvent, OwnerEvent
-from ._base import Tx, TxState, to_entry, to_event, to_owner_event
+from ._base import Tx, TxState, to_entry, to_owner_event
 from ._core import StoreCore
 from ._validation import check_read_window, scrub
 
@@ -42,7 +42,7 @@ class EventLogOps(StoreCore):
                 raise NotFound(f"session {session_id} not found")
             rows = await tx.fetch(self.q.read_events,
                                   {"sid": session_id, "after": after, "limit": limit})
-            return [to_event(self.d, r) for r in rows]
+            return await self._events(tx, session_id, rows)
 
         return await self._read(op)
 

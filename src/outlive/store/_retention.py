@@ -15,8 +15,8 @@ from typing import Any
 
 from ..domain.model import TERMINAL, Status
 from ..domain.reducer import REDUCER_VERSION, empty_state, fold
-from ._base import Row, Tx, TxState, to_event
-from ._core import StoreCore
+from ._base import Row, Tx, TxState
+from ._core import TEXT_REF, StoreCore
 
 __all__ = ["COMPACTED_TYPES", "TEXT_DELTAS", "RetentionOps"]
 
@@ -162,10 +162,34 @@ class RetentionOps(StoreCore):
                                  {"sid": session_id, "seq": plan.last})
                 await tx.execute(self.q.drop_deltas,
                                  {"sid": session_id, "from": plan.since, "upto": plan.last})
+            await self._point_texts_at_entries(tx, session_id, plan.since, plan.last)
             await tx.execute(self.q.set_compacted_through, {"seq": plan.last, "id": session_id})
             return True
 
         return await self._write(op)
+
+    async def _point_texts_at_entries(self, tx: Tx, session_id: str, since: int,
+                                      last: int) -> None:
+        """Each answer's text is in its assistant entry (the model's history, kept for a
+        follow-up) and again in its `message_end`: keep one copy. A `message_end` whose text
+        equals its entry's points at the entry instead; reads give the text back."""
+        ends = await tx.fetch(self.q.compactable_message_ends,
+                              {"sid": session_id, "from": since, "upto": last})
+        if not ends:
+            return
+        answers: dict[tuple[Any, Any], int] = {}
+        for row in await tx.fetch(self.q.assistant_entries, {"sid": session_id}):
+            entry = self.d.load_json(row["data"])
+            if isinstance(entry, dict) and isinstance(entry.get("text"), str):
+                answers.setdefault((entry.get("message_id"), entry["text"]), int(row["seq"]))
+        for row in ends:
+            data = self.d.load_json(row["data"])
+            text = data.get("text") if isinstance(data, dict) else None
+            seq = answers.get((data.get("message_id"), text)) if isinstance(text, str) else None
+            if seq is not None and text:
+                await tx.execute(self.q.set_event_data, {
+                    "sid": session_id, "seq": int(row["seq"]),
+                    "data": self.d.json({**data, "text": {TEXT_REF: seq}})})
 
     async def _plan_compaction(self, session_id: str) -> _Plan | None:
         """Fold the log from the last exact base (the snapshot at or below the previous
@@ -190,9 +214,9 @@ class RetentionOps(StoreCore):
                     full, base = state, int(stored[0]["seq"])
             light, reached = full, base
             while reached < last:
-                batch = [to_event(self.d, r) for r in await tx.fetch(
+                batch = await self._events(tx, session_id, await tx.fetch(
                     self.q.read_events,
-                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE})]
+                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE}))
                 if not batch:
                     break
                 full = fold(batch, full)

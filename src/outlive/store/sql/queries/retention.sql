@@ -92,3 +92,13 @@ SELECT MIN(id) AS id FROM owner_events WHERE owner_id = :owner
 
 -- name: trim_owner_events
 DELETE FROM owner_events WHERE owner_id = :owner AND id <= :upto
+
+-- name: compactable_message_ends
+SELECT seq, data FROM session_events
+WHERE session_id = :sid AND seq > :from AND seq <= :upto AND type = 'message_end'
+
+-- name: assistant_entries
+SELECT seq, data FROM session_entries WHERE session_id = :sid AND kind = 'assistant'
+
+-- name: set_event_data
+UPDATE session_events SET data = :data WHERE session_id = :sid AND seq = :seq
