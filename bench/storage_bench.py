@@ -1,7 +1,7 @@
 """Bounded storage: what compaction and retention save, on PostgreSQL and SQLite.
 
-Run:  .venv/bin/python bench/storage_bench.py [--long 10] [--speed 1] [--sessions 10000]
-      [--quick] [--json out.json]  (--quick: 6 long sessions at speed 4, 300 short ones)
+Run:  .venv/bin/python bench/storage_bench.py [--long 40] [--speed 1] [--sessions 10000]
+      [--quick] [--json out.json]  (--quick: 20 long sessions at speed 4, 300 short ones)
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and
       dropped; SQLite uses a file in a temporary folder)
 
@@ -16,7 +16,7 @@ real in-process worker:
    every table's live rows with its indexes rebuilt, which is what `VACUUM FULL` leaves, then
    their size with indexes and TOAST): in place, the space a compaction frees inside pages is
    reused by later writes rather than returned. The empty database's size is subtracted
-   before dividing by the number of sessions; enough sessions run (10 by default, at once)
+   before dividing by the number of sessions; enough sessions run (40 by default, at once)
    that the first pages of each table and index, there for any number of sessions, do not
    stand for a session's bytes.
 2. database size after creating and finishing `--sessions` short sessions ("hello": one tool
@@ -197,17 +197,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--long", type=int, default=10, help="'run long' sessions per database")
+    parser.add_argument("--long", type=int, default=40, help="'run long' sessions per database")
     parser.add_argument("--sessions", type=int, default=10_000,
                         help="short sessions created and finished per database (0: skip)")
     parser.add_argument("--speed", type=float, default=1.0,
                         help="demo pacing of the long sessions (1 = real time, ~30 s each)")
     parser.add_argument("--quick", action="store_true",
-                        help="6 long sessions at speed 4, 300 short ones")
+                        help="20 long sessions at speed 4, 300 short ones")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     if args.quick:
-        args.long, args.sessions, args.speed = 6, 300, 4.0
+        args.long, args.sessions, args.speed = 20, 300, 4.0
     print(f"storage_bench: {machine()}")
     res = asyncio.run(main_async(args))
     long_rows = [[d, r["events/session before"], r["events/session after"],

@@ -95,11 +95,27 @@ class RetentionOps(StoreCore):
             await self._reclaim()
         return done
 
-    async def purge_expired(self, *, older_than: float, limit: int = 50) -> int:
-        """One batch of sessions that ended more than `older_than` seconds ago, removed whole."""
+    async def _retention_window(self, tx: Tx, older_than: float | None
+                                ) -> dict[str, float] | None:
+        """The parameters of the expiry queries: the server's retention (-1: forever) and
+        the shortest one in force; None when every session is kept forever."""
+        rows = await tx.fetch(self.q.shortest_retention)
+        owned = rows[0]["secs"] if rows else None
+        shortest = [float(x) for x in (older_than, owned) if x is not None]
+        if not shortest:
+            return None
+        return {"age": -1.0 if older_than is None else float(older_than),
+                "floor": min(shortest)}
+
+    async def purge_expired(self, *, older_than: float | None, limit: int = 50) -> int:
+        """One batch of sessions that ended longer ago than their owner's retention, or,
+        for owners without one, `older_than` seconds (None: kept forever), removed whole."""
 
         async def op(tx: Tx, st: TxState) -> int:
-            rows = await tx.fetch(self.q.expired_sessions, {"age": older_than, "limit": limit})
+            window = await self._retention_window(tx, older_than)
+            if window is None:
+                return 0
+            rows = await tx.fetch(self.q.expired_sessions, {**window, "limit": limit})
             ids = _within_budget(rows)
             if ids:
                 await self._purge_ids(tx, ids)
@@ -110,9 +126,12 @@ class RetentionOps(StoreCore):
             await self._reclaim()
         return done
 
-    async def count_expired(self, *, older_than: float) -> int:
+    async def count_expired(self, *, older_than: float | None) -> int:
         async def op(tx: Tx) -> int:
-            rows = await tx.fetch(self.q.count_expired, {"age": older_than})
+            window = await self._retention_window(tx, older_than)
+            if window is None:
+                return 0
+            rows = await tx.fetch(self.q.count_expired, window)
             return int(rows[0]["n"])
 
         return await self._read(op)
