@@ -189,3 +189,43 @@ async def test_a_snapshot_is_stored_only_when_the_log_left_would_not_give_the_tr
         types = [e.type for e in await _all(store, s.id)]
         assert ("tool_progress" in types) is not stored
         assert "text_delta" not in types and "thinking_delta" not in types
+
+
+def _stored_snapshot(store: AnyStore, sid: str) -> dict:
+    """The latest snapshot as the database holds it, read past the store."""
+    if isinstance(store, SqliteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as conn:
+            row = conn.execute("SELECT state FROM session_snapshots WHERE session_id = ? "
+                               "ORDER BY seq DESC LIMIT 1", (sid,)).fetchone()
+            return dict(json.loads(row[0]))
+    with psycopg.connect(store.dsn) as pg:
+        found = pg.execute("SELECT state FROM session_snapshots WHERE session_id = %s "
+                           "ORDER BY seq DESC LIMIT 1", (sid,)).fetchone()
+        assert found is not None
+        return dict(found[0])
+
+
+async def test_progress_worth_more_than_a_snapshot_is_folded_into_one_that_points_at_history(
+        store):
+    owner = await new_owner(store)
+    answer = "the long answer, " * 40
+    events = [NewEvent("turn_start", {"turn": 1, "message_id": "m"}),
+              NewEvent("tool_start", {"call_id": "c", "tool": "t", "arguments": {}}),
+              *[NewEvent("tool_progress", {"call_id": "c", "message": f"step {i} of 30"})
+                for i in range(30)],
+              NewEvent("tool_end", {"call_id": "c", "ok": True, "result": 1}),
+              NewEvent("text_delta", {"message_id": "m", "text": answer}),
+              NewEvent("message_end", {"message_id": "m", "text": answer,
+                                       "stop_reason": "end_turn"})]
+    s = await new_session(store, owner.id, prompt="go")
+    await _run(store, events)
+    full = await _all(store, s.id)
+    await _check_compaction(store, s.id, full)
+    snap = await store.load_snapshot(s.id)
+    assert snap is not None and snap[0] == full[-1].seq
+    types = [e.type for e in await _all(store, s.id)]
+    assert "tool_progress" not in types and "text_delta" not in types
+    # the answer is stored once, in its entry: the snapshot and `message_end` point at it
+    stored = _stored_snapshot(store, s.id)
+    assert answer not in json.dumps(stored)
+    assert [i["text"] for i in snap[1]["items"] if i["kind"] == "assistant"] == [answer]

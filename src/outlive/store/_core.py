@@ -25,8 +25,8 @@ from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
 __all__ = [
-    "ENTRY_COLUMNS", "EVENT_COLUMNS", "StoreCore", "aborts_run", "entry_ref", "held",
-    "session_end", "status_data",
+    "ENTRY_COLUMNS", "EVENT_COLUMNS", "TEXT_REF", "StoreCore", "aborts_run", "entry_ref",
+    "held", "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -43,9 +43,11 @@ assistant entry at `seq`, which holds the same answer (docs/retention.md)."""
 
 def entry_ref(event: Event) -> int | None:
     """The entry seq a compacted `message_end` takes its text from (None: it has its own)."""
-    if event.type != "message_end":
-        return None
-    text = event.data.get("text")
+    return _text_ref(event.data) if event.type == "message_end" else None
+
+
+def _text_ref(holder: Any) -> int | None:
+    text = holder.get("text") if isinstance(holder, dict) else None
     if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
         return int(text[TEXT_REF])
     return None
@@ -137,11 +139,28 @@ class StoreCore(abc.ABC):
         wanted = [r for r in refs if r is not None]
         if not wanted:
             return events
-        found = await tx.fetch(self.q.assistant_texts,
-                               {"sid": session_id, "lo": min(wanted), "hi": max(wanted)})
-        texts = {int(r["seq"]): self.d.load_json(r["data"]).get("text") for r in found}
+        texts = await self._entry_texts(tx, session_id, wanted)
         return [e if ref is None else replace(e, data={**e.data, "text": texts[ref]})
                 for e, ref in zip(events, refs, strict=True)]
+
+    async def _entry_texts(self, tx: Tx, session_id: str, seqs: Sequence[int]) -> dict[int, Any]:
+        found = await tx.fetch(self.q.assistant_texts,
+                               {"sid": session_id, "lo": min(seqs), "hi": max(seqs)})
+        return {int(r["seq"]): self.d.load_json(r["data"]).get("text") for r in found}
+
+    async def _snapshot_state(self, tx: Tx, session_id: str, state: Any) -> Any:
+        """A stored snapshot with the answers a compaction left as pointers (`{"$entry":
+        seq}`, as in `message_end`) given back their text from the entries."""
+        items = state.get("items") if isinstance(state, dict) else None
+        if not isinstance(items, list):
+            return state
+        refs = [_text_ref(item) for item in items]
+        wanted = [r for r in refs if r is not None]
+        if not wanted:
+            return state
+        texts = await self._entry_texts(tx, session_id, wanted)
+        return {**state, "items": [item if ref is None else {**item, "text": texts[ref]}
+                                   for item, ref in zip(items, refs, strict=True)]}
 
     # -- rows under lock ------------------------------------------------------------------
 

@@ -70,7 +70,9 @@ class EventLogOps(StoreCore):
             )
             if not rows:
                 return None
-            return int(rows[0]["seq"]), self.d.load_json(rows[0]["state"])
+            state = await self._snapshot_state(tx, session_id,
+                                               self.d.load_json(rows[0]["state"]))
+            return int(rows[0]["seq"]), state
 
         return await self._read(op)
 
