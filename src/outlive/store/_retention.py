@@ -211,7 +211,9 @@ class RetentionOps(StoreCore):
         for row in ends:
             data = self.d.load_json(row["data"])
             text = data.get("text") if isinstance(data, dict) else None
-            seq = answers.get((data.get("message_id"), text)) if isinstance(text, str) else None
+            mid = data.get("message_id") if isinstance(data, dict) else None
+            seq = answers.get((mid, text)) if isinstance(mid, str) and isinstance(
+                text, str) else None
             if seq is not None and text:
                 await tx.execute(self.q.set_event_data, {
                     "sid": session_id, "seq": int(row["seq"]),
@@ -270,17 +272,19 @@ class RetentionOps(StoreCore):
         items = [
             {**item, "text": {TEXT_REF: answers[(item.get("message_id"), item["text"])]}}
             if item.get("kind") == "assistant" and isinstance(item.get("text"), str)
-            and item["text"] and (item.get("message_id"), item["text"]) in answers
+            and item["text"] and isinstance(item.get("message_id"), str)
+            and (item.get("message_id"), item["text"]) in answers
             else item
             for item in state.get("items", [])]
         return {**state, "items": items}
 
-    async def _answers(self, tx: Tx, session_id: str) -> dict[tuple[Any, str], int]:
+    async def _answers(self, tx: Tx, session_id: str) -> dict[tuple[str, str], int]:
         """(message id, text) -> the seq of the assistant entry holding that answer."""
         answers: dict[tuple[Any, str], int] = {}
         for row in await tx.fetch(self.q.assistant_entries, {"sid": session_id}):
             entry = self.d.load_json(row["data"])
-            if isinstance(entry, dict) and isinstance(entry.get("text"), str):
+            if (isinstance(entry, dict) and isinstance(entry.get("text"), str)
+                    and isinstance(entry.get("message_id"), str)):
                 answers.setdefault((entry.get("message_id"), entry["text"]), int(row["seq"]))
         return answers
 
