@@ -1,7 +1,7 @@
 """Bounded storage: what compaction and retention save, on PostgreSQL and SQLite.
 
 Run:  .venv/bin/python bench/storage_bench.py [--long 40] [--speed 1] [--sessions 10000]
-      [--quick] [--json out.json]  (--quick: 20 long sessions at speed 2, 300 short ones)
+      [--quick] [--json out.json]  (--quick: 40 long sessions at speed 2, 300 short ones)
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a scratch database is created and
       dropped; SQLite uses a file in a temporary folder)
 
@@ -203,11 +203,11 @@ def main() -> None:
     parser.add_argument("--speed", type=float, default=1.0,
                         help="demo pacing of the long sessions (1 = real time, ~30 s each)")
     parser.add_argument("--quick", action="store_true",
-                        help="20 long sessions at speed 2, 300 short ones")
+                        help="40 long sessions at speed 2, 300 short ones")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     if args.quick:
-        args.long, args.sessions, args.speed = 20, 300, 2.0
+        args.long, args.sessions, args.speed = 40, 300, 2.0
     print(f"storage_bench: {machine()}")
     res = asyncio.run(main_async(args))
     long_rows = [[d, r["events/session before"], r["events/session after"],
