@@ -57,6 +57,18 @@ TABLES = ("sessions", "session_events", "session_entries", "session_snapshots", 
           "message_requests")
 
 
+def connect_retrying(dsn: str, wait: float = 120.0) -> psycopg.Connection[Any]:
+    """A connection, retried while the shared server is out of connection slots."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=True)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 async def used_bytes(store: AnyStore) -> int:
     """The bytes the data occupies now (see the module docstring)."""
     if isinstance(store, SqliteStore):
@@ -78,7 +90,7 @@ async def used_bytes(store: AnyStore) -> int:
         # without it, since on a shared server another database's open transaction can keep
         # VACUUM FULL from removing any row deleted after it began (it then reports
         # "nonremovable row versions" and the size does not move).
-        with psycopg.connect(store.dsn, autocommit=True) as conn:
+        with connect_retrying(store.dsn) as conn:
             conn.execute("DROP SCHEMA IF EXISTS bench_measure CASCADE")
             conn.execute("CREATE SCHEMA bench_measure")
             try:
