@@ -131,7 +131,8 @@ async def run_sessions(store: AnyStore, prompt: str, n: int, speed: float,
             s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
                                            prompt=prompt)
             ids.append(s.id)
-        await settle_all(store, ids, timeout=60 + n * 2.0)
+        waves = -(-n // concurrency)  # a "run long" session streams for ~30 s at speed 1
+        await settle_all(store, ids, timeout=60 + n * 2.0 + waves * 60 / max(speed, 0.5))
     finally:
         await worker.stop(30)
     return ids
