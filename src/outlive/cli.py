@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 from pathlib import Path
@@ -42,6 +43,9 @@ app = typer.Typer(
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
+owners_app = typer.Typer(help="Owners (tenants) and their own settings.",
+                         no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(owners_app, name="owners")
 app.add_typer(sessions_app, name="sessions")
 
 console = Console(stderr=True)
@@ -439,6 +443,70 @@ def keys_revoke(key_id: str, db: DbOption = None) -> None:
         console.print(f"no active key {key_id}; see `outlive keys list`")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
+
+
+def _retention_text(retain: float | None) -> str:
+    if retain is None:
+        return "server default"
+    if math.isinf(retain):
+        return "forever"
+    for unit, secs in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
+        if retain >= secs and retain % secs == 0:
+            return f"{int(retain // secs)}{unit}"
+    return f"{retain:g}s"
+
+
+@owners_app.command("list")
+def owners_list(db: DbOption = None) -> None:
+    """List owners with their retention (`server default`: the worker's --retain)."""
+
+    async def go() -> None:
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
+        try:
+            for o in await store.list_owners():
+                typer.echo(f"{o.name}\tretain {_retention_text(o.retain)}")
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+
+
+@owners_app.command("retain")
+def owners_retain(
+    owner: Annotated[str, typer.Argument(help="Owner (tenant) name.")],
+    duration: Annotated[str, typer.Argument(
+        help="How long the owner's finished sessions are kept: 30d, 12h…, `forever`, or "
+             "`default` (the server's --retain).")],
+    db: DbOption = None,
+) -> None:
+    """Set OWNER's own retention; it overrides the server's --retain (docs/retention.md)."""
+    from .config import parse_duration
+    from .domain.errors import NotFound
+
+    text = duration.strip().lower()
+    retain: float | None
+    if text == "default":
+        retain = None
+    else:
+        try:
+            parsed = parse_duration(duration)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        retain = math.inf if parsed is None else parsed
+
+    async def go() -> str:
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
+        try:
+            return _retention_text((await store.set_owner_retention(owner, retain)).retain)
+        finally:
+            await store.close()
+
+    try:
+        shown = asyncio.run(go())
+    except NotFound:
+        console.print(f"no owner {owner!r}; see `outlive owners list`")
+        raise typer.Exit(1) from None
+    console.print(f"owner {owner!r} now keeps finished sessions: {shown}")
 
 
 @app.command()

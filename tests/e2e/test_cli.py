@@ -133,6 +133,25 @@ def test_keys_create_list_revoke(served) -> None:
     assert outlive("keys", "revoke", key_id, "--db", db, cwd=folder).returncode == 1
 
 
+def test_owners_retain_and_list(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    assert outlive("keys", "create", "--owner", "bob", "--db", db, cwd=tmp_path).returncode == 0
+    assert outlive("keys", "create", "--owner", "amy", "--db", db, cwd=tmp_path).returncode == 0
+    for owner, duration, shown in (("bob", "30d", "30d"), ("amy", "forever", "forever"),
+                                   ("bob", "36h", "36h")):
+        done = outlive("owners", "retain", owner, duration, "--db", db, cwd=tmp_path)
+        assert done.returncode == 0 and shown in done.stderr, done.stderr
+    listed = outlive("owners", "list", "--db", db, cwd=tmp_path).stdout.splitlines()
+    assert listed == ["amy\tretain forever", "bob\tretain 36h"]
+    assert outlive("owners", "retain", "amy", "default", "--db", db, cwd=tmp_path
+                   ).returncode == 0
+    assert "amy\tretain server default" in outlive("owners", "list", "--db", db,
+                                                   cwd=tmp_path).stdout
+    assert outlive("owners", "retain", "eve", "1d", "--db", db, cwd=tmp_path).returncode == 1
+    assert outlive("owners", "retain", "bob", "soon", "--db", db, cwd=tmp_path
+                   ).returncode == 2
+
+
 def test_migrate_is_idempotent(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     first = outlive("migrate", "--db", db, cwd=tmp_path)

@@ -56,3 +56,22 @@ async def test_retention_purges_finished_sessions_and_leaves_live_ones(store, wo
 
     await eventually(purged, 10, 0.05, what="the retention sweep purged the finished session")
     assert (await store.load_session(live.id)).status in (Status.QUEUED, Status.RUNNING)
+
+
+async def test_an_owners_own_retention_is_swept_when_the_server_keeps_forever(
+        store, workers, owner):
+    done = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                      prompt="hello")
+    await workers.start(sweep_interval=0.1)  # no retain: the server keeps sessions forever
+    await settled(store, done.id)
+    name = next(o.name for o in await store.list_owners() if o.id == owner)
+    await store.set_owner_retention(name, 0.0)
+
+    async def purged() -> bool:
+        try:
+            await store.load_session(done.id)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(purged, 10, 0.05, what="the sweep purged by the owner's retention")

@@ -35,7 +35,8 @@ def samples(store: Any) -> dict[str, Any]:
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
         # bounded storage (retention.sql)
-        "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10,
+        "age": 60.0, "grace": 60.0, "keep": 1000, "from": 0, "upto": 10, "floor": 60.0,
+        "lo": 1, "hi": 10, "secs": 60.0,
         "token": "t", "key": "key_1", "idle": 60.0, "max_age": 60.0,
         # approvals.sql
         "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",

@@ -7,6 +7,7 @@ purge overwrites deleted cells and gives freed pages back, `docs/retention.md`).
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import pytest
@@ -103,6 +104,52 @@ async def test_retention_purges_only_finished_sessions_older_than_it(store):
             } == {Status.QUEUED, Status.RUNNING}
     assert [e.session_id for e in await store.read_owner_events(owner.id)
             if e.session_id == old] == []
+
+
+async def _ended(store: AnyStore, owner_id: str) -> str:
+    s = await new_session(store, owner_id, prompt=None)
+    await store.request_cancel(owner_id, s.id)  # a queued session cancelled: it ended now
+    return s.id
+
+
+async def _alive(store: AnyStore, *ids: str) -> set[str]:
+    alive = set()
+    for sid in ids:
+        try:
+            await store.load_session(sid)
+            alive.add(sid)
+        except NotFound:
+            pass
+    return alive
+
+
+async def test_an_owners_retention_overrides_the_servers(store):
+    plain, short, kept = [await new_owner(store, p) for p in ("plain", "short", "kept")]
+    assert (await store.set_owner_retention(short.name, 0)).retain == 0
+    assert (await store.set_owner_retention(kept.name, math.inf)).retain == math.inf
+    listed = {o.name: o.retain for o in await store.list_owners()}
+    assert (listed[plain.name], listed[short.name], listed[kept.name]) == (None, 0, math.inf)
+    a, b, c = [await _ended(store, o.id) for o in (plain, short, kept)]
+
+    # the server keeps forever: only the owner with a retention of its own is purged
+    assert await store.count_expired(older_than=None) == 1
+    assert await store.purge_expired(older_than=None) == 1
+    assert await _alive(store, a, b, c) == {a, c}
+    # the server's retention applies to the owner without one; "forever" overrides it
+    assert await store.purge_expired(older_than=3600) == 0
+    assert await store.purge_expired(older_than=0) == 1
+    assert await _alive(store, a, c) == {c}
+    # an owner's longer retention overrides a shorter server one, until it is cleared
+    await store.set_owner_retention(kept.name, 3600)
+    assert await store.purge_expired(older_than=0) == 0
+    assert (await store.set_owner_retention(kept.name, None)).retain is None
+    assert await store.purge_expired(older_than=0) == 1
+    assert await _alive(store, c) == set()
+
+    with pytest.raises(NotFound):
+        await store.set_owner_retention("nobody-" + uuid.uuid4().hex, 60)
+    with pytest.raises(InvalidInput):
+        await store.set_owner_retention(plain.name, -5)
 
 
 async def test_the_owner_log_keeps_its_last_events(store):

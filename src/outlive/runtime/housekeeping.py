@@ -57,11 +57,9 @@ async def expire_approvals(store: Store, settings: RuntimeSettings) -> int:
 async def sweep(store: Store, settings: RuntimeSettings) -> SweepResult:
     """One pass over everything the settings ask to bound."""
     deleted = await _until_done(lambda: store.purge_due(limit=settings.sweep_batch))
-    expired = 0
-    if settings.retain is not None:
-        retain = settings.retain
-        expired = await _until_done(
-            lambda: store.purge_expired(older_than=retain, limit=settings.sweep_batch))
+    # owners may have a retention of their own (`outlive owners retain`) when the server has none
+    expired = await _until_done(
+        lambda: store.purge_expired(older_than=settings.retain, limit=settings.sweep_batch))
     compacted = 0
     if settings.compact_after is not None:
         after = settings.compact_after

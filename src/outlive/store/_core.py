@@ -20,14 +20,14 @@ from ..domain.errors import LeaseLost, NotFound
 from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
-from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
+from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
 __all__ = [
-    "ENTRY_COLUMNS", "EVENT_COLUMNS", "StoreCore", "aborts_run", "held", "session_end",
-    "status_data",
+    "ENTRY_COLUMNS", "EVENT_COLUMNS", "TEXT_REF", "StoreCore", "aborts_run", "entry_ref",
+    "held", "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -35,6 +35,23 @@ T = TypeVar("T")
 _INSERT_CHUNK = 100
 EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
 ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+
+
+TEXT_REF = "$entry"
+"""In a compacted `message_end`, `{"text": {"$entry": seq}}` stands for the text of the
+assistant entry at `seq`, which holds the same answer (docs/retention.md)."""
+
+
+def entry_ref(event: Event) -> int | None:
+    """The entry seq a compacted `message_end` takes its text from (None: it has its own)."""
+    return _text_ref(event.data) if event.type == "message_end" else None
+
+
+def _text_ref(holder: Any) -> int | None:
+    text = holder.get("text") if isinstance(holder, dict) else None
+    if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
+        return int(text[TEXT_REF])
+    return None
 
 
 def held(row: Row) -> Lifecycle:
@@ -112,6 +129,39 @@ class StoreCore(abc.ABC):
 
     @abc.abstractmethod
     def subscribe(self) -> Subscription: ...
+
+    # -- the log as written ---------------------------------------------------------------
+
+    async def _events(self, tx: Tx, session_id: str, rows: Sequence[Row]) -> list[Event]:
+        """Events from their rows, each compacted `message_end` given back the text it points
+        at, so every reader (folds, replays, the OpenAI surface) sees the log as written."""
+        events = [to_event(self.d, r) for r in rows]
+        refs = [entry_ref(e) for e in events]
+        wanted = [r for r in refs if r is not None]
+        if not wanted:
+            return events
+        texts = await self._entry_texts(tx, session_id, wanted)
+        return [e if ref is None else replace(e, data={**e.data, "text": texts[ref]})
+                for e, ref in zip(events, refs, strict=True)]
+
+    async def _entry_texts(self, tx: Tx, session_id: str, seqs: Sequence[int]) -> dict[int, Any]:
+        found = await tx.fetch(self.q.assistant_texts,
+                               {"sid": session_id, "lo": min(seqs), "hi": max(seqs)})
+        return {int(r["seq"]): self.d.load_json(r["data"]).get("text") for r in found}
+
+    async def _snapshot_state(self, tx: Tx, session_id: str, state: Any) -> Any:
+        """A stored snapshot with the answers a compaction left as pointers (`{"$entry":
+        seq}`, as in `message_end`) given back their text from the entries."""
+        items = state.get("items") if isinstance(state, dict) else None
+        if not isinstance(items, list):
+            return state
+        refs = [_text_ref(item) for item in items]
+        wanted = [r for r in refs if r is not None]
+        if not wanted:
+            return state
+        texts = await self._entry_texts(tx, session_id, wanted)
+        return {**state, "items": [item if ref is None else {**item, "text": texts[ref]}
+                                   for item, ref in zip(items, refs, strict=True)]}
 
     # -- rows under lock ------------------------------------------------------------------
 

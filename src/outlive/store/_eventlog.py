@@ -7,7 +7,7 @@ from typing import Any
 
 from ..domain.errors import NotFound
 from ..domain.model import Entry, Event, Lease, NewEvent, OwnerEvent
-from ._base import Row, Tx, TxState, to_entry, to_event, to_owner_event
+from ._base import Row, Tx, TxState, to_entry, to_owner_event
 from ._core import StoreCore
 from ._validation import check_read_window, scrub
 
@@ -42,7 +42,7 @@ class EventLogOps(StoreCore):
                 raise NotFound(f"session {session_id} not found")
             rows = await tx.fetch(self.q.read_events,
                                   {"sid": session_id, "after": after, "limit": limit})
-            return [to_event(self.d, r) for r in rows]
+            return await self._events(tx, session_id, rows)
 
         return await self._read(op)
 
@@ -52,7 +52,7 @@ class EventLogOps(StoreCore):
 
         async def op(tx: Tx) -> list[Event]:
             rows = await tx.fetch(self.q.read_landmarks, {"sid": session_id, "upto": upto})
-            return [to_event(self.d, r) for r in rows]
+            return await self._events(tx, session_id, rows)
 
         return await self._read(op)
 
@@ -68,10 +68,11 @@ class EventLogOps(StoreCore):
             return {}
 
         async def op(tx: Tx) -> dict[str, list[Event]]:
-            out: dict[str, list[Event]] = {sid: [] for sid in after}
+            rows: dict[str, list[Row]] = {sid: [] for sid in after}
             for r in await self._read_events_many(tx, after, limit):
-                out[r["session_id"]].append(to_event(self.d, r))
-            return out
+                rows[r["session_id"]].append(r)
+            # A compacted session's message_end rows point at their entries: give the text back.
+            return {sid: await self._events(tx, sid, rs) for sid, rs in rows.items()}
 
         return await self._read(op)
 
@@ -110,7 +111,9 @@ class EventLogOps(StoreCore):
             )
             if not rows:
                 return None
-            return int(rows[0]["seq"]), self.d.load_json(rows[0]["state"])
+            state = await self._snapshot_state(tx, session_id,
+                                               self.d.load_json(rows[0]["state"]))
+            return int(rows[0]["seq"]), state
 
         return await self._read(op)
 

@@ -4,10 +4,13 @@ login token's (a random value unrelated to the key, so a copy of the database lo
 
 from __future__ import annotations
 
+import math
+
+from ..domain.errors import InvalidInput, NotFound
 from ..domain.model import new_id
-from ._base import Tx, TxState
+from ._base import Row, Tx, TxState
 from ._core import StoreCore
-from ._port import ApiKey, Owner
+from ._port import ApiKey, Owner, OwnerSettings
 from ._validation import check_owner_name
 
 __all__ = ["KeyOps"]
@@ -41,6 +44,27 @@ class KeyOps(StoreCore):
             return Owner(rows[0]["id"], rows[0]["name"]) if rows else None
 
         return await self._read(op)
+
+    async def list_owners(self) -> list[OwnerSettings]:
+        async def op(tx: Tx) -> list[OwnerSettings]:
+            return [_settings(r) for r in await tx.fetch(self.q.list_owners)]
+
+        return await self._read(op)
+
+    async def set_owner_retention(self, name: str, retain: float | None) -> OwnerSettings:
+        """Give the owner its own retention in seconds (`math.inf`: keep forever), or back
+        the server's (None); the storage sweep purges its finished sessions by it."""
+        if retain is not None and not (retain >= 0):
+            raise InvalidInput("retention must be a positive number of seconds")
+        secs = None if retain is None else -1.0 if math.isinf(retain) else float(retain)
+
+        async def op(tx: Tx, st: TxState) -> OwnerSettings:
+            rows = await tx.fetch(self.q.set_owner_retention, {"secs": secs, "name": name})
+            if not rows:
+                raise NotFound(f"owner {name} not found")
+            return _settings(rows[0])
+
+        return await self._write(op)
 
     async def list_api_keys(self) -> list[ApiKey]:
         async def op(tx: Tx) -> list[ApiKey]:
@@ -102,3 +126,9 @@ class KeyOps(StoreCore):
             return bool(await tx.fetch(self.q.end_login, {"token": token_hash}))
 
         return await self._write(op)
+
+
+def _settings(row: Row) -> OwnerSettings:
+    secs = row["retain_seconds"]
+    retain = None if secs is None else math.inf if float(secs) < 0 else float(secs)
+    return OwnerSettings(row["id"], row["name"], retain)

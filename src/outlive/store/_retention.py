@@ -9,14 +9,15 @@ short write transaction, after which the freed pages are given back to the file 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..domain.model import TERMINAL, Status
 from ..domain.reducer import REDUCER_VERSION, empty_state, fold
-from ._base import Row, Tx, TxState, to_event
-from ._core import StoreCore
+from ._base import Row, Tx, TxState
+from ._core import TEXT_REF, StoreCore
 
 __all__ = ["COMPACTED_TYPES", "TEXT_DELTAS", "RetentionOps"]
 
@@ -28,6 +29,12 @@ COMPACTED_TYPES = TEXT_DELTAS | {"tool_progress"}
 _EVENT_BUDGET = 20_000
 """A purge batch stops adding sessions once it holds this many events (at least one)."""
 _FOLD_PAGE = 1000
+_ROW_BYTES = 150
+"""About what an event row costs beyond its data (columns, row header, primary-key entry)."""
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _within_budget(rows: Sequence[Row]) -> list[str]:
@@ -51,7 +58,9 @@ class _Plan:
     """Seq of the snapshot the fold started from (0: none); a snapshot-less compaction keeps
     it and drops the cached ones above it, which would be folded across the new gaps."""
     snapshot: dict[str, Any] | None
-    """The transcript at `last` when the remaining events alone would not give it back."""
+    """The transcript at `last` (answers as pointers at their entries) when the remaining
+    events alone would not give it back, or when it is smaller than the `tool_progress`
+    events it replaces."""
 
 
 class RetentionOps(StoreCore):
@@ -95,11 +104,27 @@ class RetentionOps(StoreCore):
             await self._reclaim()
         return done
 
-    async def purge_expired(self, *, older_than: float, limit: int = 50) -> int:
-        """One batch of sessions that ended more than `older_than` seconds ago, removed whole."""
+    async def _retention_window(self, tx: Tx, older_than: float | None
+                                ) -> dict[str, float] | None:
+        """The parameters of the expiry queries: the server's retention (-1: forever) and
+        the shortest one in force; None when every session is kept forever."""
+        rows = await tx.fetch(self.q.shortest_retention)
+        owned = rows[0]["secs"] if rows else None
+        shortest = [float(x) for x in (older_than, owned) if x is not None]
+        if not shortest:
+            return None
+        return {"age": -1.0 if older_than is None else float(older_than),
+                "floor": min(shortest)}
+
+    async def purge_expired(self, *, older_than: float | None, limit: int = 50) -> int:
+        """One batch of sessions that ended longer ago than their owner's retention, or,
+        for owners without one, `older_than` seconds (None: kept forever), removed whole."""
 
         async def op(tx: Tx, st: TxState) -> int:
-            rows = await tx.fetch(self.q.expired_sessions, {"age": older_than, "limit": limit})
+            window = await self._retention_window(tx, older_than)
+            if window is None:
+                return 0
+            rows = await tx.fetch(self.q.expired_sessions, {**window, "limit": limit})
             ids = _within_budget(rows)
             if ids:
                 await self._purge_ids(tx, ids)
@@ -110,9 +135,12 @@ class RetentionOps(StoreCore):
             await self._reclaim()
         return done
 
-    async def count_expired(self, *, older_than: float) -> int:
+    async def count_expired(self, *, older_than: float | None) -> int:
         async def op(tx: Tx) -> int:
-            rows = await tx.fetch(self.q.count_expired, {"age": older_than})
+            window = await self._retention_window(tx, older_than)
+            if window is None:
+                return 0
+            rows = await tx.fetch(self.q.count_expired, window)
             return int(rows[0]["n"])
 
         return await self._read(op)
@@ -138,10 +166,12 @@ class RetentionOps(StoreCore):
     async def compact_session(self, session_id: str) -> bool:
         """Delete a finished session's deltas up to its last seq and mark that seq as
         `compacted_through`; seqs are never renumbered. When the remaining events fold to
-        the same transcript (every message ended with its authoritative text, no thinking),
-        only the text and thinking deltas go and no snapshot is stored; otherwise the
-        transcript is stored as a snapshot at that seq and `tool_progress` goes too. False
-        (and nothing changed) when the session is running or grew since it was read."""
+        the same transcript (every message ended with its authoritative text, no thinking)
+        and keeping the `tool_progress` events costs less than a snapshot, only the text and
+        thinking deltas go; otherwise the transcript is stored as a snapshot at that seq and
+        `tool_progress` goes too. Either way each `message_end` whose text its assistant
+        entry repeats then points at the entry. False (and nothing changed) when the session
+        is running or grew since it was read."""
         plan = await self._plan_compaction(session_id)
         if plan is None:
             return False
@@ -162,15 +192,39 @@ class RetentionOps(StoreCore):
                                  {"sid": session_id, "seq": plan.last})
                 await tx.execute(self.q.drop_deltas,
                                  {"sid": session_id, "from": plan.since, "upto": plan.last})
+            await self._point_texts_at_entries(tx, session_id, plan.since, plan.last)
             await tx.execute(self.q.set_compacted_through, {"seq": plan.last, "id": session_id})
             return True
 
         return await self._write(op)
 
+    async def _point_texts_at_entries(self, tx: Tx, session_id: str, since: int,
+                                      last: int) -> None:
+        """Each answer's text is in its assistant entry (the model's history, kept for a
+        follow-up) and again in its `message_end`: keep one copy. A `message_end` whose text
+        equals its entry's points at the entry instead; reads give the text back."""
+        ends = await tx.fetch(self.q.compactable_message_ends,
+                              {"sid": session_id, "from": since, "upto": last})
+        if not ends:
+            return
+        answers = await self._answers(tx, session_id)
+        for row in ends:
+            data = self.d.load_json(row["data"])
+            text = data.get("text") if isinstance(data, dict) else None
+            mid = data.get("message_id") if isinstance(data, dict) else None
+            seq = answers.get((mid, text)) if isinstance(mid, str) and isinstance(
+                text, str) else None
+            if seq is not None and text:
+                await tx.execute(self.q.set_event_data, {
+                    "sid": session_id, "seq": int(row["seq"]),
+                    "data": self.d.json({**data, "text": {TEXT_REF: seq}})})
+
     async def _plan_compaction(self, session_id: str) -> _Plan | None:
         """Fold the log from the last exact base (the snapshot at or below the previous
         compaction's seq, else nothing) twice, with and without the text and thinking
-        deltas, in one consistent read; None if there is nothing to compact."""
+        deltas, in one consistent read; None if there is nothing to compact. A snapshot
+        is planned when the log left would not give the transcript back, or when it takes
+        less room than the `tool_progress` events it lets go (a row each)."""
 
         async def op(tx: Tx) -> _Plan | None:
             rows = await tx.fetch(self.q.get_session, {"id": session_id})
@@ -185,22 +239,54 @@ class RetentionOps(StoreCore):
             if since > 0:
                 stored = await tx.fetch(self.q.load_snapshot,
                                         {"sid": session_id, "at_most": since})
-                state = self.d.load_json(stored[0]["state"]) if stored else None
+                state = await self._snapshot_state(
+                    tx, session_id, self.d.load_json(stored[0]["state"])) if stored else None
                 if isinstance(state, dict) and state.get("version") == REDUCER_VERSION:
                     full, base = state, int(stored[0]["seq"])
-            light, reached = full, base
+            light, reached, progress = full, base, 0
             while reached < last:
-                batch = [to_event(self.d, r) for r in await tx.fetch(
+                batch = await self._events(tx, session_id, await tx.fetch(
                     self.q.read_events,
-                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE})]
+                    {"sid": session_id, "after": reached, "limit": _FOLD_PAGE}))
                 if not batch:
                     break
                 full = fold(batch, full)
                 light = fold([e for e in batch if e.type not in TEXT_DELTAS], light)
+                progress += sum(_ROW_BYTES + _size(e.data) for e in batch
+                                if e.type == "tool_progress" and e.seq > since)
                 reached = batch[-1].seq
-            return _Plan(last, since, base, None if light == full else full)
+            if light == full and not progress:
+                return _Plan(last, since, base, None)
+            compact = await self._texts_as_pointers(tx, session_id, full)
+            if light == full and _size(compact) + _ROW_BYTES >= progress:
+                return _Plan(last, since, base, None)
+            return _Plan(last, since, base, compact)
 
         return await self._read(op)
+
+    async def _texts_as_pointers(self, tx: Tx, session_id: str,
+                                 state: dict[str, Any]) -> dict[str, Any]:
+        """The transcript to store: each answer whose text its assistant entry holds points
+        at the entry (`{"$entry": seq}`); loading the snapshot gives the text back."""
+        answers = await self._answers(tx, session_id)
+        items = [
+            {**item, "text": {TEXT_REF: answers[(item.get("message_id"), item["text"])]}}
+            if item.get("kind") == "assistant" and isinstance(item.get("text"), str)
+            and item["text"] and isinstance(item.get("message_id"), str)
+            and (item.get("message_id"), item["text"]) in answers
+            else item
+            for item in state.get("items", [])]
+        return {**state, "items": items}
+
+    async def _answers(self, tx: Tx, session_id: str) -> dict[tuple[str, str], int]:
+        """(message id, text) -> the seq of the assistant entry holding that answer."""
+        answers: dict[tuple[Any, str], int] = {}
+        for row in await tx.fetch(self.q.assistant_entries, {"sid": session_id}):
+            entry = self.d.load_json(row["data"])
+            if (isinstance(entry, dict) and isinstance(entry.get("text"), str)
+                    and isinstance(entry.get("message_id"), str)):
+                answers.setdefault((entry.get("message_id"), entry["text"]), int(row["seq"]))
+        return answers
 
     # -- the owner log ---------------------------------------------------------------------
 

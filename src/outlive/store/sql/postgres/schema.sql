@@ -3,7 +3,9 @@ CREATE TABLE owners (
     id            TEXT PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
     last_event_id BIGINT NOT NULL DEFAULT 0,
-    created_at    TIMESTAMPTZ NOT NULL DEFAULT now()
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+    retain_seconds DOUBLE PRECISION
+                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1)
 );
 
 CREATE TABLE api_keys (

@@ -45,3 +45,8 @@ SELECT * FROM owner_events WHERE owner_id = :owner AND id > :after ORDER BY id L
 
 -- name: last_owner_event_id
 SELECT last_event_id FROM owners WHERE id = :id
+
+-- name: assistant_texts
+-- The answers whose text a compacted `message_end` points at instead of repeating it.
+SELECT seq, data FROM session_entries
+WHERE session_id = :sid AND seq >= :lo AND seq <= :hi AND kind = 'assistant'

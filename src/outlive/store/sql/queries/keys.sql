@@ -52,3 +52,10 @@ SELECT id, name FROM owners WHERE id = :id
 -- name: end_login
 UPDATE login_sessions SET revoked_at = {now} WHERE token_hash = :token AND revoked_at IS NULL
 RETURNING id
+
+-- name: list_owners
+SELECT id, name, retain_seconds FROM owners ORDER BY name
+
+-- name: set_owner_retention
+UPDATE owners SET retain_seconds = :secs WHERE name = :name
+RETURNING id, name, retain_seconds

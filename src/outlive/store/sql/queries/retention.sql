@@ -16,15 +16,27 @@ SELECT id, last_seq FROM sessions
 WHERE id = :id AND purge_after IS NOT NULL AND purge_after <= {now}
   AND status IN ('succeeded', 'failed', 'cancelled') {for_update}
 
+-- name: shortest_retention
+-- The shortest retention any owner set for itself (-1, keep forever, is not one).
+SELECT MIN(retain_seconds) AS secs FROM owners WHERE retain_seconds >= 0
+
 -- name: expired_sessions
--- Sessions that ended longer ago than the retention (`ended_at` is NULL unless terminal).
-SELECT id, last_seq FROM sessions
-WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
+-- Sessions that ended longer ago than their owner's retention, else the server's (:age; -1:
+-- keep forever). `ended_at` is NULL unless terminal; :floor, the shortest retention in force,
+-- bounds the index scan. Owners are read in a subquery, so only sessions are locked.
+SELECT id, last_seq FROM sessions s
+WHERE ended_at < {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
+  AND EXISTS (SELECT 1 FROM owners o WHERE o.id = s.owner_id AND (
+      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at < {now} - {secs(:age)})
+      OR (o.retain_seconds >= 0 AND s.ended_at < {now} - {secs(o.retain_seconds)})))
 ORDER BY ended_at LIMIT :limit {skip_locked}
 
 -- name: count_expired
-SELECT COUNT(*) AS n FROM sessions
-WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
+SELECT COUNT(*) AS n FROM sessions s
+WHERE ended_at < {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
+  AND EXISTS (SELECT 1 FROM owners o WHERE o.id = s.owner_id AND (
+      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at < {now} - {secs(:age)})
+      OR (o.retain_seconds >= 0 AND s.ended_at < {now} - {secs(o.retain_seconds)})))
 
 -- name: purge_events
 DELETE FROM session_events WHERE session_id {in_ids}
@@ -92,3 +104,13 @@ SELECT MIN(id) AS id FROM owner_events WHERE owner_id = :owner
 
 -- name: trim_owner_events
 DELETE FROM owner_events WHERE owner_id = :owner AND id <= :upto
+
+-- name: compactable_message_ends
+SELECT seq, data FROM session_events
+WHERE session_id = :sid AND seq > :from AND seq <= :upto AND type = 'message_end'
+
+-- name: assistant_entries
+SELECT seq, data FROM session_entries WHERE session_id = :sid AND kind = 'assistant'
+
+-- name: set_event_data
+UPDATE session_events SET data = :data WHERE session_id = :sid AND seq = :seq

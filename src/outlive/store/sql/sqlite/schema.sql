@@ -3,7 +3,9 @@ CREATE TABLE owners (
     id            TEXT PRIMARY KEY,
     name          TEXT NOT NULL UNIQUE,
     last_event_id INTEGER NOT NULL DEFAULT 0,
-    created_at    REAL NOT NULL
+    created_at    REAL NOT NULL,
+    retain_seconds REAL
+                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1)
 );
 
 CREATE TABLE api_keys (
@@ -78,14 +80,14 @@ CREATE TABLE session_entries (
     data       TEXT NOT NULL,
     fence      INTEGER NOT NULL,
     PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
+);
 
 CREATE TABLE session_snapshots (
     session_id TEXT NOT NULL REFERENCES sessions (id),
     seq        INTEGER NOT NULL,
     state      TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
+);
 
 CREATE TABLE owner_events (
     owner_id   TEXT NOT NULL REFERENCES owners (id),
