@@ -28,14 +28,14 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner
-        "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "get_session", *notify,
-        # the run reads the waiting prompt
-        "undelivered_inputs",
-        # commit 1 (through the worker's group commit, alone here): session_start and the
-        # first turn, then the automatic title in the same transaction (its event and its
-        # owner event)
+        # claim: take the session, lease it, write its session_start (the first event is
+        # durable at the claim's commit), tell its owner; read back the sessions taken and
+        # the prompts waiting in them, so the run need not read them
+        "claim_candidates", "update_lifecycle", "set_lease_expiry", "insert_session_events",
+        "next_owner_event_id", "insert_owner_event", "claimed_sessions", "claimed_inputs",
+        *notify,
+        # commit 1 (through the worker's group commit, alone here): the first turn, then the
+        # automatic title in the same transaction (its event and its owner event)
         "commit_heads", "insert_session_entries", "insert_session_events",
         "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event", *notify,

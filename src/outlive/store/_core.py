@@ -301,11 +301,10 @@ class StoreCore(abc.ABC):
     async def _owner_event(
         self, tx: Tx, owner_id: str, session_id: str, type_: str, data: dict[str, Any]
     ) -> None:
-        rows = await tx.fetch(self.q.next_owner_event_id, {"id": owner_id})
+        await tx.execute(self.q.next_owner_event_id, {"id": owner_id})
         await tx.execute(
             self.q.insert_owner_event,
-            {"owner": owner_id, "id": rows[0]["last_event_id"], "sid": session_id,
-             "type": type_, "data": self.d.json(data)},
+            {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
         )
 
     async def _end_events(

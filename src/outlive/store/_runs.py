@@ -23,7 +23,7 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._commits import CommitOps
-from ._core import held, session_end, status_data
+from ._core import EVENT_COLUMNS, held, session_end, status_data
 from ._port import Held
 from ._validation import auto_title, check_attention, settle_status
 
@@ -39,48 +39,72 @@ _SETTLE_ACTION = {
 
 class RunOps(CommitOps):
     async def claim(
-        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
+        start: bool = False,
     ) -> list[Claim]:
         if limit < 1:
             return []
 
         async def op(tx: Tx, st: TxState) -> list[Claim]:
             rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
+            if not rows:
+                return []
             claims: list[tuple[str, ClaimReason, Lease | None]] = []
             owner_events: list[_OwnerEvent] = []
+            starts: list[dict[str, Any]] = []
             for row in rows:
                 reason, lease = await self._claim_one(tx, st, row, worker, lease_ttl,
-                                                      max_attempts, owner_events)
+                                                      max_attempts, owner_events, starts, start)
                 claims.append((row["id"], reason, lease))
+            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, starts)
             # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
             for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
                 await self._owner_event(tx, owner, sid, type_, data)
-            result = []
-            for sid, reason, lease in claims:
-                fresh = await tx.fetch(self.q.get_session, {"id": sid})
-                result.append(Claim(to_session(self.d, fresh[0]), reason, lease))
-            return result
+            ids = self.d.ids([sid for sid, _, _ in claims])
+            fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
+            waiting: dict[str, list[Event]] = {}
+            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"])
+                   for r in fresh.values()):
+                for r in await tx.fetch(self.q.claimed_inputs, {"ids": ids}):
+                    waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
+            started = {r["session_id"] for r in starts}
+            return [Claim(to_session(self.d, fresh[sid]), reason, lease,
+                          started=sid in started,
+                          inputs=tuple(waiting.get(sid, ())) if lease is not None else None)
+                    for sid, reason, lease in claims]
 
         return await self._write(op)
 
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
-        owner_events: list[_OwnerEvent],
+        owner_events: list[_OwnerEvent], starts: list[dict[str, Any]], start: bool,
     ) -> tuple[ClaimReason, Lease | None]:
         """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
-        Owner events are queued in `owner_events` for the caller to write last."""
+        Owner events are queued in `owner_events` for the caller to write last; the
+        `session_start` rows of new runs and follow-ups in `starts` (a resumed run writes
+        `session_resumed` itself, after reading its history)."""
         before = lifecycle(row)
         out = transition(before, Action.CLAIM, max_attempts=max_attempts)
         assert out.claim_reason is not None
         sid, owner = row["id"], row["owner_id"]
         if out.run:
-            await self._apply(tx, row, out.state, lease_worker=worker)
+            reason = out.claim_reason
+            extra: dict[str, Any] = {}
+            if start and reason in (ClaimReason.NEW, ClaimReason.FOLLOW_UP):
+                # The row is locked: its next seq is known without asking.
+                extra["last_seq"] = int(row["last_seq"]) + 1
+                rows, _ = self._event_rows(
+                    sid, [NewEvent("session_start", {"reason": reason.value,
+                                                     "attempt": out.state.attempt})],
+                    extra["last_seq"], row["now"], out.state.attempt, out.state.fence)
+                starts.extend(rows)
+            await self._apply(tx, row, out.state, lease_worker=worker, **extra)
             await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
-            st.notify(sid, owner, owner=True)
-            return out.claim_reason, Lease(sid, worker, out.state.fence)
+            st.notify(sid, owner, owner=True, events=bool(extra))
+            return reason, Lease(sid, worker, out.state.fence)
         error = None
         if out.error_code == "max_attempts":
             error = ErrorInfo(

@@ -24,12 +24,13 @@ WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'runni
 RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 
 -- name: next_owner_event_id
+-- The owner's counter, bumped under its row lock; `insert_owner_event` reads it back in the
+-- statement that inserts, so neither waits for a round trip (both pipeline on PostgreSQL).
 UPDATE owners SET last_event_id = last_event_id + 1 WHERE id = :id
-RETURNING last_event_id
 
 -- name: insert_owner_event
 INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
-VALUES (:owner, :id, :sid, {now}, :type, :data)
+SELECT :owner, last_event_id, :sid, {now}, :type, :data FROM owners WHERE id = :owner
 
 -- name: consume_inputs
 UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id
