@@ -44,10 +44,10 @@ def run_statements(dialect: str) -> list[str]:
         # commit 3: the tool result and the second turn
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
-        # pipelined on PostgreSQL, none without an endpoint), session_end, the owner's
-        # session_status
+        # pipelined on PostgreSQL, none without an endpoint), session_end at the seqs the
+        # locked row names, the owner's session_status
         "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
-        "enqueue_webhooks", "allocate_seqs", "insert_session_events", "next_owner_event_id",
+        "enqueue_webhooks", "bump_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event",
         "lock_session", *notify,
         # the worker, free again, looks for more work

@@ -239,6 +239,21 @@ class StoreCore(abc.ABC):
             int(head["attempt"]), fence, head["owner_id"], st,
         )
 
+    async def _append_locked(
+        self, tx: Tx, row: Row, events: Sequence[NewEvent], *, stamp: Lease
+    ) -> list[Event]:
+        """`_append` for a session whose row (from `lock_session`) this transaction holds and
+        has appended nothing to since: its next seqs and its time are known, so no round
+        trip. Stamped with the fence of `stamp`."""
+        if not events:
+            return []
+        check_event_types(events)
+        await tx.execute(self.q.bump_seqs, {"n": len(events), "id": row["id"]})
+        return await self._insert_events(
+            tx, row["id"], events, int(row["last_seq"]) + 1, row["now"], int(row["attempt"]),
+            stamp.fence, row["owner_id"], None,
+        )
+
     async def _insert_events(
         self, tx: Tx, session_id: str, events: Sequence[NewEvent], first: int, now: Any,
         attempt: int, fence: int, owner_id: str, st: TxState | None,
@@ -310,11 +325,16 @@ class StoreCore(abc.ABC):
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
         extra: Sequence[NewEvent] = (), stamp: Lease | None = None, *,
-        attention: str | None = None, dropped: Sequence[int] = (),
+        attention: str | None = None, dropped: Sequence[int] = (), locked: bool = False,
     ) -> None:
-        """`session_end` (after `extra`) and the owner's `session_status`."""
+        """`session_end` (after `extra`) and the owner's `session_status`. `locked`: `row`
+        is this transaction's lock of the session, with no event appended since
+        (`_append_locked`)."""
         end = session_end(status, error, reason, attention=attention, dropped=dropped)
-        await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
+        if locked and stamp is not None:
+            await self._append_locked(tx, row, [*extra, end], stamp=stamp)
+        else:
+            await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
         await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
                                 status_data(status, int(row["attempt"]), attention, error))
 

@@ -260,7 +260,7 @@ class RunOps(CommitOps):
                 attention=waits,
             )
             await self._end_events(tx, row, final, error, reason, events, stamp=lease,
-                                   attention=waits, dropped=dropped)
+                                   attention=waits, dropped=dropped, locked=True)
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)

@@ -2,7 +2,10 @@
 -- gapless seq allocation, the per-owner event counter. Fragments in braces: see _queries.py.
 
 -- name: lock_session
-SELECT {session_row} FROM sessions s WHERE s.id = :id {for_update}
+-- `now`: the time of the lock, which stamps events appended at the row's next seqs
+-- (`_append_locked`). On PostgreSQL a row changed while we waited for it is read again,
+-- `now` with it, so no event gets a time before an earlier seq's.
+SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id = :id {for_update}
 
 -- name: lock_owned_session
 SELECT {session_row} FROM sessions s
@@ -16,6 +19,10 @@ SELECT id FROM sessions WHERE id = :id
 UPDATE sessions SET last_seq = last_seq + :n, updated_at = {now}
 WHERE id = :id
 RETURNING last_seq, attempt, fence, owner_id, {now} AS now
+
+-- name: bump_seqs
+-- Seqs of a row this transaction holds locked: the caller knows them from the row.
+UPDATE sessions SET last_seq = last_seq + :n, updated_at = {now} WHERE id = :id
 
 -- name: allocate_seqs_fenced
 -- Worker writes: zero rows means the lease is lost.
