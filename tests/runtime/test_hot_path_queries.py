@@ -28,11 +28,11 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, write its session_start (the first event is
-        # durable at the claim's commit), tell its owner; read back the sessions taken and
-        # the prompts waiting in them, so the run need not read them
-        "claim_candidates", "update_lifecycle", "set_lease_expiry", "insert_session_events",
-        "next_owner_event_id", "insert_owner_event", "claimed_sessions", "claimed_inputs",
+        # claim: take the session, lease it, tell its owner, read the prompts waiting (so
+        # the run need not) and the sessions as taken, then write session_start (the first
+        # event is durable at the claim's commit)
+        "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
+        "insert_owner_event", "claimed_inputs", "claimed_sessions", "insert_session_events",
         *notify,
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)

@@ -5,7 +5,7 @@ runs to stop."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..domain.errors import InvalidInput, PendingInput
@@ -30,6 +30,8 @@ from ._validation import auto_title, check_attention, settle_status
 __all__ = ["RunOps"]
 
 _OwnerEvent = tuple[str, str, str, dict[str, Any]]
+_STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
+"""Claims whose run begins with `session_start` (the others resume)."""
 _SETTLE_ACTION = {
     Status.SUCCEEDED: Action.SETTLE_SUCCEEDED,
     Status.FAILED: Action.SETTLE_FAILED,
@@ -51,23 +53,24 @@ class RunOps(CommitOps):
                 return []
             claims: list[tuple[str, ClaimReason, Lease | None]] = []
             owner_events: list[_OwnerEvent] = []
-            starts: list[dict[str, Any]] = []
+            starts: list[tuple[Row, ClaimReason, Lease]] = []
             for row in rows:
                 reason, lease = await self._claim_one(tx, st, row, worker, lease_ttl,
-                                                      max_attempts, owner_events, starts, start)
+                                                      max_attempts, owner_events, start)
                 claims.append((row["id"], reason, lease))
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, starts)
+                if lease is not None and start and reason in _STARTS:
+                    starts.append((row, reason, lease))
             # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
             for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
                 await self._owner_event(tx, owner, sid, type_, data)
             ids = self.d.ids([sid for sid, _, _ in claims])
-            fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
             waiting: dict[str, list[Event]] = {}
-            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"])
-                   for r in fresh.values()):
+            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
                 for r in await tx.fetch(self.q.claimed_inputs, {"ids": ids}):
                     waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
-            started = {r["session_id"] for r in starts}
+            fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
+            await self._write_starts(tx, starts, fresh)
+            started = {row["id"] for row, _, _ in starts}
             return [Claim(to_session(self.d, fresh[sid]), reason, lease,
                           started=sid in started,
                           inputs=tuple(waiting.get(sid, ())) if lease is not None else None)
@@ -75,14 +78,32 @@ class RunOps(CommitOps):
 
         return await self._write(op)
 
+    async def _write_starts(
+        self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease]], fresh: Mapping[str, Row]
+    ) -> None:
+        """The `session_start` of each new run or follow-up a claim took, at the seq after
+        its locked row's last (`_claim_one` counted it), stamped with the time of the claim's
+        last read: the lease is taken by then, and only the commit follows."""
+        rows: list[dict[str, Any]] = []
+        for row, reason, lease in starts:
+            now = fresh[row["id"]]["now"]
+            attempt = int(fresh[row["id"]]["attempt"])
+            new, _ = self._event_rows(
+                row["id"], [NewEvent("session_start", {"reason": reason.value,
+                                                       "attempt": attempt})],
+                int(row["last_seq"]) + 1, now, attempt, lease.fence)
+            rows.extend(new)
+        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
+
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
-        owner_events: list[_OwnerEvent], starts: list[dict[str, Any]], start: bool,
+        owner_events: list[_OwnerEvent], start: bool,
     ) -> tuple[ClaimReason, Lease | None]:
         """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
-        Owner events are queued in `owner_events` for the caller to write last; the
-        `session_start` rows of new runs and follow-ups in `starts` (a resumed run writes
-        `session_resumed` itself, after reading its history)."""
+        Owner events are queued in `owner_events` for the caller to write last. With `start`,
+        a new run's or a follow-up's seq for its `session_start` is counted here (the caller
+        writes the event; a resumed run writes `session_resumed` after reading its
+        history)."""
         before = lifecycle(row)
         out = transition(before, Action.CLAIM, max_attempts=max_attempts)
         assert out.claim_reason is not None
@@ -90,14 +111,8 @@ class RunOps(CommitOps):
         if out.run:
             reason = out.claim_reason
             extra: dict[str, Any] = {}
-            if start and reason in (ClaimReason.NEW, ClaimReason.FOLLOW_UP):
-                # The row is locked: its next seq is known without asking.
-                extra["last_seq"] = int(row["last_seq"]) + 1
-                rows, _ = self._event_rows(
-                    sid, [NewEvent("session_start", {"reason": reason.value,
-                                                     "attempt": out.state.attempt})],
-                    extra["last_seq"], row["now"], out.state.attempt, out.state.fence)
-                starts.extend(rows)
+            if start and reason in _STARTS:
+                extra["last_seq"] = int(row["last_seq"]) + 1  # the row is locked: known
             await self._apply(tx, row, out.state, lease_worker=worker, **extra)
             await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:

@@ -2,17 +2,17 @@
 
 -- name: claim_candidates
 -- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
--- those waiting on an approval (no lease until a decision). `now` stamps the
--- `session_start` a claim writes.
-SELECT {session_row}, {now} AS now FROM sessions s
+-- those waiting on an approval (no lease until a decision).
+SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
    OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
        AND (s.attention IS NULL OR s.attention <> 'approval'))
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: claimed_sessions
--- The sessions a claim took, as it left them, in one statement whatever their number.
-SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
+-- The sessions a claim took, as it left them, in one statement whatever their number;
+-- `now` stamps the `session_start` events the claim writes after it.
+SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids}
 
 -- name: claimed_inputs
 -- The user messages waiting in the sessions a claim took, so their runs need not read them.
