@@ -49,7 +49,8 @@ def run_statements(dialect: str) -> list[str]:
         "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
         "enqueue_webhooks", "bump_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event",
-        "lock_session", *notify,
+        # the settled session, read with the COMMIT (no round trip of its own on PostgreSQL)
+        *notify, "get_session",
         # the worker, free again, looks for more work
         "claim_candidates",
     ]

@@ -16,10 +16,20 @@ from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
 from ..domain.errors import LeaseLost, NotFound
-from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
+from ..domain.model import (
+    TERMINAL,
+    Entry,
+    ErrorInfo,
+    Event,
+    Lease,
+    NewEvent,
+    Session,
+    Status,
+    new_id,
+)
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
-from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle
+from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_session
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
@@ -123,6 +133,18 @@ class StoreCore(abc.ABC):
         if not rows:
             raise NotFound(f"session {session_id} not found")
         return rows[0]
+
+    async def _write_session(self, fn: Callable[[Tx, TxState], Awaitable[str]]) -> Session:
+        """A write that answers with the session it changed (`fn` returns its id), read
+        with the commit (`TxState.read_with_commit`) rather than in a round trip before."""
+
+        async def op(tx: Tx, st: TxState) -> TxState:
+            st.read_with_commit(self.q.get_session, {"id": await fn(tx, st)})
+            return st
+
+        st = await self._write(op)
+        assert st.last_rows is not None
+        return to_session(self.d, st.last_rows[0])
 
     async def _fenced(self, tx: Tx, lease: Lease) -> Row:
         """The session's row, locked, if `lease` still holds it. A lease that lapsed with

@@ -252,7 +252,7 @@ class RunOps(CommitOps):
         if attention == "approval":
             raise InvalidInput("a run waits on an approval through await_approval, not settle")
 
-        async def op(tx: Tx, st: TxState) -> Session:
+        async def op(tx: Tx, st: TxState) -> str:
             row = await self._fenced(tx, lease)
             final = status
             if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
@@ -279,9 +279,9 @@ class RunOps(CommitOps):
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
-            return to_session(self.d, await self._locked(tx, lease.session_id, None))
+            return lease.session_id
 
-        return await self._write(op)
+        return await self._write_session(op)
 
     async def _insert_entries(
         self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
