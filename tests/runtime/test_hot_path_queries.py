@@ -28,12 +28,12 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner, read the prompts waiting (so
-        # the run need not) and the sessions as taken, then write session_start (the first
-        # event is durable at the claim's commit)
+        # claim: take the session, lease it, tell its owner, read the sessions as taken, write
+        # session_start (the first event is durable at the claim's commit), and read the
+        # prompts waiting with the COMMIT (so the run need not)
         "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "claimed_inputs", "claimed_sessions", "insert_session_events",
-        *notify,
+        "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
+        "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)
         "commit_heads", "insert_session_entries", "insert_session_events",

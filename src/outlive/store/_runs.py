@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..domain.errors import InvalidInput, PendingInput
@@ -47,10 +48,10 @@ class RunOps(CommitOps):
         if limit < 1:
             return []
 
-        async def op(tx: Tx, st: TxState) -> list[Claim]:
+        async def op(tx: Tx, st: TxState) -> tuple[list[Claim], TxState]:
             rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
             if not rows:
-                return []
+                return [], st
             claims: list[tuple[str, ClaimReason, Lease | None]] = []
             owner_events: list[_OwnerEvent] = []
             starts: list[tuple[Row, ClaimReason, Lease]] = []
@@ -64,26 +65,29 @@ class RunOps(CommitOps):
             for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
                 await self._owner_event(tx, owner, sid, type_, data)
             ids = self.d.ids([sid for sid, _, _ in claims])
-            waiting: dict[str, list[Event]] = {}
-            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
-                for r in await tx.fetch(self.q.claimed_inputs, {"ids": ids}):
-                    waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
             fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
             await self._write_starts(tx, starts, fresh)
+            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
+                st.read_with_commit(self.q.claimed_inputs, {"ids": ids})
             started = {row["id"] for row, _, _ in starts}
             return [Claim(to_session(self.d, fresh[sid]), reason, lease,
-                          started=sid in started,
-                          inputs=tuple(waiting.get(sid, ())) if lease is not None else None)
-                    for sid, reason, lease in claims]
+                          started=sid in started, inputs=() if lease is not None else None)
+                    for sid, reason, lease in claims], st
 
-        return await self._write(op)
+        claims, st = await self._write(op)
+        waiting: dict[str, list[Event]] = {}
+        for r in st.last_rows or ():
+            waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
+        return [c if c.inputs is None else replace(c, inputs=tuple(waiting.get(c.session.id, ())))
+                for c in claims]
 
     async def _write_starts(
         self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease]], fresh: Mapping[str, Row]
     ) -> None:
         """The `session_start` of each new run or follow-up a claim took, at the seq after
         its locked row's last (`_claim_one` counted it), stamped with the time of the claim's
-        last read: the lease is taken by then, and only the commit follows."""
+        read of the sessions it took: the lease is taken by then, and only the commit follows
+        (with the read of the waiting messages, which rides with it)."""
         rows: list[dict[str, Any]] = []
         for row, reason, lease in starts:
             now = fresh[row["id"]]["now"]
