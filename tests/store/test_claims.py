@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from outlive.domain import Status
-from outlive.domain.model import ClaimReason, Lease, NewEvent
+from outlive.domain.model import Claim, ClaimReason, Lease, NewEvent
 from tests.support.store_suite import (
     LONG_TTL,
     assert_gapless,
@@ -166,7 +167,8 @@ async def test_a_starting_claim_writes_session_start_and_reads_the_waiting_promp
     await assert_gapless(store, owner.id, s.id)
 
 
-async def claim_one_starting(store, worker: str):  # type: ignore[no-untyped-def]
+async def claim_one_starting(store: Any, worker: str) -> Claim:
+    """A worker's claim (`start=True`) that takes exactly one session."""
     [c] = await store.claim(worker, limit=50, lease_ttl=LONG_TTL, start=True)
     return c
 

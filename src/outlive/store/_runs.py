@@ -113,17 +113,17 @@ class RunOps(CommitOps):
         assert out.claim_reason is not None
         sid, owner = row["id"], row["owner_id"]
         if out.run:
-            reason = out.claim_reason
-            extra: dict[str, Any] = {}
-            if start and reason in _STARTS:
-                extra["last_seq"] = int(row["last_seq"]) + 1  # the row is locked: known
-            await self._apply(tx, row, out.state, lease_worker=worker, **extra)
+            starting = start and out.claim_reason in _STARTS
+            seq: dict[str, Any] = {}
+            if starting:  # the row is locked: its next seq is known
+                seq["last_seq"] = int(row["last_seq"]) + 1
+            await self._apply(tx, row, out.state, lease_worker=worker, **seq)
             await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
-            st.notify(sid, owner, owner=True, events=bool(extra))
-            return reason, Lease(sid, worker, out.state.fence)
+            st.notify(sid, owner, owner=True, events=starting)
+            return out.claim_reason, Lease(sid, worker, out.state.fence)
         error = None
         if out.error_code == "max_attempts":
             error = ErrorInfo(
