@@ -28,14 +28,14 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner
+        # claim: take the session, lease it, tell its owner, read the sessions as taken, write
+        # session_start (the first event is durable at the claim's commit), and read the
+        # prompts waiting with the COMMIT (so the run need not)
         "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "get_session", *notify,
-        # the run reads the waiting prompt
-        "undelivered_inputs",
-        # commit 1 (through the worker's group commit, alone here): session_start and the
-        # first turn, then the automatic title in the same transaction (its event and its
-        # owner event)
+        "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
+        "claimed_inputs",
+        # commit 1 (through the worker's group commit, alone here): the first turn, then the
+        # automatic title in the same transaction (its event and its owner event)
         "commit_heads", "insert_session_entries", "insert_session_events",
         "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event", *notify,
@@ -44,12 +44,13 @@ def run_statements(dialect: str) -> list[str]:
         # commit 3: the tool result and the second turn
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
-        # pipelined on PostgreSQL, none without an endpoint), session_end, the owner's
-        # session_status
+        # pipelined on PostgreSQL, none without an endpoint), session_end at the seqs the
+        # locked row names, the owner's session_status
         "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
-        "enqueue_webhooks", "allocate_seqs", "insert_session_events", "next_owner_event_id",
+        "enqueue_webhooks", "bump_seqs", "insert_session_events", "next_owner_event_id",
         "insert_owner_event",
-        "lock_session", *notify,
+        # the settled session, read with the COMMIT (no round trip of its own on PostgreSQL)
+        *notify, "get_session",
         # the worker, free again, looks for more work
         "claim_candidates",
     ]

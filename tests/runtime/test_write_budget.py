@@ -33,8 +33,9 @@ class CountingStore:
 
 async def test_a_demo_session_costs_one_write_per_step(store, workers, owner):
     """'hi' is 2 model turns and 1 tool call: its 10 non-delta events are written by the
-    turn starts (with session_start and the title), the tool start (with the model's answer),
-    and the settle (with the final answer), plus one read of the waiting prompt."""
+    claim (session_start), the turn starts (the first with the title), the tool start (with
+    the model's answer), and the settle (with the final answer). The claim reads the waiting
+    prompt in its own transaction, so the run reads nothing."""
     counting = CountingStore(store)
     s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
     await workers.start(store=counting)
@@ -49,4 +50,4 @@ async def test_a_demo_session_costs_one_write_per_step(store, workers, owner):
     reads = {k: v for k, v in counting.calls.items() if k in READS}
     # the worker's commits go through its group committer: alone, one item each
     assert writes == {"commit_many": 3, "settle": 1}, writes
-    assert reads == {"undelivered_inputs": 1}, reads
+    assert reads == {}, reads

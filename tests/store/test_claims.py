@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Any
 
 from outlive.domain import Status
-from outlive.domain.model import ClaimReason, Lease, NewEvent
+from outlive.domain.model import Claim, ClaimReason, Lease, NewEvent
 from tests.support.store_suite import (
     LONG_TTL,
     assert_gapless,
@@ -124,6 +125,52 @@ async def test_reasons_and_fence_across_new_crash_handoff_follow_up(store):
     assert (c4.reason, c4.lease.fence, c4.session.attempt) == (ClaimReason.FOLLOW_UP, 4, 1)
     assert c4.session.status is Status.RUNNING
     await assert_gapless(store, owner.id, s.id)
+
+
+async def test_a_starting_claim_writes_session_start_and_reads_the_waiting_prompt(store):
+    """`start=True` (the worker's claim): a new run's and a follow-up's `session_start` are
+    written in the claim's transaction, at the next seq, stamped with the lease's fence; a
+    resumed run's are not (it writes `session_resumed` after reading its history). The
+    waiting messages come with the claim."""
+    owner = await new_owner(store)
+    s = await new_session(store, owner.id, prompt="hello")
+    other = await new_session(store, owner.id, prompt=None)
+    claims = await store.claim("w1", limit=5, lease_ttl=LONG_TTL, start=True)
+    by_id = {c.session.id: c for c in claims}
+    c1 = by_id[s.id]
+    assert c1.started and c1.session.last_seq == 2
+    assert [(e.seq, e.data["text"]) for e in c1.inputs or ()] == [(1, "hello")]
+    events = await store.read_events(s.id)
+    assert [(e.seq, e.type, e.fence, e.attempt) for e in events] == [
+        (1, "user_message", 0, 0), (2, "session_start", 1, 1)]
+    assert events[1].data == {"reason": "new", "attempt": 1}
+    assert by_id[other.id].inputs == () and await event_types(store, other.id) == [
+        "session_start"]
+    await expire(store, c1.lease)
+    c2 = await claim_one_starting(store, "w2")
+    assert (c2.reason, c2.started) == (ClaimReason.CRASH, False)
+    assert [e.seq for e in c2.inputs or ()] == [1]  # never delivered: still waiting
+    assert await event_types(store, s.id, after=2) == []
+    await store.mark_delivered(c2.lease, 1)
+    await store.settle(c2.lease, Status.SUCCEEDED)
+    await store.post_message(owner.id, s.id, "more")
+    c3 = await claim_one_starting(store, "w1")
+    assert (c3.reason, c3.started) == (ClaimReason.FOLLOW_UP, True)
+    assert [e.data["text"] for e in c3.inputs or ()] == ["more"]
+    last = (await store.read_events(s.id))[-1]
+    assert (last.type, last.data, last.fence) == (
+        "session_start", {"reason": "follow_up", "attempt": 1}, c3.lease.fence)
+    # without `start`, a claim writes no event
+    await new_session(store, owner.id, prompt=None)
+    [plain] = await store.claim("w3", limit=5, lease_ttl=LONG_TTL)
+    assert not plain.started and await event_types(store, plain.session.id) == []
+    await assert_gapless(store, owner.id, s.id)
+
+
+async def claim_one_starting(store: Any, worker: str) -> Claim:
+    """A worker's claim (`start=True`) that takes exactly one session."""
+    [c] = await store.claim(worker, limit=50, lease_ttl=LONG_TTL, start=True)
+    return c
 
 
 async def test_expired_lease_is_reclaimed_with_attempt_plus_one(store):

@@ -183,6 +183,12 @@ class Claim:
     reason: ClaimReason
     lease: Lease | None
     """None when the claim settled the session instead (cancel requested, attempt cap)."""
+    started: bool = False
+    """The claim wrote the run's `session_start` itself (a new run or a follow-up), so the
+    first event is durable at the claim's commit, not held for the run's first write."""
+    inputs: tuple[Event, ...] | None = None
+    """The user messages waiting undelivered when the claim took the session (read in the
+    claim's transaction); None when not read."""
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,12 @@ class Inbox:
     notice has nothing new, and one whose notices cannot reach it (a worker process of its own
     on SQLite, whose notices stay in-process) still sees new input at its next turn."""
 
-    def __init__(self, store: Store, claimed: Session, backstop_interval: float | None) -> None:
+    def __init__(self, store: Store, claimed: Session, backstop_interval: float | None,
+                 claimed_inputs: Sequence[Event] | None = None) -> None:
+        """`claimed_inputs`: the messages the claim read with the session, if it did."""
         self.store = store
         self.claimed = claimed
+        self._claimed_inputs = None if claimed_inputs is None else list(claimed_inputs)
         self.backstop = backstop_interval or 1.0
         self._state = _Read.CLAIMED
         self._read_at = time.monotonic()
@@ -67,7 +70,10 @@ class Inbox:
     async def refill(self, fresh: Session) -> list[Event]:
         """Read the undelivered messages, if `fresh` (from `session()`) says there are any."""
         self._waiting = []
-        if fresh.last_input_seq > fresh.delivered_input_seq:
+        claimed, self._claimed_inputs = self._claimed_inputs, None
+        if fresh is self.claimed and claimed is not None:
+            self._waiting = claimed  # read by the claim, in the same transaction as `fresh`
+        elif fresh.last_input_seq > fresh.delivered_input_seq:
             self._waiting = await self.store.undelivered_inputs(self.claimed.id)
         return list(self._waiting)
 

@@ -88,7 +88,7 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self.writes = RunWrites(sink or store, self.lease)
         self.activity = Supervisor(self.writes, settings.flush_interval)
-        self.inbox = Inbox(store, claim.session, settings.backstop_interval)
+        self.inbox = Inbox(store, claim.session, settings.backstop_interval, claim.inputs)
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
@@ -200,7 +200,7 @@ class Run:
                      "repaired_tool_calls": [c.call_id for c in plan.dangling]},
                 )
             ])
-        else:
+        elif not self.claim.started:  # else the claim wrote it: durable already
             self.writes.hold(events=[NewEvent("session_start", {"reason": reason.value,
                                                                 "attempt": attempt})])
         if plan.dangling:

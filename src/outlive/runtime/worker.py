@@ -135,7 +135,7 @@ class Worker:
                 try:
                     claims = await self.store.claim(
                         self.id, limit=free, lease_ttl=self.settings.lease_ttl,
-                        max_attempts=self.settings.max_attempts,
+                        max_attempts=self.settings.max_attempts, start=True,
                     )
                     backoff = 0.1
                 except Exception as exc:

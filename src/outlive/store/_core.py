@@ -17,10 +17,20 @@ from typing import Any, NoReturn, TypeVar
 
 from ..domain.approvals import CANCELLED
 from ..domain.errors import LeaseLost, NotFound
-from ..domain.model import TERMINAL, Entry, ErrorInfo, Event, Lease, NewEvent, Status, new_id
+from ..domain.model import (
+    TERMINAL,
+    Entry,
+    ErrorInfo,
+    Event,
+    Lease,
+    NewEvent,
+    Session,
+    Status,
+    new_id,
+)
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
-from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event
+from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event, to_session
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
@@ -175,6 +185,18 @@ class StoreCore(abc.ABC):
             raise NotFound(f"session {session_id} not found")
         return rows[0]
 
+    async def _write_session(self, fn: Callable[[Tx, TxState], Awaitable[str]]) -> Session:
+        """A write that answers with the session it changed (`fn` returns its id), read
+        with the commit (`TxState.read_with_commit`) rather than in a round trip before."""
+
+        async def op(tx: Tx, st: TxState) -> TxState:
+            st.read_with_commit(self.q.get_session, {"id": await fn(tx, st)})
+            return st
+
+        st = await self._write(op)
+        assert st.last_rows is not None
+        return to_session(self.d, st.last_rows[0])
+
     async def _fenced(self, tx: Tx, lease: Lease) -> Row:
         """The session's row, locked, if `lease` still holds it. A lease that lapsed with
         nobody claiming the session since still holds it: the fence is what decides."""
@@ -290,6 +312,21 @@ class StoreCore(abc.ABC):
             int(head["attempt"]), fence, head["owner_id"], st,
         )
 
+    async def _append_locked(
+        self, tx: Tx, row: Row, events: Sequence[NewEvent], *, stamp: Lease
+    ) -> list[Event]:
+        """`_append` for a session whose row (from `lock_session`) this transaction holds and
+        has appended nothing to since: its next seqs and its time are known, so no round
+        trip. Stamped with the fence of `stamp`."""
+        if not events:
+            return []
+        check_event_types(events)
+        await tx.execute(self.q.bump_seqs, {"n": len(events), "id": row["id"]})
+        return await self._insert_events(
+            tx, row["id"], events, int(row["last_seq"]) + 1, row["now"], int(row["attempt"]),
+            stamp.fence, row["owner_id"], None,
+        )
+
     async def _insert_events(
         self, tx: Tx, session_id: str, events: Sequence[NewEvent], first: int, now: Any,
         attempt: int, fence: int, owner_id: str, st: TxState | None,
@@ -352,21 +389,25 @@ class StoreCore(abc.ABC):
     async def _owner_event(
         self, tx: Tx, owner_id: str, session_id: str, type_: str, data: dict[str, Any]
     ) -> None:
-        rows = await tx.fetch(self.q.next_owner_event_id, {"id": owner_id})
+        await tx.execute(self.q.next_owner_event_id, {"id": owner_id})
         await tx.execute(
             self.q.insert_owner_event,
-            {"owner": owner_id, "id": rows[0]["last_event_id"], "sid": session_id,
-             "type": type_, "data": self.d.json(data)},
+            {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
         )
 
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,
         extra: Sequence[NewEvent] = (), stamp: Lease | None = None, *,
-        attention: str | None = None, dropped: Sequence[int] = (),
+        attention: str | None = None, dropped: Sequence[int] = (), locked: bool = False,
     ) -> None:
-        """`session_end` (after `extra`) and the owner's `session_status`."""
+        """`session_end` (after `extra`) and the owner's `session_status`. `locked`: `row`
+        is this transaction's lock of the session, with no event appended since
+        (`_append_locked`)."""
         end = session_end(status, error, reason, attention=attention, dropped=dropped)
-        await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
+        if locked and stamp is not None:
+            await self._append_locked(tx, row, [*extra, end], stamp=stamp)
+        else:
+            await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
         await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
                                 status_data(status, int(row["attempt"]), attention, error))
 

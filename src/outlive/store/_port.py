@@ -271,8 +271,13 @@ class Store(Protocol):
     # workers (fenced)
     async def load_session(self, session_id: str) -> Session: ...
     async def claim(
-        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
-    ) -> list[Claim]: ...
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
+        start: bool = False,
+    ) -> list[Claim]:
+        """Lease up to `limit` claimable sessions. `start`: write the `session_start` of each
+        new run or follow-up in the claim's own transaction (`Claim.started`), as a worker
+        does, so the first event needs no write of its own."""
+        ...
     async def heartbeat(
         self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
     ) -> list[Held]: ...

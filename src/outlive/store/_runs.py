@@ -5,7 +5,8 @@ runs to stop."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..domain.errors import InvalidInput, PendingInput
@@ -23,13 +24,15 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._commits import CommitOps
-from ._core import held, session_end, status_data
+from ._core import EVENT_COLUMNS, held, session_end, status_data
 from ._port import Held
 from ._validation import auto_title, check_attention, settle_status
 
 __all__ = ["RunOps"]
 
 _OwnerEvent = tuple[str, str, str, dict[str, Any]]
+_STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
+"""Claims whose run begins with `session_start` (the others resume)."""
 _SETTLE_ACTION = {
     Status.SUCCEEDED: Action.SETTLE_SUCCEEDED,
     Status.FAILED: Action.SETTLE_FAILED,
@@ -39,47 +42,87 @@ _SETTLE_ACTION = {
 
 class RunOps(CommitOps):
     async def claim(
-        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
+        start: bool = False,
     ) -> list[Claim]:
         if limit < 1:
             return []
 
-        async def op(tx: Tx, st: TxState) -> list[Claim]:
+        async def op(tx: Tx, st: TxState) -> tuple[list[Claim], TxState]:
             rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
+            if not rows:
+                return [], st
             claims: list[tuple[str, ClaimReason, Lease | None]] = []
             owner_events: list[_OwnerEvent] = []
+            starts: list[tuple[Row, ClaimReason, Lease]] = []
             for row in rows:
                 reason, lease = await self._claim_one(tx, st, row, worker, lease_ttl,
-                                                      max_attempts, owner_events)
+                                                      max_attempts, owner_events, start)
                 claims.append((row["id"], reason, lease))
+                if lease is not None and start and reason in _STARTS:
+                    starts.append((row, reason, lease))
             # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
             for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
                 await self._owner_event(tx, owner, sid, type_, data)
-            result = []
-            for sid, reason, lease in claims:
-                fresh = await tx.fetch(self.q.get_session, {"id": sid})
-                result.append(Claim(to_session(self.d, fresh[0]), reason, lease))
-            return result
+            ids = self.d.ids([sid for sid, _, _ in claims])
+            fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
+            await self._write_starts(tx, starts, fresh)
+            if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
+                st.read_with_commit(self.q.claimed_inputs, {"ids": ids})
+            started = {row["id"] for row, _, _ in starts}
+            return [Claim(to_session(self.d, fresh[sid]), reason, lease,
+                          started=sid in started, inputs=() if lease is not None else None)
+                    for sid, reason, lease in claims], st
 
-        return await self._write(op)
+        claims, st = await self._write(op)
+        waiting: dict[str, list[Event]] = {}
+        for r in st.last_rows or ():
+            waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
+        return [c if c.inputs is None else replace(c, inputs=tuple(waiting.get(c.session.id, ())))
+                for c in claims]
+
+    async def _write_starts(
+        self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease]], fresh: Mapping[str, Row]
+    ) -> None:
+        """The `session_start` of each new run or follow-up a claim took, at the seq after
+        its locked row's last (`_claim_one` counted it), stamped with the time of the claim's
+        read of the sessions it took: the lease is taken by then, and only the commit follows
+        (with the read of the waiting messages, which rides with it)."""
+        rows: list[dict[str, Any]] = []
+        for row, reason, lease in starts:
+            now = fresh[row["id"]]["now"]
+            attempt = int(fresh[row["id"]]["attempt"])
+            new, _ = self._event_rows(
+                row["id"], [NewEvent("session_start", {"reason": reason.value,
+                                                       "attempt": attempt})],
+                int(row["last_seq"]) + 1, now, attempt, lease.fence)
+            rows.extend(new)
+        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
 
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
-        owner_events: list[_OwnerEvent],
+        owner_events: list[_OwnerEvent], start: bool,
     ) -> tuple[ClaimReason, Lease | None]:
         """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
-        Owner events are queued in `owner_events` for the caller to write last."""
+        Owner events are queued in `owner_events` for the caller to write last. With `start`,
+        a new run's or a follow-up's seq for its `session_start` is counted here (the caller
+        writes the event; a resumed run writes `session_resumed` after reading its
+        history)."""
         before = lifecycle(row)
         out = transition(before, Action.CLAIM, max_attempts=max_attempts)
         assert out.claim_reason is not None
         sid, owner = row["id"], row["owner_id"]
         if out.run:
-            await self._apply(tx, row, out.state, lease_worker=worker)
+            starting = start and out.claim_reason in _STARTS
+            seq: dict[str, Any] = {}
+            if starting:  # the row is locked: its next seq is known
+                seq["last_seq"] = int(row["last_seq"]) + 1
+            await self._apply(tx, row, out.state, lease_worker=worker, **seq)
             await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
-            st.notify(sid, owner, owner=True)
+            st.notify(sid, owner, owner=True, events=starting)
             return out.claim_reason, Lease(sid, worker, out.state.fence)
         error = None
         if out.error_code == "max_attempts":
@@ -213,7 +256,7 @@ class RunOps(CommitOps):
         if attention == "approval":
             raise InvalidInput("a run waits on an approval through await_approval, not settle")
 
-        async def op(tx: Tx, st: TxState) -> Session:
+        async def op(tx: Tx, st: TxState) -> str:
             row = await self._fenced(tx, lease)
             final = status
             if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
@@ -236,13 +279,13 @@ class RunOps(CommitOps):
                 attention=waits,
             )
             await self._end_events(tx, row, final, error, reason, events, stamp=lease,
-                                   attention=waits, dropped=dropped)
+                                   attention=waits, dropped=dropped, locked=True)
             if pending:
                 await self._revive_or_drop(tx, row, final)
             st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
-            return to_session(self.d, await self._locked(tx, lease.session_id, None))
+            return lease.session_id
 
-        return await self._write(op)
+        return await self._write_session(op)
 
     async def _insert_entries(
         self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]

@@ -196,7 +196,7 @@ class SessionOps(StoreCore):
     async def request_cancel(
         self, owner_id: str, session_id: str, *, reason: str = "user"
     ) -> Session:
-        async def op(tx: Tx, st: TxState) -> Session:
+        async def op(tx: Tx, st: TxState) -> str:
             row = await self._locked(tx, session_id, owner_id)
             out = transition(lifecycle(row), Action.REQUEST_CANCEL)
             if out.changed:
@@ -210,9 +210,9 @@ class SessionOps(StoreCore):
                     await self._cancel_approval(tx, row)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                           cancel=aborts_run(row, out.state))
-            return to_session(self.d, await self._locked(tx, session_id, None))
+            return session_id
 
-        return await self._write(op)
+        return await self._write_session(op)
 
     async def post_message(
         self,

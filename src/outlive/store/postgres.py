@@ -80,6 +80,14 @@ class _PgTx:
         cur = await self._conn.execute(q.sql, dict(params or {}))
         return list(await cur.fetchall())
 
+    async def send(self, query: Query, params: Mapping[str, Any]
+                   ) -> psycopg.AsyncCursor[Any]:
+        """Queue a read in the pipeline without waiting for it: its cursor has the rows
+        once the pipeline synced (at COMMIT)."""
+        if self._hook is not None:
+            self._hook(query.name)
+        return await self._conn.execute(query.sql, dict(params))
+
     async def execute(self, query: Query | str, params: Mapping[str, Any] | None = None
                       ) -> None:
         q = _named(query)
@@ -274,16 +282,19 @@ class PostgresStore(SqlStore):
             try:
                 # Pipeline mode: statements whose results are not read (BEGIN, INSERTs, the
                 # NOTIFY, COMMIT) go out without waiting a round trip each.
-                async with (
-                    self._pool.connection(self._wait()) as conn, conn.pipeline(),
-                    conn.transaction(),
-                ):
-                    tx = _PgTx(conn, self.on_query)
-                    result = await fn(tx, st)
-                    if st.notices:  # one commit's notices: a few payloads at most
-                        for payload in encode_notices(list(st.notices.values())):
-                            await tx.execute(self.q.notify,
-                                             {"channel": CHANNEL, "payload": payload})
+                async with self._pool.connection(self._wait()) as conn, conn.pipeline():
+                    async with conn.transaction():
+                        tx = _PgTx(conn, self.on_query)
+                        result = await fn(tx, st)
+                        if st.notices:  # one commit's notices: a few payloads at most
+                            for payload in encode_notices(list(st.notices.values())):
+                                await tx.execute(self.q.notify,
+                                                 {"channel": CHANNEL, "payload": payload})
+                        last = None
+                        if st.last_read is not None:  # queued: it comes back with COMMIT
+                            last = await tx.send(*st.last_read)
+                    if last is not None:
+                        st.last_rows = list(await last.fetchall())
                 return result
             except _RETRYABLE:
                 if attempt == 4:

@@ -248,7 +248,10 @@ class SqliteStore(SqlStore):
             conn = self._writer
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                result = await fn(_SqliteTx(conn, self.on_query), st)
+                tx = _SqliteTx(conn, self.on_query)
+                result = await fn(tx, st)
+                if st.last_read is not None:
+                    st.last_rows = await tx.fetch(*st.last_read)
             except BaseException:
                 await conn.execute("ROLLBACK")
                 raise

@@ -2,7 +2,10 @@
 -- gapless seq allocation, the per-owner event counter. Fragments in braces: see _queries.py.
 
 -- name: lock_session
-SELECT {session_row} FROM sessions s WHERE s.id = :id {for_update}
+-- `now`: the time of the lock, which stamps events appended at the row's next seqs
+-- (`_append_locked`). On PostgreSQL a row changed while we waited for it is read again,
+-- `now` with it, so no event gets a time before an earlier seq's.
+SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id = :id {for_update}
 
 -- name: lock_owned_session
 SELECT {session_row} FROM sessions s
@@ -17,6 +20,10 @@ UPDATE sessions SET last_seq = last_seq + :n, updated_at = {now}
 WHERE id = :id
 RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 
+-- name: bump_seqs
+-- Seqs of a row this transaction holds locked: the caller knows them from the row.
+UPDATE sessions SET last_seq = last_seq + :n, updated_at = {now} WHERE id = :id
+
 -- name: allocate_seqs_fenced
 -- Worker writes: zero rows means the lease is lost.
 UPDATE sessions SET last_seq = last_seq + :n, updated_at = {now}
@@ -24,12 +31,13 @@ WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'runni
 RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 
 -- name: next_owner_event_id
+-- The owner's counter, bumped under its row lock; `insert_owner_event` reads it back in the
+-- statement that inserts, so neither waits for a round trip (both pipeline on PostgreSQL).
 UPDATE owners SET last_event_id = last_event_id + 1 WHERE id = :id
-RETURNING last_event_id
 
 -- name: insert_owner_event
 INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
-VALUES (:owner, :id, :sid, {now}, :type, :data)
+SELECT :owner, last_event_id, :sid, {now}, :type, :data FROM owners WHERE id = :owner
 
 -- name: consume_inputs
 UPDATE sessions SET delivered_input_seq = last_input_seq WHERE id = :id

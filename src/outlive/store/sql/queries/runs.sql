@@ -9,6 +9,17 @@ WHERE s.status = 'queued'
        AND (s.attention IS NULL OR s.attention <> 'approval'))
 ORDER BY s.id LIMIT :limit {skip_locked}
 
+-- name: claimed_sessions
+-- The sessions a claim took, as it left them, in one statement whatever their number;
+-- `now` stamps the `session_start` events the claim writes after it.
+SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids}
+
+-- name: claimed_inputs
+-- The user messages waiting in the sessions a claim took, so their runs need not read them.
+SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
+WHERE e.session_id {in_ids} AND e.seq > s.delivered_input_seq AND e.type = 'user_message'
+ORDER BY e.session_id, e.seq
+
 -- name: set_lease_expiry
 UPDATE sessions SET lease_expires_at = {now} + {secs(:ttl)} WHERE id = :id
 
