@@ -93,7 +93,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def one_size(n: int, planned: float) -> dict[str, Any]:
     async with scratch_database("outlive_bench_scale") as url:
-        store = await PostgresStore(url, max_size=10).open()
+        store = await PostgresStore(url, max_size=10, acquire_timeout=300.0).open()
         await store.migrate()
         worker = Worker(url, "--concurrency", str(n), speed=1.0, name=f"scale{n}")
         try:

@@ -105,6 +105,8 @@ class Commit:
     events: Sequence[NewEvent] = ()
     delivered_through: int | None = None
     title: str | None = None
+    stage: str | None = None
+    """The session's active stage (as `set_stage`), its `stage` event after the commit's own."""
 
 
 CommitOutcome = tuple[list[Entry], list[Event]] | OutliveError
