@@ -40,8 +40,8 @@ class _Waiting:
 
 
 class GroupCommitter:
-    """The fenced writes of every run in one worker (`writes.LeaseWrites`): commits and
-    stages are grouped; settles, parks and titles go straight to the store (one per run)."""
+    """The fenced writes of every run in one worker (`writes.LeaseWrites`): commits (with
+    their stages) are grouped; settles, parks and titles go straight to the store."""
 
     def __init__(self, store: Store, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
@@ -138,11 +138,6 @@ class GroupCommitter:
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
     ) -> Approval | None:
         return await self.store.await_approval(lease, request, entries=entries, events=events)
-
-    async def set_stage(self, lease: Lease, stage: str) -> None:
-        """Grouped like a commit: a thousand tools setting their stage at once would be a
-        thousand transactions all updating their owner's row, one after the other."""
-        await self.commit(lease, stage=stage)
 
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         return await self.store.set_auto_title(lease, title)

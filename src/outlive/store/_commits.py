@@ -55,12 +55,13 @@ class CommitOps(StoreCore):
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]:
         """Model-history entries, their events and the delivery cursor in one fenced write, so
         a crash can never leave a message consumed twice or an answer committed twice. With
-        `title`, the automatic title is set in the same write (as `set_auto_title`), its
-        event after the commit's own."""
-        c = _checked(Commit(lease, entries, events, delivered_through, title))
+        `stage`, the active stage is set in the same write (as `set_stage`), and with `title`
+        the automatic title (as `set_auto_title`), their events after the commit's own."""
+        c = _checked(Commit(lease, entries, events, delivered_through, title, stage))
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
             rows = await tx.fetch(
@@ -75,6 +76,8 @@ class CommitOps(StoreCore):
             out = self._written(st, c, rows[0], ev_rows, en_rows)
             await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
             await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            if c.stage is not None:
+                await self._stage(tx, st, rows[0], lease, c.stage, None)
             if c.title is not None:
                 await self._auto_title(tx, st, rows[0], lease, c.title)
             return out
@@ -129,10 +132,7 @@ class CommitOps(StoreCore):
             owner_events: list[OwnerEvent] = []
             for head, c in written:
                 if c.stage is not None:
-                    await tx.execute(self.q.set_stage, {"stage": c.stage, "id": c.lease.session_id})
-                    owner_events.append((head["owner_id"], c.lease.session_id,
-                                         "session_active_stage", {"stage": c.stage}))
-                    st.notify(c.lease.session_id, head["owner_id"], events=True, owner=True)
+                    await self._stage(tx, st, head, c.lease, c.stage, owner_events)
                 if c.title is not None:
                     await self._auto_title(tx, st, head, c.lease, c.title, owner_events)
             if owner_events:
@@ -175,6 +175,20 @@ class CommitOps(StoreCore):
                 and row["status"] == Status.RUNNING and delivered > int(row["last_input_seq"])):
             raise InvalidInput(f"no user message at seq {delivered}")
         await self._raise_lost(tx, lease)
+
+    async def _stage(self, tx: Tx, st: TxState, head: Row, lease: Lease, stage: str,
+                     owner_events: list[OwnerEvent] | None) -> None:
+        """The session row and the owner's log of a commit's stage (its event is among the
+        commit's). With `owner_events`, the owner's event goes there rather than now."""
+        await tx.execute(self.q.set_stage, {"stage": stage, "id": lease.session_id})
+        data = {"stage": stage}
+        if owner_events is None:
+            await self._owner_event(tx, head["owner_id"], lease.session_id,
+                                    "session_active_stage", data)
+        else:
+            owner_events.append((head["owner_id"], lease.session_id, "session_active_stage",
+                                 data))
+        st.notify(lease.session_id, head["owner_id"], events=True, owner=True)
 
     async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str,
                           owner_events: list[OwnerEvent] | None = None) -> bool:

@@ -236,6 +236,7 @@ class Store(Protocol):
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
         """Group commit: every item as `commit` would write it, all in one transaction with
