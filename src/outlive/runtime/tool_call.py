@@ -95,6 +95,11 @@ class ToolRunner:
         act = asyncio.create_task(self.tools.run(call, ctx),
                                   name=f"tool:{self.session_id}:{call.call_id}")
         await self.activity.supervise(act, flush, tool_cancel=cancel)
+        if all(kind == "progress" for kind, _ in queued):
+            # The last reports ride with the tool's end (the caller's next write): one
+            # transaction fewer between a tool's end and the next step.
+            self.writes.hold(events=[event for _, event in queued])
+            queued.clear()
         await flush()
         result: ToolResult = act.result()
         if result.interrupted and self.activity.cancelled:
