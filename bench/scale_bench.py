@@ -95,8 +95,8 @@ async def one_size(n: int, planned: float, loop: str = "auto") -> dict[str, Any]
     async with scratch_database("outlive_bench_scale") as url:
         store = await PostgresStore(url, max_size=10, acquire_timeout=300.0).open()
         await store.migrate()
-        worker = Worker(url, "--concurrency", str(n), "--loop", loop, speed=1.0,
-                        name=f"scale{n}")
+        extra = [] if loop == "auto" else ["--loop", loop]
+        worker = Worker(url, "--concurrency", str(n), *extra, speed=1.0, name=f"scale{n}")
         try:
             await worker.ready()
             await wait_listening(url, 1)
