@@ -175,3 +175,17 @@ async def test_a_stage_whose_lease_is_gone_is_refused_and_writes_nothing(store):
     assert isinstance(out[0], LeaseLost)
     assert (await store.load_session(s.id)).stage != "too late"
     assert await store.last_owner_event_id(owner.id) == before
+
+
+async def test_a_single_commit_sets_its_stage_as_set_stage_would(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    _, events = await store.commit(
+        lease, events=[NewEvent("tool_progress", {"call_id": "c", "message": "half"})],
+        stage="halfway")
+    assert [e.type for e in events] == ["tool_progress", "stage"]
+    assert (await store.load_session(s.id)).stage == "halfway"
+    logged = [(e.type, e.data) for e in await store.read_owner_events(owner.id)
+              if e.session_id == s.id]
+    assert logged[-1] == ("session_active_stage", {"stage": "halfway"})
+    await assert_gapless(store, owner.id, s.id)
