@@ -91,11 +91,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_size(n: int, planned: float, loop: str = "auto") -> dict[str, Any]:
+async def one_size(n: int, planned: float, loop: str = "default") -> dict[str, Any]:
     async with scratch_database("outlive_bench_scale") as url:
         store = await PostgresStore(url, max_size=10, acquire_timeout=300.0).open()
         await store.migrate()
-        extra = [] if loop == "auto" else ["--loop", loop]
+        extra = [] if loop == "default" else ["--loop", loop]
         worker = Worker(url, "--concurrency", str(n), *extra, speed=1.0, name=f"scale{n}")
         try:
             await worker.ready()
@@ -222,8 +222,9 @@ def cli() -> None:
     parser.add_argument("--quick", action="store_true", help="sizes 100 and 1,000 only")
     parser.add_argument("--sizes", help="comma-separated N values (overrides --quick)")
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--loop", default="auto", choices=("auto", "asyncio", "uvloop"),
-                        help="the worker's event loop (outlive worker --loop)")
+    parser.add_argument("--loop", default="default", choices=("default", "auto", "asyncio",
+                                                             "uvloop"),
+                        help="the worker's event loop (outlive worker --loop; default: its own)")
     asyncio.run(main(parser.parse_args()))
 
 
