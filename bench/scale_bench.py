@@ -91,11 +91,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_size(n: int, planned: float) -> dict[str, Any]:
+async def one_size(n: int, planned: float, loop: str = "default") -> dict[str, Any]:
     async with scratch_database("outlive_bench_scale") as url:
-        store = await PostgresStore(url, max_size=10).open()
+        store = await PostgresStore(url, max_size=10, acquire_timeout=300.0).open()
         await store.migrate()
-        worker = Worker(url, "--concurrency", str(n), speed=1.0, name=f"scale{n}")
+        extra = [] if loop == "default" else ["--loop", loop]
+        worker = Worker(url, "--concurrency", str(n), *extra, speed=1.0, name=f"scale{n}")
         try:
             await worker.ready()
             await wait_listening(url, 1)
@@ -118,6 +119,7 @@ async def one_size(n: int, planned: float) -> dict[str, Any]:
             rows = await durations(store, ids)
         finally:
             worker.discard()
+            await close_readers()
             await store.close()
     succeeded = sum(1 for r in rows if r["status"] == "succeeded")
     spans = [r["seconds"] for r in rows if r["seconds"] is not None]
@@ -168,14 +170,26 @@ async def durations(store: PostgresStore, ids: list[str]) -> list[dict[str, Any]
     )]
 
 
+_READERS: dict[str, psycopg.AsyncConnection[Any]] = {}
+
+
 async def store_rows(store: PostgresStore, sql: str, params: dict[str, Any] | None = None
                      ) -> list[dict[str, Any]]:
-    """The bench's own reads on a connection of their own (ad-hoc SQL, as an operator's)."""
-    async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
-        cur = await conn.execute(sql.encode(), params)
-        cols = [c.name for c in cur.description or []]
-        return [{k: (float(v) if isinstance(v, Decimal) else v)
-                 for k, v in zip(cols, r, strict=True)} for r in await cur.fetchall()]
+    """The bench's own reads on a connection of their own (ad-hoc SQL, as an operator's),
+    kept for the whole size: a shared server may have no connection to spare mid-run."""
+    conn = _READERS.get(store.dsn)
+    if conn is None or conn.closed:
+        conn = _READERS[store.dsn] = await psycopg.AsyncConnection.connect(store.dsn,
+                                                                           autocommit=True)
+    cur = await conn.execute(sql.encode(), params)
+    cols = [c.name for c in cur.description or []]
+    return [{k: (float(v) if isinstance(v, Decimal) else v)
+             for k, v in zip(cols, r, strict=True)} for r in await cur.fetchall()]
+
+
+async def close_readers() -> None:
+    while _READERS:
+        await _READERS.popitem()[1].close()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -188,7 +202,7 @@ async def main(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     results = []
     for n in sizes:
-        results.append(await one_size(n, planned))
+        results.append(await one_size(n, planned, args.loop))
         print(f"  N={n}: {results[-1]['all settled']}, p50 {results[-1]['p50 s']:.1f} s",
               flush=True)
     keys = ["N", "all settled", "p50 s", "max s", "planned s", "stretch p50 %",
@@ -208,6 +222,9 @@ def cli() -> None:
     parser.add_argument("--quick", action="store_true", help="sizes 100 and 1,000 only")
     parser.add_argument("--sizes", help="comma-separated N values (overrides --quick)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--loop", default="default", choices=("default", "auto", "asyncio",
+                                                             "uvloop"),
+                        help="the worker's event loop (outlive worker --loop; default: its own)")
     asyncio.run(main(parser.parse_args()))
 
 

@@ -23,6 +23,8 @@ from ._cli_webhooks import (
     WebhookBackoffOption,
     WebhookTimeoutOption,
 )
+from ._loop import loop_factory
+from ._loop import run as run_loop
 from .config import (
     build_agents,
     build_providers,
@@ -144,9 +146,16 @@ def worker(
     webhook_backoff_max: WebhookBackoffMaxOption = 3600.0,
     webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    loop: Annotated[str, typer.Option(
+        help="Event loop: asyncio, uvloop (the 'fast' extra), auto (uvloop when installed)."
+    )] = "asyncio",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
+    try:
+        loop_name, factory = loop_factory(loop)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--loop") from None
     retain_s, compact_s = _storage_settings(retain, compact_after)
     settings = RuntimeSettings(
         lease_ttl=lease_ttl,
@@ -171,14 +180,15 @@ def worker(
         _install_stop(stop)
         task = asyncio.create_task(w.run())
         console.print(f"worker {w.id} on {store.dialect}; concurrency {concurrency}, "
-                      f"lease {lease_ttl:g}s; agents: {', '.join(registry.names())}")
+                      f"lease {lease_ttl:g}s; agents: {', '.join(registry.names())}; "
+                      f"loop {loop_name}")
         await stop.wait()
         console.print(f"worker {w.id}: stopping (grace {grace:g}s)")
         w.request_stop()
         await task
         await store.close()
 
-    asyncio.run(go())
+    run_loop(go(), factory)
 
 
 def _key_file(db_url: str, option: str | None) -> Path:

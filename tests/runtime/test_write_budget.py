@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pydantic import BaseModel
+
 from outlive.domain import Status
+from outlive.runtime import Agent, AgentRegistry, demo_agent
+from outlive.tools import ToolContext, ToolRegistry, tool
 from tests.support.sessions import all_events, settled
 
 WRITES = {"commit", "commit_many", "settle", "append_events", "append_entries", "set_auto_title",
@@ -51,3 +55,48 @@ async def test_a_demo_session_costs_one_write_per_step(store, workers, owner):
     # the worker's commits go through its group committer: alone, one item each
     assert writes == {"commit_many": 3, "settle": 1}, writes
     assert reads == {}, reads
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+def _reporting_agent() -> AgentRegistry:
+    """The demo agent with a `report` tool that reports faster than any flush: a stage,
+    five progress messages, another stage."""
+
+    @tool(name="report", description="Report a lot, at once.")
+    async def report(args: _NoArgs, ctx: ToolContext) -> dict[str, object]:
+        await ctx.set_stage("warming up")
+        for i in range(5):
+            await ctx.progress(f"step {i}")
+        await ctx.set_stage("cooling down")
+        return {"ok": True}
+
+    base = demo_agent(0)
+    return AgentRegistry([Agent(name="demo", system_prompt=base.system_prompt,
+                                tools=ToolRegistry([*base.tools, report]))])
+
+
+async def test_a_tools_reports_waiting_together_are_written_together(store, workers, owner):
+    """What a tool reported since the last flush goes in as few writes as order allows: the
+    first stage, then the five progress messages with the stage after them (not a write per
+    report, which a slow database would turn into a tool falling behind its own reports)."""
+    counting = CountingStore(store)
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="call report {}")
+    await workers.start(store=counting, agents=_reporting_agent())
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED and done.stage == "cooling down"
+    events = await all_events(store, s.id)
+    tool_events = [e for e in events if e.type in ("stage", "tool_progress")]
+    assert [(e.type, e.data.get("stage") or e.data.get("message")) for e in tool_events] == [
+        ("stage", "warming up"), *[("tool_progress", f"step {i}") for i in range(5)],
+        ("stage", "cooling down"),
+    ]
+    stages = [e.type for e in await store.read_owner_events(owner)
+              if e.session_id == s.id and e.type == "session_active_stage"]
+    assert len(stages) == 2
+    writes = {k: v for k, v in counting.calls.items() if k in WRITES}
+    # turn start, tool start, the first stage, the rest of the reports, the next turn start
+    assert writes == {"commit_many": 5, "settle": 1}, writes

@@ -129,3 +129,63 @@ async def test_concurrent_group_commits_in_any_order_keep_seqs_gapless(store, st
         await assert_gapless(store, owner.id, lease.session_id)
         entries = await store.read_entries(lease.session_id)
         assert [e.seq for e in entries] == list(range(1, 13))
+
+
+async def test_stages_and_titles_of_many_runs_cost_one_owner_row_update(store):
+    owner = await new_owner(store)
+    runs = [await held(store, owner.id) for _ in range(5)]
+    before = await store.last_owner_event_id(owner.id)
+    names: list[str] = []
+    store.on_query = names.append
+    try:
+        out = await store.commit_many([
+            Commit(lease, events=[NewEvent("text_delta", {"message_id": "m", "text": "x"})],
+                   stage=f"step {i}", title="Titled" if i % 2 else None)
+            for i, (_, lease) in enumerate(runs)
+        ])
+    finally:
+        store.on_query = None
+    assert not any(isinstance(o, Exception) for o in out)
+    # every stage and title of the owner: one reservation of owner event ids, one INSERT
+    assert names.count("reserve_owner_event_ids") == 1
+    assert "next_owner_event_id" not in names
+    for i, (s, _) in enumerate(runs):
+        got = await store.load_session(s.id)
+        assert got.stage == f"step {i}"
+        assert got.title == ("Titled" if i % 2 else s.title)
+        types = [e.type for e in await store.read_events(s.id)]
+        tail = ["text_delta", "stage", "title"] if i % 2 else ["text_delta", "stage"]
+        assert types[-len(tail):] == tail
+        await assert_gapless(store, owner.id, s.id)
+    logged = [(e.session_id, e.type, e.data) for e in
+              await store.read_owner_events(owner.id, after=before)]
+    assert sorted(logged, key=str) == sorted(
+        [(s.id, "session_active_stage", {"stage": f"step {i}"}) for i, (s, _) in enumerate(runs)]
+        + [(s.id, "session_title", {"title": "Titled"}) for i, (s, _) in enumerate(runs)
+           if i % 2], key=str)
+
+
+async def test_a_stage_whose_lease_is_gone_is_refused_and_writes_nothing(store):
+    owner = await new_owner(store)
+    s, old = await held(store, owner.id, "w1")
+    await expire(store, old)
+    assert (await claim_one(store, "w2")).lease is not None
+    before = await store.last_owner_event_id(owner.id)
+    out = await store.commit_many([Commit(old, stage="too late")])
+    assert isinstance(out[0], LeaseLost)
+    assert (await store.load_session(s.id)).stage != "too late"
+    assert await store.last_owner_event_id(owner.id) == before
+
+
+async def test_a_single_commit_sets_its_stage_as_set_stage_would(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    _, events = await store.commit(
+        lease, events=[NewEvent("tool_progress", {"call_id": "c", "message": "half"})],
+        stage="halfway")
+    assert [e.type for e in events] == ["tool_progress", "stage"]
+    assert (await store.load_session(s.id)).stage == "halfway"
+    logged = [(e.type, e.data) for e in await store.read_owner_events(owner.id)
+              if e.session_id == s.id]
+    assert logged[-1] == ("session_active_stage", {"stage": "halfway"})
+    await assert_gapless(store, owner.id, s.id)

@@ -58,6 +58,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_cli_sessions":  ANY,                                        # `outlive sessions ...`
     "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
     "_cli_port":      frozenset(),                                # who holds a TCP port
+    "_loop":          frozenset(),                                # the worker's event loop (uvloop)
     "_cli_transcript": frozenset(),                               # events as text
     "_cli_webhooks":  frozenset(),                                # webhook options of serve, worker
     "_embedded":      ANY,                                        # API+worker+store in-process

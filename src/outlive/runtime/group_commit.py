@@ -40,8 +40,8 @@ class _Waiting:
 
 
 class GroupCommitter:
-    """The fenced writes of every run in one worker (`writes.LeaseWrites`): commits are
-    grouped; settles, parks, stages and titles go straight to the store (one per run)."""
+    """The fenced writes of every run in one worker (`writes.LeaseWrites`): commits (with
+    their stages) are grouped; settles, parks and titles go straight to the store."""
 
     def __init__(self, store: Store, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
@@ -70,11 +70,13 @@ class GroupCommitter:
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]:
         done: asyncio.Future[tuple[list[Entry], list[Event]]] = (
             asyncio.get_running_loop().create_future()
         )
-        self._queue.append(_Waiting(Commit(lease, entries, events, delivered_through, title),
+        self._queue.append(_Waiting(Commit(lease, entries, events, delivered_through, title,
+                                           stage),
                                     done, time.monotonic()))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="group-commit")
@@ -136,9 +138,6 @@ class GroupCommitter:
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
     ) -> Approval | None:
         return await self.store.await_approval(lease, request, entries=entries, events=events)
-
-    async def set_stage(self, lease: Lease, stage: str) -> None:
-        await self.store.set_stage(lease, stage)
 
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         return await self.store.set_auto_title(lease, title)

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import random
 import time
-from collections.abc import AsyncIterator
+from types import TracebackType
 
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..providers import (
@@ -20,7 +20,6 @@ from ..providers import (
     ModelProvider,
     ModelSettings,
     ProviderError,
-    ProviderEvent,
     ReasoningBlock,
     TextDelta,
     ThinkingDelta,
@@ -114,49 +113,34 @@ class ModelCaller:
         self, buf: TurnBuffer, messages: list[Message], tools: list[ToolSpec],
         settings: ModelSettings, deadline: float,
     ) -> None:
-        """The activity: the provider's stream, read into `buf`."""
+        """The activity: the provider's stream, read into `buf`, each event within
+        `stall_timeout` and all before `deadline`."""
         stream = self.provider.stream(messages, tools, settings)
+        watch = _Watchdog(self.settings.stall_timeout, deadline, self.settings.turn_timeout)
         try:
-            async for ev in self._bounded(stream, deadline):
-                if isinstance(ev, TextDelta):
-                    buf.add("text", ev.text)
-                elif isinstance(ev, ThinkingDelta):
-                    buf.add("thinking", ev.text)
-                elif isinstance(ev, ToolCallEvent):
-                    buf.tool_calls.append(ev.call)
-                elif isinstance(ev, ReasoningBlock):
-                    buf.reasoning.append(ev.block)
-                elif isinstance(ev, Finish):
-                    buf.stop_reason = ev.stop_reason
-                    buf.usage = ev.usage
-                if buf.full:  # the writes are behind: let the provider's stream wait
-                    await buf.room()
+            with watch:
+                async for ev in stream:
+                    watch.last = time.monotonic()
+                    if isinstance(ev, TextDelta):
+                        buf.add("text", ev.text)
+                    elif isinstance(ev, ThinkingDelta):
+                        buf.add("thinking", ev.text)
+                    elif isinstance(ev, ToolCallEvent):
+                        buf.tool_calls.append(ev.call)
+                    elif isinstance(ev, ReasoningBlock):
+                        buf.reasoning.append(ev.block)
+                    elif isinstance(ev, Finish):
+                        buf.stop_reason = ev.stop_reason
+                        buf.usage = ev.usage
+                    if buf.full:  # the writes are behind: let the provider's stream wait
+                        watch.waiting = True
+                        await buf.room()
+                        watch.waiting = False
+                        watch.last = time.monotonic()
         finally:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
-
-    async def _bounded(
-        self, stream: AsyncIterator[ProviderEvent], deadline: float
-    ) -> AsyncIterator[ProviderEvent]:
-        """The provider's events, each within `stall_timeout` and all before `deadline`."""
-        stall = self.settings.stall_timeout
-        while True:
-            left = deadline - time.monotonic()
-            wait = min(stall, left)
-            try:
-                ev = await asyncio.wait_for(anext(stream), timeout=max(wait, 0.0))
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                if wait < stall:
-                    raise TransientProviderError(
-                        f"the turn ran past its {self.settings.turn_timeout:g}s limit "
-                        "(turn_timeout)") from None
-                raise TransientProviderError(
-                    f"the model stream stalled: nothing for {stall:g}s (stall_timeout)"
-                ) from None
-            yield ev
 
     async def _flush(self, buf: TurnBuffer) -> None:
         events = buf.drain()
@@ -182,3 +166,59 @@ class ModelCaller:
         await self.activity.supervise(act, nothing)
         if self.activity.cancelled:
             await self.writes.settle(Status.CANCELLED)
+
+
+class _Watchdog:
+    """The two clocks of one model stream, on one timer moved lazily: a stream that yields
+    nothing for `stall` seconds, or runs past `deadline` (monotonic), cancels the current
+    task, and the `with` block raises `TransientProviderError` instead. One timer per stream
+    rather than a timeout (a task and a timer) per event: a thousand streams yield tens of
+    thousands of events a second. Time spent waiting for the writes (`waiting`) is not a
+    stall."""
+
+    def __init__(self, stall: float, deadline: float, turn_timeout: float) -> None:
+        self.stall = stall
+        self.deadline = deadline
+        self.turn_timeout = turn_timeout
+        self.last = time.monotonic()
+        """When the stream last yielded (the reader sets it)."""
+        self.waiting = False
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = None
+        self._fired: str | None = None
+
+    def __enter__(self) -> _Watchdog:
+        self._arm(min(self.last + self.stall, self.deadline))
+        return self
+
+    def _arm(self, when: float) -> None:
+        self._handle = self._loop.call_later(max(when - time.monotonic(), 0.0), self._check)
+
+    def _check(self) -> None:
+        now = time.monotonic()
+        if now >= self.deadline:
+            self._fired = "turn"
+        elif self.waiting:
+            self.last = now
+        elif now >= self.last + self.stall:
+            self._fired = "stall"
+        if self._fired is None:
+            self._arm(min(self.last + self.stall, self.deadline))
+        elif self._task is not None:
+            self._task.cancel()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        if (self._fired is None or kind is not asyncio.CancelledError or self._task is None
+                or self._task.uncancel() > 0):
+            return
+        if self._fired == "turn":
+            raise TransientProviderError(
+                f"the turn ran past its {self.turn_timeout:g}s limit (turn_timeout)") from None
+        raise TransientProviderError(
+            f"the model stream stalled: nothing for {self.stall:g}s (stall_timeout)") from None

@@ -4,7 +4,7 @@ supervisor flushes them between waits, so no write ever runs inside the tool's t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
 from ..domain.model import NewEvent
@@ -49,24 +49,43 @@ class ToolRunner:
         if rerun:
             start["rerun"] = True
         await self.writes.emit(NewEvent("tool_start", start))
-        queued: list[Callable[[], Awaitable[Any]]] = []
+        queued: list[tuple[str, Any]] = []
+        """What the tool reported and is not yet written: ("progress", event), ("stage",
+        name) or ("title", text), in order."""
 
         def progress(message: str) -> Awaitable[None]:
-            queued.append(lambda: self.writes.emit(NewEvent(
+            queued.append(("progress", NewEvent(
                 "tool_progress", {"call_id": call.call_id, "message": message})))
             return _done()
 
         def set_stage(stage: str) -> Awaitable[None]:
-            queued.append(lambda: self.writes.set_stage(stage))
+            queued.append(("stage", stage))
             return _done()
 
         def set_title(title: str) -> Awaitable[None]:
-            queued.append(lambda: self.writes.set_title(title))
+            queued.append(("title", title))
             return _done()
 
         async def flush() -> None:
+            """Everything queued since the last flush in as few writes as order allows: the
+            progress events and the stage that follows them in one commit (the stage's event
+            goes last in it), a title on its own. One write per report would put a tool's
+            reports one transaction apart when the database is slow, and a tool reporting
+            once a second would fall further behind its own progress with every report."""
             while queued:
-                await queued.pop(0)()
+                batch, queued[:] = list(queued), []
+                events: list[NewEvent] = []
+                for kind, value in batch:
+                    if kind == "progress":
+                        events.append(value)
+                    elif kind == "stage":
+                        await self.writes.commit((), events, stage=value)
+                        events = []
+                    else:
+                        await self.writes.emit(*events)
+                        events = []
+                        await self.writes.set_title(value)
+                await self.writes.emit(*events)
 
         cancel = asyncio.Event()
         if self.activity.cancelled:
@@ -76,6 +95,11 @@ class ToolRunner:
         act = asyncio.create_task(self.tools.run(call, ctx),
                                   name=f"tool:{self.session_id}:{call.call_id}")
         await self.activity.supervise(act, flush, tool_cancel=cancel)
+        if all(kind == "progress" for kind, _ in queued):
+            # The last reports ride with the tool's end (the caller's next write): one
+            # transaction fewer between a tool's end and the next step.
+            self.writes.hold(events=[event for _, event in queued])
+            queued.clear()
         await flush()
         result: ToolResult = act.result()
         if result.interrupted and self.activity.cancelled:

@@ -49,6 +49,7 @@ class LeaseWrites(Protocol):
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
     async def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
@@ -60,7 +61,6 @@ class LeaseWrites(Protocol):
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
     ) -> Approval | None: ...
-    async def set_stage(self, lease: Lease, stage: str) -> None: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
 
@@ -123,17 +123,20 @@ class RunWrites:
         *,
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> None:
-        """One transaction: the held steps, then these; nothing at all when all are empty."""
+        """One transaction: the held steps, then these (and the stage's event); nothing at
+        all when all are empty."""
         entries, events = self._take(entries, events)
-        if not entries and not events and delivered_through is None and title is None:
+        if (not entries and not events and delivered_through is None and title is None
+                and stage is None):
             return
         with metrics.EVENT_APPEND.time():
             self._check_open()
             written, _ = await asyncio.shield(
                 self.sink.commit(
                     self.lease, entries=entries, events=events,
-                    delivered_through=delivered_through, title=title,
+                    delivered_through=delivered_through, title=title, stage=stage,
                 )
             )
         self.history.extend(written)
@@ -173,10 +176,6 @@ class RunWrites:
         await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
                                                       events=events))
         raise Stopped
-
-    async def set_stage(self, stage: str) -> None:
-        self._check_open()
-        await asyncio.shield(self.sink.set_stage(self.lease, stage))
 
     async def set_title(self, title: str) -> None:
         self._check_open()

@@ -36,8 +36,8 @@ from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
 __all__ = [
-    "ENTRY_COLUMNS", "EVENT_COLUMNS", "TEXT_REF", "StoreCore", "aborts_run", "entry_ref",
-    "held", "session_end", "status_data",
+    "ENTRY_COLUMNS", "EVENT_COLUMNS", "OWNER_EVENT_COLUMNS", "TEXT_REF", "OwnerEvent",
+    "StoreCore", "aborts_run", "entry_ref", "held", "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -45,6 +45,10 @@ T = TypeVar("T")
 _INSERT_CHUNK = 100
 EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
 ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
+OWNER_EVENT_COLUMNS = ("owner_id", "id", "session_id", "ts", "type", "data")
+
+OwnerEvent = tuple[str, str, str, dict[str, Any]]
+"""An owner event not yet written: owner, session, type, data."""
 
 
 TEXT_REF = "$entry"
@@ -394,6 +398,22 @@ class StoreCore(abc.ABC):
             self.q.insert_owner_event,
             {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
         )
+
+    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent], now: Any) -> None:
+        """Many owner events at once, stamped `now` (the database clock): per owner in owner
+        order, one update reserves their ids and one statement inserts them."""
+        by_owner: dict[str, list[OwnerEvent]] = {}
+        for ev in events:
+            by_owner.setdefault(ev[0], []).append(ev)
+        rows: list[dict[str, Any]] = []
+        for owner in sorted(by_owner):
+            mine = by_owner[owner]
+            last = await tx.fetch(self.q.reserve_owner_event_ids, {"id": owner, "n": len(mine)})
+            first = int(last[0]["last_event_id"]) - len(mine) + 1
+            rows.extend({"owner_id": owner, "id": first + k, "session_id": sid, "ts": now,
+                         "type": type_, "data": self.d.json(data)}
+                        for k, (_, sid, type_, data) in enumerate(mine))
+        await self._insert_rows(tx, "owner_events", OWNER_EVENT_COLUMNS, rows)
 
     async def _end_events(
         self, tx: Tx, row: Row, status: Status, error: ErrorInfo | None, reason: str | None,

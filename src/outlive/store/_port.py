@@ -114,6 +114,8 @@ class Commit:
     events: Sequence[NewEvent] = ()
     delivered_through: int | None = None
     title: str | None = None
+    stage: str | None = None
+    """The session's active stage (as `set_stage`), its `stage` event after the commit's own."""
 
 
 CommitOutcome = tuple[list[Entry], list[Event]] | OutliveError
@@ -251,6 +253,7 @@ class Store(Protocol):
         events: Sequence[NewEvent] = (),
         delivered_through: int | None = None,
         title: str | None = None,
+        stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
     async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
         """Group commit: every item as `commit` would write it, all in one transaction with

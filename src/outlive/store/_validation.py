@@ -242,6 +242,8 @@ def scrub(value: Any) -> Any:
     (PostgreSQL's JSON cannot hold NUL, UTF-8 cannot hold a lone surrogate, and model output
     is untrusted). Returns `value` itself when there is none."""
     if isinstance(value, str):
+        if value.isascii():  # no surrogate to look for (most model output): skip the regex
+            return value.replace("\x00", "\ufffd") if "\x00" in value else value
         if "\x00" in value:
             value = value.replace("\x00", "\ufffd")
         return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value

@@ -166,7 +166,7 @@ class _Listener:
 
 _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
                  "attempt": "integer", "fence": "bigint", "type": "text", "kind": "text",
-                 "data": "jsonb"}
+                 "data": "jsonb", "owner_id": "text", "id": "bigint"}
 
 
 @functools.cache

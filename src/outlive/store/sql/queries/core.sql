@@ -35,6 +35,11 @@ RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 -- statement that inserts, so neither waits for a round trip (both pipeline on PostgreSQL).
 UPDATE owners SET last_event_id = last_event_id + 1 WHERE id = :id
 
+-- name: reserve_owner_event_ids
+-- Ids for :n owner events at once (a group commit's): the last one is returned.
+UPDATE owners SET last_event_id = last_event_id + :n WHERE id = :id
+RETURNING last_event_id
+
 -- name: insert_owner_event
 INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
 SELECT :owner, last_event_id, :sid, {now}, :type, :data FROM owners WHERE id = :owner
