@@ -37,8 +37,8 @@ def run_statements(dialect: str) -> list[str]:
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)
         "commit_heads", "insert_session_entries", "insert_session_events",
-        "set_auto_title", "allocate_seqs", "insert_session_events", "next_owner_event_id",
-        "insert_owner_event", *notify,
+        "set_auto_title", "allocate_seqs", "insert_session_events",
+        "reserve_owner_event_ids", "insert_owner_events", *notify,
         # commit 2: the model's answer and the tool call
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # commit 3: the tool result and the second turn
@@ -77,4 +77,4 @@ async def test_one_demo_session_runs_exactly_these_statements(store, store_facto
 
     await eventually(looked_again)
     await workers.stop(w)
-    assert ran == run_statements(store.dialect)
+    assert ran == run_statements(store.dialect), ran
