@@ -58,3 +58,50 @@ async def test_a_failed_read_fails_every_waiter_and_the_next_lookup_reads_again(
     assert all(isinstance(r, RuntimeError) for r in results)
     found, _ = await auth.lookup(cred)
     assert found is not None and found.id == owner.id
+
+
+async def test_streams_of_one_key_wait_on_one_watcher_that_reads_once_per_expiry(
+    store: PostgresStore | SqliteStore,
+) -> None:
+    """A thousand open streams of one key must not wake a thousand times per expiry: they
+    share one watcher, which reads once per expiry and releases them all on revocation."""
+    key, owner = await make_key(store)
+    reads: list[str] = []
+    real = store.owner_for_key
+
+    async def counted(digest: str) -> Any:
+        reads.append(digest)
+        return await real(digest)
+
+    store.owner_for_key = counted  # type: ignore[method-assign]
+    auth = Authenticator(store, ApiSettings(key_cache_ttl=0.2))
+    cred = Credential("key", hash_key(key))
+    waiting = [asyncio.create_task(auth.until_revoked(cred, owner.id)) for _ in range(1000)]
+    await asyncio.sleep(0.9)  # four expiries or so
+    assert not any(t.done() for t in waiting)
+    assert len(auth._watches) == 1
+    assert 2 <= len(reads) <= 7, reads  # one read per expiry, not one per stream
+    (api_key,) = [k for k in await store.list_api_keys() if k.owner_id == owner.id]
+    assert await store.revoke_api_key(api_key.id)
+    await asyncio.wait_for(asyncio.gather(*waiting), timeout=2)
+    assert auth._watches == {}
+
+
+async def test_the_watcher_stops_when_its_last_stream_leaves(
+    store: PostgresStore | SqliteStore,
+) -> None:
+    key, owner = await make_key(store)
+    auth = Authenticator(store, ApiSettings(key_cache_ttl=0.2))
+    cred = Credential("key", hash_key(key))
+    waiting = [asyncio.create_task(auth.until_revoked(cred, owner.id)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    (watch,) = auth._watches.values()
+    for t in waiting[:2]:
+        t.cancel()
+    await asyncio.sleep(0.05)
+    assert list(auth._watches.values()) == [watch] and watch.task is not None
+    assert not watch.task.done()
+    waiting[2].cancel()
+    await asyncio.gather(*waiting, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert auth._watches == {} and watch.task.cancelled()

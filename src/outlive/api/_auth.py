@@ -14,7 +14,8 @@
   requests are not affected: no browser adds that header on its own.
 * Lookups (found or not) are cached in-process for `key_cache_ttl` seconds (5 s), so a revoked
   key or an ended login stops working within that time on every API process; open streams
-  check again when their entry expires (`Authenticator.recheck`) and close.
+  check again when their entry expires (one watcher per credential however many streams use
+  it, `Authenticator.until_revoked`) and close.
 * Failed key checks are counted per client address (`LoginThrottle`): past the limit the
   address gets 429 with `Retry-After` before any key is looked at.
 
@@ -25,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
@@ -56,6 +58,18 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{43}$")
 MIN_RECHECK = 0.5
 """Streams re-check their credential at least this far apart (with the cache off)."""
+
+log = logging.getLogger("outlive.api")
+
+
+@dataclass
+class _Watch:
+    """The streams waiting on one credential's access to one owner, and the one task that
+    re-checks it for all of them."""
+
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer olk_…`")
 _cookie = APIKeyCookie(
@@ -90,6 +104,7 @@ class Authenticator:
         self._ttl = settings.key_cache_ttl
         self._cache: dict[Credential, tuple[float, Owner | None]] = {}
         self._inflight: dict[Credential, asyncio.Future[tuple[Owner | None, float]]] = {}
+        self._watches: dict[tuple[Credential, str], _Watch] = {}
 
     async def lookup(self, cred: Credential) -> tuple[Owner | None, float]:
         """The owner (or None) and the monotonic time its cache entry expires.
@@ -142,6 +157,46 @@ class Authenticator:
         if owner is None or owner.id != owner_id:
             return None
         return max(expires - time.monotonic(), MIN_RECHECK)
+
+    async def until_revoked(self, cred: Credential, owner_id: str) -> None:
+        """Return once `cred` no longer gives access to `owner_id`.
+
+        One watcher per credential and owner re-checks when the cache entry expires, however
+        many streams wait on it: a thousand streams of one key cost one timer and one read per
+        expiry, where a re-check per stream woke a thousand tasks at the same instant and
+        held every stream's next frame back for a third of a second."""
+        key = (cred, owner_id)
+        watch = self._watches.get(key)
+        if watch is None:
+            watch = self._watches[key] = _Watch()
+            watch.task = asyncio.create_task(self._watch(key, watch),
+                                             name=f"auth-watch:{owner_id}")
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        watch.waiters.add(waiter)
+        try:
+            await waiter
+        finally:
+            watch.waiters.discard(waiter)
+            if not watch.waiters and self._watches.get(key) is watch:
+                del self._watches[key]
+                if watch.task is not None:
+                    watch.task.cancel()
+
+    async def _watch(self, key: tuple[Credential, str], watch: _Watch) -> None:
+        while True:
+            try:
+                nxt = await self.recheck(*key)
+            except Exception as exc:  # a store error only postpones the check
+                log.warning("could not re-check a stream's credential: %s", exc)
+                nxt = 1.0
+            if nxt is None:
+                break
+            await asyncio.sleep(nxt)
+        if self._watches.get(key) is watch:
+            del self._watches[key]
+        for waiter in watch.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def forget(self, cred: Credential | None = None) -> None:
         if cred is None:
@@ -224,7 +279,8 @@ def _remember(request: Request, ctx: ApiContext, cred: Credential, owner: Owner)
     auth = ctx.auth
 
     async def recheck() -> float | None:
-        return await auth.recheck(cred, owner.id)
+        await auth.until_revoked(cred, owner.id)
+        return None
 
     request.state.credential = cred
     request.state.stream_recheck = recheck
