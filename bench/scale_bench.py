@@ -3,10 +3,11 @@
 Run:  .venv/bin/python bench/scale_bench.py [--quick] [--sizes 100,500] [--json out.json]
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES; a fresh scratch database per size)
 
-Per N (default 100, 500, 1,000, 2,000; --quick 100, 1,000): one `outlive worker
---concurrency N --demo-speed 1` process on an empty database, then N "run long" sessions
-created at once (concurrently, through the Store). Each session streams about 30 tokens/s
-around two 8 s tool calls, so it mostly waits, like a real agent session. Printed per N:
+Per N (default 100, 500, 1,000, 2,000; --quick 1,000 and 2,000, the two sizes with targets):
+one `outlive worker --concurrency N --demo-speed 1` process on an empty database, then N "run
+long" sessions created at once (concurrently, through the Store). Each session streams about
+30 tokens/s around two 8 s tool calls, so it mostly waits, like a real agent session.
+Printed per N:
 
 * all settled: every session ended `succeeded` within 4× its planned pace + 60 s;
 * duration p50 / max: `session_start` to `session_end` of each session (database clock),
@@ -42,7 +43,7 @@ from outlive.providers.demo import CHARS_PER_SECOND, FIRST_TOKEN_SECONDS, TOOL_C
 from outlive.store import PostgresStore, SqliteStore
 
 FULL_SIZES = (100, 500, 1000, 2000)
-QUICK_SIZES = (100, 1000)
+QUICK_SIZES = (1000, 2000)
 PROMPT = "run long"
 
 
@@ -219,7 +220,8 @@ async def main(args: argparse.Namespace) -> None:
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="sizes 100 and 1,000 only")
+    parser.add_argument("--quick", action="store_true",
+                        help="sizes 1,000 and 2,000 (the targets' sizes)")
     parser.add_argument("--sizes", help="comma-separated N values (overrides --quick)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--loop", default="default", choices=("default", "auto", "asyncio",
