@@ -21,22 +21,22 @@ WHERE id = :id AND purge_after IS NOT NULL AND purge_after <= {now}
 SELECT MIN(retain_seconds) AS secs FROM owners WHERE retain_seconds >= 0
 
 -- name: expired_sessions
--- Sessions that ended longer ago than their owner's retention, else the server's (:age; -1:
+-- Sessions that ended at least their owner's retention ago, else the server's (:age; -1:
 -- keep forever). `ended_at` is NULL unless terminal; :floor, the shortest retention in force,
 -- bounds the index scan. Owners are read in a subquery, so only sessions are locked.
 SELECT id, last_seq FROM sessions s
-WHERE ended_at < {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
+WHERE ended_at <= {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
   AND EXISTS (SELECT 1 FROM owners o WHERE o.id = s.owner_id AND (
-      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at < {now} - {secs(:age)})
-      OR (o.retain_seconds >= 0 AND s.ended_at < {now} - {secs(o.retain_seconds)})))
+      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at <= {now} - {secs(:age)})
+      OR (o.retain_seconds >= 0 AND s.ended_at <= {now} - {secs(o.retain_seconds)})))
 ORDER BY ended_at LIMIT :limit {skip_locked}
 
 -- name: count_expired
 SELECT COUNT(*) AS n FROM sessions s
-WHERE ended_at < {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
+WHERE ended_at <= {now} - {secs(:floor)} AND status IN ('succeeded', 'failed', 'cancelled')
   AND EXISTS (SELECT 1 FROM owners o WHERE o.id = s.owner_id AND (
-      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at < {now} - {secs(:age)})
-      OR (o.retain_seconds >= 0 AND s.ended_at < {now} - {secs(o.retain_seconds)})))
+      (o.retain_seconds IS NULL AND :age >= 0 AND s.ended_at <= {now} - {secs(:age)})
+      OR (o.retain_seconds >= 0 AND s.ended_at <= {now} - {secs(o.retain_seconds)})))
 
 -- name: purge_events
 DELETE FROM session_events WHERE session_id {in_ids}
@@ -65,9 +65,10 @@ DELETE FROM owner_events WHERE session_id {in_ids} AND type <> 'session_deleted'
 DELETE FROM sessions WHERE id {in_ids}
 
 -- name: compactable_sessions
--- Finished sessions with deltas not yet folded away, ended longer ago than the delay.
+-- Finished sessions with deltas not yet folded away, ended at least the delay ago (a delay of
+-- 0 takes every finished one, even one that ended within the clock's last tick).
 SELECT id FROM sessions
-WHERE ended_at < {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
+WHERE ended_at <= {now} - {secs(:age)} AND status IN ('succeeded', 'failed', 'cancelled')
   AND compacted_through < last_seq
 ORDER BY ended_at LIMIT :limit
 
