@@ -24,3 +24,16 @@ async def test_a_full_buffer_holds_the_reader_until_a_flush_drains_it():
     async with asyncio.timeout(1):
         await waiter
     assert not buf.full and buf.text == "hellowörld"
+
+
+def test_waiting_bytes_are_utf8_bytes_for_ascii_and_not() -> None:
+    ascii_only = TurnBuffer("m1", limit_bytes=10)
+    ascii_only.add("text", "123456789")
+    assert not ascii_only.full and ascii_only.pending()
+    ascii_only.add("thinking", "0")
+    assert ascii_only.full
+    wide = TurnBuffer("m2", limit_bytes=10)
+    wide.add("text", "ééééé")  # 5 characters, 10 bytes
+    assert wide.full
+    wide.drain()
+    assert not wide.full and not wide.pending()

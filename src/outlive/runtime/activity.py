@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics
+from .._ticks import ticker
 from .writes import RunWrites
 
 __all__ = ["Abort", "Supervisor"]
@@ -81,19 +82,41 @@ class Supervisor:
         flush: Callable[[], Awaitable[None]],
         *,
         tool_cancel: asyncio.Event | None = None,
+        pending: Callable[[], bool] | None = None,
     ) -> None:
         """Wait for the activity, flushing what it produced at most every flush interval.
-        `tool_cancel` is the running tool's cancel event, set instead of cancelling it."""
+        `tool_cancel` is the running tool's cancel event, set instead of cancelling it.
+        `pending` says whether a flush has anything to write (None: always flush).
+
+        The flush waits are ticks of the process-wide flush clock (`outlive._ticks`): every
+        run wakes from one timer per interval, not a timer and a wait of its own, and a run
+        with nothing to flush is not woken at all. A flush still comes at most one interval
+        after the output it writes was produced (after the previous write, if that one was
+        slower), and the activity's end wakes the run at once."""
         assert not self.writes.holding, "held writes before an activity"
         self.reason = None
         self._task = act
         self._tool_cancel = tool_cancel
+        clock = ticker(self.flush_interval)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] | None = None
+
+        def ended(_: object) -> None:
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+        act.add_done_callback(ended)
         try:
             while not act.done():
-                await asyncio.wait({act}, timeout=self.flush_interval)
+                waiter = loop.create_future()
+                clock.next_tick(waiter, pending)
+                await waiter
                 if not act.done():  # what the finished activity left goes with its result
                     await flush()
         finally:
+            act.remove_done_callback(ended)
+            if waiter is not None and not waiter.done():
+                waiter.cancel()
             if not act.done():
                 act.cancel()
                 with contextlib.suppress(BaseException):

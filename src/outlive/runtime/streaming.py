@@ -68,9 +68,14 @@ class TurnBuffer:
             self._pending[-1][1].append(text)
         else:
             self._pending.append((kind, [text]))
-        self._waiting_bytes += len(text.encode("utf-8"))
+        # An ASCII string (most model output) knows it is one: its length is its size.
+        self._waiting_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
         if self._waiting_bytes >= self.limit_bytes:
             self._room.clear()
+
+    def pending(self) -> bool:
+        """Output waits to be written: a flush has something to do."""
+        return bool(self._pending)
 
     @property
     def full(self) -> bool:

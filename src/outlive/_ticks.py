@@ -1,0 +1,101 @@
+"""Shared wake-ups: every waiter of an event loop due in the same slot of a grid wakes from
+one timer.
+
+A worker streaming a thousand sessions had a timer per wait: one per demo model piece (about
+24 a second per stream) and one per run's 50 ms flush wait, tens of thousands a second, each
+a heap push and pop in Python compared by Python code. On a grid of `period` seconds (aligned
+on the loop's clock) the waits due in the same slot share one timer, so the loop's heap holds
+a handful of timers whatever the number of streams, and each wait costs a future.
+
+A wait ends at the first grid point at or after its due time: never early, and late by less
+than one period (plus the loop's own lateness, as any timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import weakref
+from collections.abc import Callable
+
+__all__ = ["Ticker", "ticker"]
+
+_TICKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, Ticker]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def ticker(period: float) -> Ticker:
+    """The running loop's ticker of `period` seconds (one per loop and period)."""
+    loop = asyncio.get_running_loop()
+    mine = _TICKERS.get(loop)
+    if mine is None:
+        mine = _TICKERS[loop] = {}
+    found = mine.get(period)
+    if found is None:
+        found = mine[period] = Ticker(period)
+    return found
+
+
+_Waiter = tuple["asyncio.Future[None]", "Callable[[], bool] | None"]
+
+
+class Ticker:
+    """Wake-ups on one event loop's grid of `period` seconds. It holds no reference to the
+    loop (the loop is the key of the registry that holds it); use `ticker(period)`."""
+
+    def __init__(self, period: float) -> None:
+        if not period > 0:
+            raise ValueError("a ticker's period must be positive")
+        self.period = period
+        self._slots: dict[int, list[_Waiter]] = {}
+        self.fired = 0
+        """Timers fired so far (tests read it: one per slot, not one per waiter)."""
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(w) for w in self._slots.values())
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the first grid point at or after `seconds` from now."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._add(loop, math.ceil((loop.time() + max(seconds, 0.0)) / self.period), fut, None)
+        await fut
+
+    def next_tick(self, fut: asyncio.Future[None],
+                  ready: Callable[[], bool] | None = None) -> None:
+        """Complete `fut` at the next grid point after now; with `ready`, at the first grid
+        point after now where `ready()` is true (checked at each one, nothing woken until
+        then). A `fut` done meanwhile (cancelled, or set by its owner) is dropped."""
+        loop = asyncio.get_running_loop()
+        self._add(loop, math.floor(loop.time() / self.period) + 1, fut, ready)
+
+    def _add(self, loop: asyncio.AbstractEventLoop, slot: int, fut: asyncio.Future[None],
+             ready: Callable[[], bool] | None) -> None:
+        waiters = self._slots.get(slot)
+        if waiters is None:
+            waiters = self._slots[slot] = []
+            loop.call_at(slot * self.period, self._fire, loop, slot)
+        waiters.append((fut, ready))
+
+    def _fire(self, loop: asyncio.AbstractEventLoop, slot: int) -> None:
+        self.fired += 1
+        later: list[_Waiter] = []
+        for waiter in self._slots.pop(slot, ()):
+            fut, ready = waiter
+            if fut.done():
+                continue
+            if ready is None or ready():
+                fut.set_result(None)
+            else:
+                later.append(waiter)
+        if later:
+            # The next slot after this one, or after now if the loop woke late.
+            nxt = max(slot + 1, math.floor(loop.time() / self.period) + 1)
+            waiters = self._slots.get(nxt)
+            if waiters is None:
+                self._slots[nxt] = later
+                loop.call_at(nxt * self.period, self._fire, loop, nxt)
+            else:
+                waiters.extend(later)
