@@ -25,12 +25,22 @@ _TICKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, Ticke
 )
 
 
+_LAST: tuple[weakref.ref[asyncio.AbstractEventLoop], dict[float, Ticker]] | None = None
+"""The last loop asked for and its tickers: a process runs one loop, so the weak mapping's
+lookup (a weak reference made per call) is skipped on every wait but the first."""
+
+
 def ticker(period: float) -> Ticker:
     """The running loop's ticker of `period` seconds (one per loop and period)."""
+    global _LAST
     loop = asyncio.get_running_loop()
-    mine = _TICKERS.get(loop)
-    if mine is None:
-        mine = _TICKERS[loop] = {}
+    last = _LAST
+    if last is not None and last[0]() is loop:
+        mine = last[1]
+    else:
+        found_loop = _TICKERS.get(loop)
+        mine = _TICKERS[loop] = {} if found_loop is None else found_loop
+        _LAST = (weakref.ref(loop), mine)
     found = mine.get(period)
     if found is None:
         found = mine[period] = Ticker(period)
@@ -56,12 +66,13 @@ class Ticker:
     def waiting(self) -> int:
         return sum(len(w) for w in self._slots.values())
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait until the first grid point at or after `seconds` from now."""
+    def sleep(self, seconds: float) -> asyncio.Future[None]:
+        """A future done at the first grid point at or after `seconds` from now (await it;
+        cancelling it is fine)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._add(loop, math.ceil((loop.time() + max(seconds, 0.0)) / self.period), fut, None)
-        await fut
+        return fut
 
     def next_tick(self, fut: asyncio.Future[None],
                   ready: Callable[[], bool] | None = None) -> None:

@@ -42,8 +42,12 @@ async def test_waiters_of_one_slot_share_a_timer_and_keep_their_order() -> None:
 
 async def test_a_cancelled_waiter_does_not_disturb_the_others() -> None:
     clock = Ticker(PERIOD)
-    a = asyncio.create_task(clock.sleep(0.01))
-    b = asyncio.create_task(clock.sleep(0.01))
+
+    async def wait() -> None:
+        await clock.sleep(0.01)
+
+    a = asyncio.create_task(wait())
+    b = asyncio.create_task(wait())
     await asyncio.sleep(0)
     a.cancel()
     async with asyncio.timeout(1):
@@ -85,3 +89,11 @@ async def test_a_future_done_meanwhile_is_dropped() -> None:
     fut.set_result(None)  # its owner woke it (the activity ended)
     await asyncio.sleep(PERIOD * 3)
     assert clock.waiting == 0
+
+
+def test_each_loop_has_its_own_tickers() -> None:
+    async def mine() -> Ticker:
+        return ticker(PERIOD)
+
+    first, second = asyncio.run(mine()), asyncio.run(mine())
+    assert first is not second  # a ticker's timers belong to its loop

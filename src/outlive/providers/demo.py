@@ -30,7 +30,7 @@ import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 
 from .._ticks import ticker
 from ._demo_script import DemoTurn, conversation_digest, latest_user_index, plan_turn
@@ -118,21 +118,25 @@ class DemoProvider:
     ) -> AsyncIterator[ProviderEvent]:
         speed = _check_speed(float(settings.extra.get("demo_speed", self.speed)))
         pacer = _Pacer(self, speed)
-        await self._pause(pacer.wait(FIRST_TOKEN_SECONDS))
+        delay = pacer.wait(FIRST_TOKEN_SECONDS)
+        if delay is not None:
+            await self._wait(delay)
         self._simulate_failure(messages, settings)
         turn = plan_turn(messages, tools)
         for piece in pieces(turn.thinking):
             delay = pacer.piece(piece)
             if delay is not None:
-                await self._pause(delay)
+                await self._wait(delay)
             yield ThinkingDelta(piece)
         for piece in pieces(turn.text):
             delay = pacer.piece(piece)
             if delay is not None:
-                await self._pause(delay)
+                await self._wait(delay)
             yield TextDelta(piece)
         for call in turn.tool_calls:
-            await self._pause(pacer.wait(TOOL_CALL_SECONDS))
+            delay = pacer.wait(TOOL_CALL_SECONDS)
+            if delay is not None:
+                await self._wait(delay)
             yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
 
@@ -148,19 +152,15 @@ class DemoProvider:
             + TOOL_CALL_SECONDS * len(turn.tool_calls)
         ) / s
 
-    async def _pause(self, delay: float | None) -> None:
-        """A pacer's answer: sleep `delay` > 0, yield control at 0, nothing at None."""
-        if delay is None:
-            return
-        if delay > 0:
-            await self._sleep(delay)
-        else:
-            await asyncio.sleep(0)
+    def _wait(self, delay: float) -> Awaitable[None]:
+        """A pacer's wait: sleep `delay` > 0, or yield control at 0."""
+        return self._sleep(delay) if delay > 0 else asyncio.sleep(0)
 
-    async def _sleep(self, seconds: float) -> None:
-        """The only real wait, on the shared pacing clock; tests override it (and `_now`) to
-        measure pacing without sleeping."""
-        await ticker(TICK_SECONDS).sleep(seconds)
+    def _sleep(self, seconds: float) -> Awaitable[None]:
+        """The only real wait, on the shared pacing clock (its future, awaited by the stream
+        itself: no coroutine per piece); tests override it (and `_now`) to measure pacing
+        without sleeping."""
+        return ticker(TICK_SECONDS).sleep(seconds)
 
     def _now(self) -> float:
         return time.monotonic()
@@ -210,7 +210,7 @@ class _Pacer:
     delay of the reader's loop. At speed 0 nothing sleeps, but control is still yielded (every
     `YIELD_EVERY` pieces) so a cancel gets through.
 
-    Its methods only say how long to wait (`DemoProvider._pause` does it): seconds to sleep,
+    Its methods only say how long to wait (`DemoProvider._wait` does it): seconds to sleep,
     0 to yield control, None to go on at once, so a piece already due costs no coroutine."""
 
     def __init__(self, provider: DemoProvider, speed: float) -> None:

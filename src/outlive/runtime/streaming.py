@@ -19,6 +19,8 @@ __all__ = ["TurnBuffer", "split_utf8"]
 
 def split_utf8(text: str, limit: int) -> list[str]:
     """Cut `text` into pieces of at most `limit` UTF-8 bytes, never inside a character."""
+    if len(text) <= limit and (text.isascii() or len(text.encode("utf-8")) <= limit):
+        return [text] if text else []  # one piece (nearly every flush): nothing to cut
     out = []
     while text:
         piece = text[:limit]

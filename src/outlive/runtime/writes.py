@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, NoReturn, Protocol
 
 from .. import metrics
@@ -39,9 +39,10 @@ class LeaseState(enum.Enum):
 
 
 class LeaseWrites(Protocol):
-    """The fenced writes a run makes: the Store's today, a worker-wide batcher's later."""
+    """The fenced writes a run makes: the Store's, or the worker's group committer's.
+    `commit` may return a future rather than a coroutine (the group committer does)."""
 
-    async def commit(
+    def commit(
         self,
         lease: Lease,
         *,
@@ -50,7 +51,7 @@ class LeaseWrites(Protocol):
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
-    ) -> tuple[list[Entry], list[Event]]: ...
+    ) -> Awaitable[tuple[list[Entry], list[Event]]]: ...
     async def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
