@@ -47,7 +47,9 @@ def ticker(period: float) -> Ticker:
     return found
 
 
-_Waiter = tuple["asyncio.Future[None]", "Callable[[], bool] | None"]
+_Waiter = tuple["asyncio.Future[None]", "Callable[[], bool] | None", float]
+"""A future to complete, what must be true first (None: nothing), and how long after a
+check that found it false to look again."""
 
 
 class Ticker:
@@ -71,42 +73,35 @@ class Ticker:
         cancelling it is fine)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        self._add(loop, math.ceil((loop.time() + max(seconds, 0.0)) / self.period), fut, None)
+        self._add(loop, self._slot(loop, seconds), (fut, None, 0.0))
         return fut
 
-    def next_tick(self, fut: asyncio.Future[None],
-                  ready: Callable[[], bool] | None = None) -> None:
-        """Complete `fut` at the next grid point after now; with `ready`, at the first grid
-        point after now where `ready()` is true (checked at each one, nothing woken until
-        then). A `fut` done meanwhile (cancelled, or set by its owner) is dropped."""
+    def wake(self, fut: asyncio.Future[None], seconds: float,
+             ready: Callable[[], bool] | None = None) -> None:
+        """Complete `fut` at the first grid point at or after `seconds` from now; with
+        `ready`, only once `ready()` is true there: a check that finds it false looks again
+        `seconds` later, waking nothing meanwhile. A `fut` done meanwhile (cancelled, or
+        set by its owner) is dropped."""
         loop = asyncio.get_running_loop()
-        self._add(loop, math.floor(loop.time() / self.period) + 1, fut, ready)
+        self._add(loop, self._slot(loop, seconds), (fut, ready, seconds))
 
-    def _add(self, loop: asyncio.AbstractEventLoop, slot: int, fut: asyncio.Future[None],
-             ready: Callable[[], bool] | None) -> None:
+    def _slot(self, loop: asyncio.AbstractEventLoop, seconds: float) -> int:
+        return math.ceil((loop.time() + max(seconds, 0.0)) / self.period)
+
+    def _add(self, loop: asyncio.AbstractEventLoop, slot: int, waiter: _Waiter) -> None:
         waiters = self._slots.get(slot)
         if waiters is None:
             waiters = self._slots[slot] = []
             loop.call_at(slot * self.period, self._fire, loop, slot)
-        waiters.append((fut, ready))
+        waiters.append(waiter)
 
     def _fire(self, loop: asyncio.AbstractEventLoop, slot: int) -> None:
         self.fired += 1
-        later: list[_Waiter] = []
         for waiter in self._slots.pop(slot, ()):
-            fut, ready = waiter
+            fut, ready, again = waiter
             if fut.done():
                 continue
             if ready is None or ready():
                 fut.set_result(None)
-            else:
-                later.append(waiter)
-        if later:
-            # The next slot after this one, or after now if the loop woke late.
-            nxt = max(slot + 1, math.floor(loop.time() / self.period) + 1)
-            waiters = self._slots.get(nxt)
-            if waiters is None:
-                self._slots[nxt] = later
-                loop.call_at(nxt * self.period, self._fire, loop, nxt)
-            else:
-                waiters.extend(later)
+            else:  # a later slot, never this one again (it is gone)
+                self._add(loop, max(slot + 1, self._slot(loop, again)), waiter)

@@ -4,6 +4,7 @@ less than a period late, in the order they came; a cancelled waiter leaves the o
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -57,35 +58,36 @@ async def test_a_cancelled_waiter_does_not_disturb_the_others() -> None:
     assert clock.waiting == 0
 
 
-async def test_next_tick_waits_for_ready_without_waking() -> None:
+async def test_wake_waits_for_ready_without_waking_and_looks_again_each_interval() -> None:
     clock = Ticker(PERIOD)
     loop = asyncio.get_running_loop()
     ready = False
-    checks = 0
+    checks: list[float] = []
 
     def is_ready() -> bool:
-        nonlocal checks
-        checks += 1
+        checks.append(loop.time())
         return ready
 
     fut: asyncio.Future[None] = loop.create_future()
-    clock.next_tick(fut, is_ready)
-    await asyncio.sleep(PERIOD * 4)
-    assert not fut.done() and checks >= 2  # checked at each tick, nothing woken
+    clock.wake(fut, 0.05, is_ready)
+    await asyncio.sleep(0.23)
+    assert not fut.done()  # nothing woken while not ready
+    assert 3 <= len(checks) <= 5  # looked at every 50 ms, not every 20 ms tick
+    assert all(b - a >= 0.05 - 1e-6 for a, b in itertools.pairwise(checks))
     ready = True
     async with asyncio.timeout(1):
         await fut
     start = loop.time()
     plain: asyncio.Future[None] = loop.create_future()
-    clock.next_tick(plain)
+    clock.wake(plain, 0.03)
     await plain
-    assert loop.time() - start <= PERIOD * 3  # the next tick, not a later one
+    assert 0.03 - 1e-6 <= loop.time() - start <= 0.03 + PERIOD * 2  # its grid point
 
 
 async def test_a_future_done_meanwhile_is_dropped() -> None:
     clock = Ticker(PERIOD)
     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    clock.next_tick(fut, lambda: False)
+    clock.wake(fut, 0.0, lambda: False)
     fut.set_result(None)  # its owner woke it (the activity ended)
     await asyncio.sleep(PERIOD * 3)
     assert clock.waiting == 0

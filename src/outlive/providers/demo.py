@@ -64,9 +64,9 @@ TOOL_CALL_SECONDS = 0.15
 YIELD_EVERY = 16
 """At speed 0 nothing sleeps, but the loop yields control every this many pieces."""
 
-TICK_SECONDS = 0.02
+TICK_SECONDS = 0.005
 """The pacing clock's grid: every demo stream of a process waits on one shared ticker
-(`outlive._ticks`), so the pieces of all streams due in the same 20 ms wake together from
+(`outlive._ticks`), so the pieces of all streams due in the same 5 ms wake together from
 one timer instead of a timer each. A piece is never early and at most one tick late, and
 the schedule runs from the answer's start, so the pace over an answer is unchanged."""
 

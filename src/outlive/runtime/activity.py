@@ -19,7 +19,12 @@ from .. import metrics
 from .._ticks import ticker
 from .writes import RunWrites
 
-__all__ = ["Abort", "Supervisor"]
+__all__ = ["FLUSH_GRID", "Abort", "Supervisor"]
+
+
+FLUSH_GRID = 0.005
+"""Seconds: flush waits are rounded up to this grid so that runs due together share a
+timer; a flush comes at most this much later than its interval."""
 
 
 class Abort(enum.Enum):
@@ -88,16 +93,17 @@ class Supervisor:
         `tool_cancel` is the running tool's cancel event, set instead of cancelling it.
         `pending` says whether a flush has anything to write (None: always flush).
 
-        The flush waits are ticks of the process-wide flush clock (`outlive._ticks`): every
-        run wakes from one timer per interval, not a timer and a wait of its own, and a run
-        with nothing to flush is not woken at all. A flush still comes at most one interval
-        after the output it writes was produced (after the previous write, if that one was
-        slower), and the activity's end wakes the run at once."""
+        The flush waits share timers (`outlive._ticks`): each is due one interval after
+        the last flush ended, as a timer of its own would be, rounded up to a grid of
+        `FLUSH_GRID` seconds, so the runs due in the same few milliseconds wake from one
+        timer rather than a thousand timers (and `asyncio.wait`s) each interval. A run with
+        nothing to flush then is not woken (it is looked at again an interval later), and
+        the activity's end wakes the run at once."""
         assert not self.writes.holding, "held writes before an activity"
         self.reason = None
         self._task = act
         self._tool_cancel = tool_cancel
-        clock = ticker(self.flush_interval)
+        clock = ticker(FLUSH_GRID)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] | None = None
 
@@ -109,7 +115,7 @@ class Supervisor:
         try:
             while not act.done():
                 waiter = loop.create_future()
-                clock.next_tick(waiter, pending)
+                clock.wake(waiter, self.flush_interval, pending)
                 await waiter
                 if not act.done():  # what the finished activity left goes with its result
                     await flush()
