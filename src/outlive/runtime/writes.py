@@ -40,7 +40,8 @@ class LeaseState(enum.Enum):
 
 class LeaseWrites(Protocol):
     """The fenced writes a run makes: the Store's, or the worker's group committer's.
-    `commit` may return a future rather than a coroutine (the group committer does)."""
+    `commit` may return a future rather than a coroutine (the group committer does): the
+    write is then queued already, and cancelling the future does not stop it."""
 
     def commit(
         self,
@@ -107,6 +108,8 @@ class RunWrites:
     def _take(
         self, entries: Sequence[EntryDraft], events: Sequence[NewEvent]
     ) -> tuple[list[EntryDraft], list[NewEvent]]:
+        if not self._entries and not self._events:  # nothing held (most writes)
+            return list(entries), list(events)
         out = [*self._entries, *entries], [*self._events, *events]
         self._entries, self._events = [], []
         return out
@@ -134,12 +137,14 @@ class RunWrites:
             return
         with metrics.EVENT_APPEND.time():
             self._check_open()
-            written, _ = await asyncio.shield(
-                self.sink.commit(
-                    self.lease, entries=entries, events=events,
-                    delivered_through=delivered_through, title=title, stage=stage,
-                )
+            pending = self.sink.commit(
+                self.lease, entries=entries, events=events,
+                delivered_through=delivered_through, title=title, stage=stage,
             )
+            # The group committer's future is queued already and written even if cancelled:
+            # awaited as it is. A coroutine (the Store's) is shielded in a task of its own.
+            written, _ = await (pending if isinstance(pending, asyncio.Future)
+                                else asyncio.shield(pending))
         self.history.extend(written)
 
     async def emit(self, *events: NewEvent) -> None:
