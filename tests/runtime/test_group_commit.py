@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import REGISTRY
+
 from outlive.domain import Status
 from outlive.domain.model import NewEvent
 from outlive.runtime.group_commit import GroupCommitter
@@ -90,6 +92,7 @@ async def test_a_run_cancelled_while_its_write_waits_still_has_it_written(store,
     assert isinstance(g.commit(claim.lease, events=[NewEvent("stage", {"stage": "a"})]),
                       asyncio.Future)  # queued at once, no coroutine to wrap in a task
     writes = RunWrites(g, claim.lease)
+    timed = REGISTRY.get_sample_value("outlive_event_append_seconds_count") or 0.0
     tasks_before = len(asyncio.all_tasks())
     run = asyncio.create_task(writes.emit(NewEvent("stage", {"stage": "b"})))
     await asyncio.sleep(0)  # the write is queued; the committer's flusher is the only task
@@ -99,3 +102,5 @@ async def test_a_run_cancelled_while_its_write_waits_still_has_it_written(store,
     await writes.emit(NewEvent("stage", {"stage": "c"}))
     stages = [e.data["stage"] for e in await store.read_events(s.id) if e.type == "stage"]
     assert stages == ["a", "b", "c"]
+    # each of the run's writes is timed, the cancelled one too
+    assert REGISTRY.get_sample_value("outlive_event_append_seconds_count") == timed + 2
