@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import REGISTRY
+
 from outlive.domain import Status
 from outlive.domain.model import NewEvent
 from outlive.runtime.group_commit import GroupCommitter
@@ -75,3 +77,30 @@ async def test_two_commits_of_one_run_waiting_together_go_in_order(store, owner)
         {"stage": "one"}, {"stage": "two"}]
     assert other[1][0].data == {"stage": "other"}
     assert (g.transactions, g.commits) == (2, 3)
+
+
+async def test_a_run_cancelled_while_its_write_waits_still_has_it_written(store, owner):
+    """A run's write is the committer's future, shielded without a task of its own: the
+    run's task cancelled while the write waits (a park, a lost lease) neither cuts it nor
+    loses it, and the next write of the run goes after it."""
+    from outlive.runtime.writes import RunWrites
+
+    s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    (claim,) = await store.claim("w1", limit=1, lease_ttl=30)
+    assert claim.lease is not None
+    g = GroupCommitter(store)
+    assert isinstance(g.commit(claim.lease, events=[NewEvent("stage", {"stage": "a"})]),
+                      asyncio.Future)  # queued at once, no coroutine to wrap in a task
+    writes = RunWrites(g, claim.lease)
+    timed = REGISTRY.get_sample_value("outlive_event_append_seconds_count") or 0.0
+    tasks_before = len(asyncio.all_tasks())
+    run = asyncio.create_task(writes.emit(NewEvent("stage", {"stage": "b"})))
+    await asyncio.sleep(0)  # the write is queued: the run is the only new task (no shield's)
+    assert len(asyncio.all_tasks()) == tasks_before + 1
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    await writes.emit(NewEvent("stage", {"stage": "c"}))
+    stages = [e.data["stage"] for e in await store.read_events(s.id) if e.type == "stage"]
+    assert stages == ["a", "b", "c"]
+    # each of the run's writes is timed, the cancelled one too
+    assert REGISTRY.get_sample_value("outlive_event_append_seconds_count") == timed + 2

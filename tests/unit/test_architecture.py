@@ -45,11 +45,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "metrics":        frozenset(),                                # process-wide counters
     "client":         frozenset({"domain"}),                      # HTTP + the pure reducer
     "store":          frozenset({"domain"}),                      # the Store port and SQL
-    "providers":      frozenset({"domain"}),                      # the ModelProvider port
+    "providers":      frozenset({"domain", "_ticks"}),            # the ModelProvider port
     "tools":          frozenset({"domain"}),                      # tool calls live in domain
     # mcp: an adapter like providers: MCP servers' tools as registry tools, nothing more
     "mcp":            frozenset({"domain", "tools"}),
-    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp"}),
+    "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp",
+                                 "_ticks"}),
     # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
     "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),
     "config":         ANY,                                        # builds agents and routes
@@ -59,6 +60,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
     "_cli_port":      frozenset(),                                # who holds a TCP port
     "_loop":          frozenset(),                                # the worker's event loop (uvloop)
+    "_ticks":         frozenset(),                                # shared timers (demo, flushes)
     "_cli_transcript": frozenset(),                               # events as text
     "_cli_webhooks":  frozenset(),                                # webhook options of serve, worker
     "_embedded":      ANY,                                        # API+worker+store in-process

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from outlive._ticks import ticker
 from outlive.providers import (
     DemoProvider,
     Finish,
@@ -28,7 +29,7 @@ from outlive.providers import (
     TransientProviderError,
     collect,
 )
-from outlive.providers.demo import CHARS_PER_SECOND, pieces, plan_turn
+from outlive.providers.demo import CHARS_PER_SECOND, TICK_SECONDS, pieces, plan_turn
 from outlive.tools import ToolContext, ToolRegistry, demo_tools
 
 SETTINGS = ModelSettings("scripted")
@@ -415,3 +416,30 @@ async def test_speed_zero_still_yields_control() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert 0 < len(seen) < 100
+
+
+async def test_concurrent_streams_keep_pace_and_order_on_one_shared_clock() -> None:
+    """A hundred streams at once wait on one ticker (a timer per 20 ms slot, not one per
+    piece): each still streams its pieces in order, never ahead of its schedule, and ends
+    within a few ticks of its planned time."""
+    speed = 10.0
+    provider = DemoProvider(speed=speed)
+    specs = demo_tools(speed=0).specs()
+    messages = [Message.user("run long")]
+    turn = plan_turn(messages, specs)
+    planned = provider.planned_seconds(turn)
+    clock = ticker(TICK_SECONDS)
+    fired = clock.fired
+
+    async def one() -> tuple[float, list[ProviderEvent]]:
+        started = time.monotonic()
+        events = [e async for e in provider.stream(messages, specs, SETTINGS)]
+        return time.monotonic() - started, events
+
+    runs = await asyncio.gather(*(one() for _ in range(100)))
+    for elapsed, events in runs:
+        assert [e.text for e in events if isinstance(e, TextDelta)] == list(pieces(turn.text))
+        assert planned - 1e-3 <= elapsed <= planned + 0.5
+    ticks = clock.fired - fired
+    assert ticks <= max(e for e, _ in runs) / TICK_SECONDS + 5
+    assert ticks * 20 < sum(len(ev) for _, ev in runs)  # far fewer timers than pieces

@@ -24,3 +24,28 @@ async def test_a_full_buffer_holds_the_reader_until_a_flush_drains_it():
     async with asyncio.timeout(1):
         await waiter
     assert not buf.full and buf.text == "hellowörld"
+
+
+def test_waiting_bytes_are_utf8_bytes_for_ascii_and_not() -> None:
+    ascii_only = TurnBuffer("m1", limit_bytes=10)
+    ascii_only.add("text", "123456789")
+    assert not ascii_only.full and ascii_only.pending()
+    ascii_only.add("thinking", "0")
+    assert ascii_only.full
+    wide = TurnBuffer("m2", limit_bytes=10)
+    wide.add("text", "ééééé")  # 5 characters, 10 bytes
+    assert wide.full
+    wide.drain()
+    assert not wide.full and not wide.pending()
+
+
+def test_split_utf8_keeps_short_text_whole_and_cuts_long_text_between_characters() -> None:
+    from outlive.runtime.streaming import split_utf8
+
+    assert split_utf8("", 4) == []
+    assert split_utf8("abcd", 4) == ["abcd"]
+    assert split_utf8("éé", 4) == ["éé"]  # 4 bytes exactly
+    assert split_utf8("ééé", 4) == ["éé", "é"]
+    assert split_utf8("abcde", 4) == ["abcd", "e"]
+    assert all(len(p.encode()) <= 4 for p in split_utf8("a€€b", 4))
+    assert "".join(split_utf8("a€€b", 4)) == "a€€b"

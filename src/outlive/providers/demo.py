@@ -24,13 +24,15 @@ Trigger words (case-insensitive, in the latest user message):
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 
+from .._ticks import ticker
 from ._demo_script import DemoTurn, conversation_digest, latest_user_index, plan_turn
 from ._port import (
     Finish,
@@ -62,6 +64,12 @@ TOOL_CALL_SECONDS = 0.15
 YIELD_EVERY = 16
 """At speed 0 nothing sleeps, but the loop yields control every this many pieces."""
 
+TICK_SECONDS = 0.005
+"""The pacing clock's grid: every demo stream of a process waits on one shared ticker
+(`outlive._ticks`), so the pieces of all streams due in the same 5 ms wake together from
+one timer instead of a timer each. A piece is never early and at most one tick late, and
+the schedule runs from the answer's start, so the pace over an answer is unchanged."""
+
 _MAX_ERROR_KEYS = 1024
 _PROVIDER_ERROR = re.compile(r"\b(permanent )?provider error(?:s)?(?:\s+(\d+))?")
 _PIECE = re.compile(r"\S+\s*|\s+")
@@ -70,13 +78,21 @@ _MAX_PIECE = 10
 
 def pieces(text: str) -> Iterator[str]:
     """Split text into stream pieces of a few characters to a word; they join back exactly."""
+    return iter(_split(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _split(text: str) -> tuple[str, ...]:
+    """`pieces`, kept for the script's texts: a thousand sessions stream the same answers."""
+    out: list[str] = []
     for match in _PIECE.finditer(text):
         piece = match.group(0)
         while len(piece) > _MAX_PIECE:
-            yield piece[:6]
+            out.append(piece[:6])
             piece = piece[6:]
         if piece:
-            yield piece
+            out.append(piece)
+    return tuple(out)
 
 
 def _words(text: str) -> int:
@@ -102,17 +118,25 @@ class DemoProvider:
     ) -> AsyncIterator[ProviderEvent]:
         speed = _check_speed(float(settings.extra.get("demo_speed", self.speed)))
         pacer = _Pacer(self, speed)
-        await pacer.wait(FIRST_TOKEN_SECONDS)
+        delay = pacer.wait(FIRST_TOKEN_SECONDS)
+        if delay is not None:
+            await self._wait(delay)
         self._simulate_failure(messages, settings)
         turn = plan_turn(messages, tools)
         for piece in pieces(turn.thinking):
-            await pacer.piece(piece)
+            delay = pacer.piece(piece)
+            if delay is not None:
+                await self._wait(delay)
             yield ThinkingDelta(piece)
         for piece in pieces(turn.text):
-            await pacer.piece(piece)
+            delay = pacer.piece(piece)
+            if delay is not None:
+                await self._wait(delay)
             yield TextDelta(piece)
         for call in turn.tool_calls:
-            await pacer.wait(TOOL_CALL_SECONDS)
+            delay = pacer.wait(TOOL_CALL_SECONDS)
+            if delay is not None:
+                await self._wait(delay)
             yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
 
@@ -128,10 +152,15 @@ class DemoProvider:
             + TOOL_CALL_SECONDS * len(turn.tool_calls)
         ) / s
 
-    async def _sleep(self, seconds: float) -> None:
-        """The only real wait; tests override it (and `_now`) to measure pacing without
-        sleeping."""
-        await asyncio.sleep(seconds)
+    def _wait(self, delay: float) -> Awaitable[None]:
+        """A pacer's wait: sleep `delay` > 0, or yield control at 0."""
+        return self._sleep(delay) if delay > 0 else asyncio.sleep(0)
+
+    def _sleep(self, seconds: float) -> Awaitable[None]:
+        """The only real wait, on the shared pacing clock (its future, awaited by the stream
+        itself: no coroutine per piece); tests override it (and `_now`) to measure pacing
+        without sleeping."""
+        return ticker(TICK_SECONDS).sleep(seconds)
 
     def _now(self) -> float:
         return time.monotonic()
@@ -179,7 +208,10 @@ class _Pacer:
     the demo does the same, pacing against a schedule from the start of the answer rather
     than sleeping a piece's time after each piece, which would stretch the answer by every
     delay of the reader's loop. At speed 0 nothing sleeps, but control is still yielded (every
-    `YIELD_EVERY` pieces) so a cancel gets through."""
+    `YIELD_EVERY` pieces) so a cancel gets through.
+
+    Its methods only say how long to wait (`DemoProvider._wait` does it): seconds to sleep,
+    0 to yield control, None to go on at once, so a piece already due costs no coroutine."""
 
     def __init__(self, provider: DemoProvider, speed: float) -> None:
         self._provider = provider
@@ -187,27 +219,25 @@ class _Pacer:
         self._due = provider._now()
         self._count = 0
 
-    async def piece(self, piece: str) -> None:
+    def piece(self, piece: str) -> float | None:
         self._count += 1
         if self._speed == 0:
-            if self._count % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            return
-        await self._until(len(piece) / (CHARS_PER_SECOND * self._speed))
+            return 0.0 if self._count % YIELD_EVERY == 0 else None
+        return self._until(len(piece) / (CHARS_PER_SECOND * self._speed))
 
-    async def wait(self, seconds: float) -> None:
+    def wait(self, seconds: float) -> float | None:
         if self._speed == 0:
-            await asyncio.sleep(0)
-        else:
-            await self._until(seconds / self._speed)
+            return 0.0
+        return self._until(seconds / self._speed)
 
-    async def _until(self, seconds: float) -> None:
+    def _until(self, seconds: float) -> float | None:
         self._due += seconds
         delay = self._due - self._provider._now()
         if delay > 0:
-            await self._provider._sleep(delay)
-        elif self._count % YIELD_EVERY == 0:  # behind schedule: catch up, yielding now and then
-            await asyncio.sleep(0)
+            return delay
+        if self._count % YIELD_EVERY == 0:  # behind schedule: catch up, yielding now and then
+            return 0.0
+        return None
 
 
 def _check_speed(speed: float) -> float:

@@ -16,9 +16,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics
+from .._ticks import ticker
 from .writes import RunWrites
 
-__all__ = ["Abort", "Supervisor"]
+__all__ = ["FLUSH_GRID", "Abort", "Supervisor"]
+
+
+FLUSH_GRID = 0.005
+"""Seconds: flush waits are rounded up to this grid so that runs due together share a
+timer; a flush comes at most this much later than its interval."""
 
 
 class Abort(enum.Enum):
@@ -81,19 +87,42 @@ class Supervisor:
         flush: Callable[[], Awaitable[None]],
         *,
         tool_cancel: asyncio.Event | None = None,
+        pending: Callable[[], bool] | None = None,
     ) -> None:
         """Wait for the activity, flushing what it produced at most every flush interval.
-        `tool_cancel` is the running tool's cancel event, set instead of cancelling it."""
+        `tool_cancel` is the running tool's cancel event, set instead of cancelling it.
+        `pending` says whether a flush has anything to write (None: always flush).
+
+        The flush waits share timers (`outlive._ticks`): each is due one interval after
+        the last flush ended, as a timer of its own would be, rounded up to a grid of
+        `FLUSH_GRID` seconds, so the runs due in the same few milliseconds wake from one
+        timer rather than a thousand timers (and `asyncio.wait`s) each interval. A run with
+        nothing to flush then is not woken (it is looked at again an interval later), and
+        the activity's end wakes the run at once."""
         assert not self.writes.holding, "held writes before an activity"
         self.reason = None
         self._task = act
         self._tool_cancel = tool_cancel
+        clock = ticker(FLUSH_GRID)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] | None = None
+
+        def ended(_: object) -> None:
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+        act.add_done_callback(ended)
         try:
             while not act.done():
-                await asyncio.wait({act}, timeout=self.flush_interval)
+                waiter = loop.create_future()
+                clock.wake(waiter, self.flush_interval, pending)
+                await waiter
                 if not act.done():  # what the finished activity left goes with its result
                     await flush()
         finally:
+            act.remove_done_callback(ended)
+            if waiter is not None and not waiter.done():
+                waiter.cancel()
             if not act.done():
                 act.cancel()
                 with contextlib.suppress(BaseException):

@@ -62,7 +62,7 @@ class GroupCommitter:
             oldest.append(self._in_flight_since)
         return time.monotonic() - min(oldest) if oldest else 0.0
 
-    async def commit(
+    def commit(
         self,
         lease: Lease,
         *,
@@ -71,7 +71,11 @@ class GroupCommitter:
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
-    ) -> tuple[list[Entry], list[Event]]:
+    ) -> asyncio.Future[tuple[list[Entry], list[Event]]]:
+        """Queued at once; the future is the outcome. Cancelling it does not stop the
+        write (a cancelled caller never cuts one in half), so a run awaits it without a
+        shield or a task of its own: one fewer each per write, tens of thousands a second
+        at scale."""
         done: asyncio.Future[tuple[list[Entry], list[Event]]] = (
             asyncio.get_running_loop().create_future()
         )
@@ -80,7 +84,7 @@ class GroupCommitter:
                                     done, time.monotonic()))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="group-commit")
-        return await done
+        return done
 
     async def _flush(self) -> None:
         while self._queue:

@@ -79,7 +79,8 @@ class ModelCaller:
             act = asyncio.create_task(
                 self._stream(buf, messages, tools, settings, deadline),
                 name=f"model:{self.session_id}")
-            await self.activity.supervise(act, functools.partial(self._flush, buf))
+            await self.activity.supervise(act, functools.partial(self._flush, buf),
+                                          pending=buf.pending)
             # Deltas still buffered are written with whatever ends this call (message_end,
             # the settle of a cancel), in the same transaction.
             if act.cancelled():
@@ -163,7 +164,7 @@ class ModelCaller:
         async def nothing() -> None:
             return None
 
-        await self.activity.supervise(act, nothing)
+        await self.activity.supervise(act, nothing, pending=lambda: False)
         if self.activity.cancelled:
             await self.writes.settle(Status.CANCELLED)
 

@@ -29,6 +29,8 @@ class RuntimeSettings:
     """Seconds a write may wait for the database before the worker stops claiming new
     sessions until it catches up (back-pressure)."""
     flush_interval: float = 0.05
+    """Seconds from the end of a run's last flush of streamed output to its next, rounded up
+    to the 5 ms grid on which every run's flush waits share timers (`activity.FLUSH_GRID`)."""
     flush_bytes: int = 1024
     buffer_bytes: int = 256 * 1024
     """Model output a run holds unwritten before it stops reading its model's stream until

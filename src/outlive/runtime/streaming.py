@@ -19,6 +19,8 @@ __all__ = ["TurnBuffer", "split_utf8"]
 
 def split_utf8(text: str, limit: int) -> list[str]:
     """Cut `text` into pieces of at most `limit` UTF-8 bytes, never inside a character."""
+    if len(text) <= limit and (text.isascii() or len(text.encode("utf-8")) <= limit):
+        return [text] if text else []  # one piece (nearly every flush): nothing to cut
     out = []
     while text:
         piece = text[:limit]
@@ -68,9 +70,14 @@ class TurnBuffer:
             self._pending[-1][1].append(text)
         else:
             self._pending.append((kind, [text]))
-        self._waiting_bytes += len(text.encode("utf-8"))
+        # An ASCII string (most model output) knows it is one: its length is its size.
+        self._waiting_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
         if self._waiting_bytes >= self.limit_bytes:
             self._room.clear()
+
+    def pending(self) -> bool:
+        """Output waits to be written: a flush has something to do."""
+        return bool(self._pending)
 
     @property
     def full(self) -> bool:

@@ -94,7 +94,8 @@ class ToolRunner:
                           set_stage=set_stage, set_title=set_title)
         act = asyncio.create_task(self.tools.run(call, ctx),
                                   name=f"tool:{self.session_id}:{call.call_id}")
-        await self.activity.supervise(act, flush, tool_cancel=cancel)
+        await self.activity.supervise(act, flush, tool_cancel=cancel,
+                                      pending=lambda: bool(queued))
         if all(kind == "progress" for kind, _ in queued):
             # The last reports ride with the tool's end (the caller's next write): one
             # transaction fewer between a tool's end and the next step.

@@ -248,10 +248,10 @@ def scrub(value: Any) -> Any:
             value = value.replace("\x00", "\ufffd")
         return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
     if isinstance(value, dict):
-        out = {scrub(k): scrub(v) for k, v in value.items()}
-        if len(out) == len(value) and all(k in out and out[k] is value[k] for k in value):
-            return value
-        return out
+        for k, v in value.items():  # most data is clean: look before building a copy
+            if scrub(k) is not k or scrub(v) is not v:
+                return {scrub(k): scrub(v) for k, v in value.items()}
+        return value
     if isinstance(value, list):
         items = [scrub(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
