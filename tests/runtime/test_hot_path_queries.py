@@ -35,22 +35,24 @@ def run_statements(dialect: str) -> list[str]:
         "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
         "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
-        # automatic title in the same transaction (its event and its owner event)
-        "commit_heads", "insert_session_entries", "insert_session_events",
-        "set_auto_title", "allocate_seqs", "insert_session_events",
+        # automatic title in the same transaction (its seq taken by the UPDATE that sets it,
+        # at the one after the head's: no round trip; its event in the commit's INSERT) and
+        # its owner event
+        "commit_heads", "set_auto_title", "insert_session_entries", "insert_session_events",
         "reserve_owner_event_ids", "insert_owner_events", *notify,
         # commit 2: the model's answer and the tool call
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # commit 3: the tool result and the second turn
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
-        # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
-        # pipelined on PostgreSQL, none without an endpoint), session_end at the seqs the
-        # locked row names, the owner's session_status
-        "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
-        "enqueue_webhooks", "bump_seqs", "insert_session_events", "next_owner_event_id",
-        "insert_owner_event",
-        # the settled session, read with the COMMIT (no round trip of its own on PostgreSQL)
-        *notify, "get_session",
+        # settle (through the group commit too, as a `Settle` item): the rows of the settles
+        # locked in one statement; each end in one UPDATE of its row (status, and the seqs of
+        # the final answer and session_end, at those the locked row names); the webhook outbox
+        # rows of the end (one INSERT … SELECT, pipelined on PostgreSQL, none without an
+        # endpoint); the final answer and session_end; the owner's session_status
+        "lock_sessions", "update_lifecycle", "enqueue_webhooks", "insert_session_entries",
+        "insert_session_events", "reserve_owner_event_ids", "insert_owner_events",
+        # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
+        *notify, "settled_sessions",
         # the worker, free again, looks for more work
         "claim_candidates",
     ]

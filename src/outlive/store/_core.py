@@ -37,7 +37,7 @@ from ._validation import check_event_types, scrub
 
 __all__ = [
     "ENTRY_COLUMNS", "EVENT_COLUMNS", "OWNER_EVENT_COLUMNS", "TEXT_REF", "OwnerEvent",
-    "StoreCore", "aborts_run", "entry_ref", "held", "session_end", "status_data",
+    "StoreCore", "aborts_run", "entry_ref", "held", "lease_lost", "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -399,9 +399,9 @@ class StoreCore(abc.ABC):
             {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
         )
 
-    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent], now: Any) -> None:
-        """Many owner events at once, stamped `now` (the database clock): per owner in owner
-        order, one update reserves their ids and one statement inserts them."""
+    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
+        """Many owner events at once: per owner in owner order, one update reserves their
+        ids (and stamps them with the database clock) and one statement inserts them."""
         by_owner: dict[str, list[OwnerEvent]] = {}
         for ev in events:
             by_owner.setdefault(ev[0], []).append(ev)
@@ -410,6 +410,7 @@ class StoreCore(abc.ABC):
             mine = by_owner[owner]
             last = await tx.fetch(self.q.reserve_owner_event_ids, {"id": owner, "n": len(mine)})
             first = int(last[0]["last_event_id"]) - len(mine) + 1
+            now = last[0]["now"]
             rows.extend({"owner_id": owner, "id": first + k, "session_id": sid, "ts": now,
                          "type": type_, "data": self.d.json(data)}
                         for k, (_, sid, type_, data) in enumerate(mine))
@@ -494,7 +495,11 @@ class StoreCore(abc.ABC):
         await tx.execute(self.q.consume_inputs, {"id": session_id})
 
 
-def _lost(lease: Lease) -> NoReturn:
-    raise LeaseLost(
+def lease_lost(lease: Lease) -> LeaseLost:
+    return LeaseLost(
         f"session {lease.session_id} is no longer held by {lease.worker} at fence {lease.fence}"
     )
+
+
+def _lost(lease: Lease) -> NoReturn:
+    raise lease_lost(lease)

@@ -7,6 +7,11 @@
 -- `now` with it, so no event gets a time before an earlier seq's.
 SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id = :id {for_update}
 
+-- name: lock_sessions
+-- `lock_session` for many sessions at once (a group commit's settles), in id order.
+SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids} ORDER BY s.id
+{for_update}
+
 -- name: lock_owned_session
 SELECT {session_row} FROM sessions s
 WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL {for_update}
@@ -36,9 +41,10 @@ RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 UPDATE owners SET last_event_id = last_event_id + 1 WHERE id = :id
 
 -- name: reserve_owner_event_ids
--- Ids for :n owner events at once (a group commit's): the last one is returned.
+-- Ids for :n owner events at once (a group commit's): the last one is returned, with the
+-- time that stamps them.
 UPDATE owners SET last_event_id = last_event_id + :n WHERE id = :id
-RETURNING last_event_id
+RETURNING last_event_id, {now} AS now
 
 -- name: insert_owner_event
 INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)

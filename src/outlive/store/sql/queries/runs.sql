@@ -14,6 +14,10 @@ ORDER BY s.id LIMIT :limit {skip_locked}
 -- `now` stamps the `session_start` events the claim writes after it.
 SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids}
 
+-- name: settled_sessions
+-- The sessions a group commit settled, as it left them (read with its COMMIT).
+SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
+
 -- name: claimed_inputs
 -- The user messages waiting in the sessions a claim took, so their runs need not read them.
 SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
@@ -98,7 +102,11 @@ ORDER BY e.seq
 UPDATE sessions SET stage = :stage WHERE id = :id
 
 -- name: set_auto_title
-UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
+-- The title and the seq of its `title` event, on a row this transaction holds locked (the
+-- caller knows the seq from the row).
+UPDATE sessions SET title = :t, title_state = 'automatic', last_seq = last_seq + 1,
+  updated_at = {now}
+WHERE id = :id
 
 -- name: abandoned_sessions
 -- Running sessions nobody has watched for their abandon_after seconds; one waiting on an
