@@ -55,9 +55,10 @@ class RunOps(CommitOps):
                 claims.append((row["id"], reason, lease))
                 if lease is not None and start and reason in _STARTS:
                     starts.append((row, reason, lease))
-            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
-            for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
-                await self._owner_event(tx, owner, sid, type_, data)
+            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock;
+            # an owner's events cost one update of its row however many sessions were taken.
+            if owner_events:
+                await self._owner_events(tx, sorted(owner_events, key=lambda e: (e[0], e[1])))
             ids = self.d.ids([sid for sid, _, _ in claims])
             fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
             await self._write_starts(tx, starts, fresh)
@@ -111,8 +112,8 @@ class RunOps(CommitOps):
             seq: dict[str, Any] = {}
             if starting:  # the row is locked: its next seq is known
                 seq["last_seq"] = int(row["last_seq"]) + 1
-            await self._apply(tx, row, out.state, lease_worker=worker, **seq)
-            await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
+            await self._apply(tx, row, out.state, lease_ttl=lease_ttl, lease_worker=worker,
+                              **seq)
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
