@@ -174,6 +174,13 @@ _ANY = "*"
 class Subscription(Protocol):
     def __aiter__(self) -> AsyncIterator[Notice]: ...
     async def close(self) -> None: ...
+    @property
+    def complete(self) -> bool:
+        """Whether, from now on, every commit's notices from every process reach this
+        subscriber, or a rescan notice says some may have been lost (PostgreSQL while its
+        LISTEN connection is up). False: a reader must also look again on a timer (SQLite,
+        whose notices stay in the process that committed)."""
+        ...
 
 
 class Store(Protocol):

@@ -118,9 +118,10 @@ class _Listener:
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.fanout = Fanout()
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
+        self.fanout = Fanout(complete=self.connected.is_set)
 
     @property
     def running(self) -> bool:
