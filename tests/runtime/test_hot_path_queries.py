@@ -35,11 +35,11 @@ def run_statements(dialect: str) -> list[str]:
         "claim_candidates", "update_lifecycle", "next_owner_event_id",
         "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
         "claimed_inputs",
-        # commit 1 (through the worker's group commit, alone here): the first turn, then the
-        # automatic title in the same transaction (its seq taken by the UPDATE that sets it,
-        # at the one after the head's: no round trip; its event in the commit's INSERT) and
-        # its owner event (the owner's only one in this transaction: no reservation)
-        "commit_heads", "set_auto_title", "insert_session_entries", "insert_session_events",
+        # commit 1 (through the worker's group commit, alone here): the first turn and the
+        # automatic title, both set by the one head statement (which takes the seq of the
+        # title's event too, after the turn's; its event in the commit's INSERT), then its
+        # owner event (the owner's only one in this transaction: no reservation)
+        "commit_heads", "insert_session_entries", "insert_session_events",
         "next_owner_event_id", "insert_owner_event", *notify,
         # commit 2: the model's answer and the tool call
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,

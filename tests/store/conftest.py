@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from outlive.domain.model import Lease, Session, Status
-from outlive.store import Settle
+from outlive.store import Commit, Settle
 from tests.support.databases import pg_dsn_fixture
 
 pg_dsn = pg_dsn_fixture("package", "outlive_store")
@@ -32,6 +32,22 @@ def settle(request: pytest.FixtureRequest, store: Any) -> Callable[..., Awaitabl
         if isinstance(out, Exception):
             raise out
         assert isinstance(out, Session)
+        return out
+
+    return alone if request.param == "alone" else grouped
+
+
+@pytest.fixture(params=["alone", "grouped"])
+def commit(request: pytest.FixtureRequest, store: Any) -> Callable[..., Awaitable[Any]]:
+    """`store.commit`, or the same write as the one `Commit` item of a group commit."""
+
+    async def alone(lease: Lease, **kwargs: Any) -> Any:
+        return await store.commit(lease, **kwargs)
+
+    async def grouped(lease: Lease, **kwargs: Any) -> Any:
+        (out,) = await store.commit_many([Commit(lease, **kwargs)])
+        if isinstance(out, Exception):
+            raise out
         return out
 
     return alone if request.param == "alone" else grouped

@@ -24,8 +24,9 @@ from ._validation import auto_title, check_event_types
 
 __all__ = ["CommitOps", "HeadItem"]
 
-HeadItem = tuple[Lease, int, int, int]
-"""One item of `commit_heads`: the lease, how many events and entries, delivered through."""
+HeadItem = tuple[Lease, int, int, int, str | None]
+"""One item of `commit_heads`: the lease, how many events and entries, delivered through,
+the automatic title (cleaned) or None."""
 
 
 def _checked(c: Commit) -> Commit:
@@ -78,7 +79,7 @@ class CommitOps(SettleOps):
             if c.stage is not None:
                 await self._stage(tx, st, rows[0], lease, c.stage, None)
             if c.title is not None:
-                await self._auto_title(tx, st, rows[0], lease, c.title, None, ev_rows)
+                await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
             await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
             await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
             return out
@@ -142,8 +143,8 @@ class CommitOps(SettleOps):
         mine = [(i, c) for i in valid if isinstance(c := checked[i], Commit)]
         if not mine:
             return
-        items: list[HeadItem] = [(c.lease, len(c.events), len(c.entries), _delivered(c))
-                                 for _, c in mine]
+        items: list[HeadItem] = [(c.lease, len(c.events), len(c.entries), _delivered(c),
+                                  c.title) for _, c in mine]
         heads = {r["id"]: r for r in await self._commit_heads(tx, items)}
         for i, c in mine:
             head = heads.get(c.lease.session_id)
@@ -153,11 +154,14 @@ class CommitOps(SettleOps):
                 except (LeaseLost, NotFound, InvalidInput) as exc:
                     outcomes[i] = exc
                 continue
-            outcomes[i] = self._written(st, c, head, ev_rows, en_rows)
+            # The head set the title unless the person had set one by hand.
+            titled = c.title is not None and head["title_state"] != "manual"
+            outcomes[i] = self._written(st, c, head, ev_rows, en_rows, after=int(titled))
             if c.stage is not None:
                 await self._stage(tx, st, head, c.lease, c.stage, owner_events)
-            if c.title is not None:
-                await self._auto_title(tx, st, head, c.lease, c.title, owner_events, ev_rows)
+            if titled:
+                assert c.title is not None
+                self._title_written(st, head, c.lease, c.title, owner_events, ev_rows)
 
     async def _settle_items(
         self, tx: Tx, st: TxState, checked: Sequence[Commit | Settle | OutliveError],
@@ -197,16 +201,17 @@ class CommitOps(SettleOps):
 
     def _written(
         self, st: TxState, c: Commit, head: Row, ev_rows: list[dict[str, Any]],
-        en_rows: list[dict[str, Any]],
+        en_rows: list[dict[str, Any]], *, after: int = 0,
     ) -> tuple[list[Entry], list[Event]]:
-        """What a commit whose head matched writes, at the seqs the head allocated: its rows
-        go on `ev_rows` and `en_rows`, its notice on `st`."""
+        """What a commit whose head matched writes, at the seqs the head allocated (the last
+        `after` of them for events after the commit's own): its rows go on `ev_rows` and
+        `en_rows`, its notice on `st`."""
         lease = c.lease
         rows, entries = self._entry_rows(
             lease, c.entries, int(head["last_entry_seq"]) - len(c.entries) + 1)
         en_rows.extend(rows)
         rows, events = self._event_rows(
-            lease.session_id, c.events, int(head["last_seq"]) - len(c.events) + 1,
+            lease.session_id, c.events, int(head["last_seq"]) - after - len(c.events) + 1,
             head["now"], int(head["attempt"]), lease.fence)
         ev_rows.extend(rows)
         if events:
@@ -241,29 +246,34 @@ class CommitOps(SettleOps):
 
     async def _auto_title(
         self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str,
-        owner_events: list[OwnerEvent] | None = None,
         ev_rows: list[dict[str, Any]] | None = None,
     ) -> bool:
         """A title the person set by hand is never overwritten. `row` is this transaction's
         lock of the session, with nothing appended since: the `title` event's seq is the one
         after its `last_seq`, taken by the same UPDATE that sets the title (no round trip).
-        With `owner_events` and `ev_rows`, the owner's event and the event's row go there
-        (written later with the others) rather than now."""
+        With `ev_rows`, the event's row goes there (inserted later with the others)."""
         if row["title_state"] == "manual":
             return False
         await tx.execute(self.q.set_auto_title, {"t": clean, "id": lease.session_id})
-        rows, _ = self._event_rows(lease.session_id, [NewEvent("title", {"title": clean})],
-                                   int(row["last_seq"]) + 1, row["now"], int(row["attempt"]),
-                                   lease.fence)
-        if ev_rows is None:
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
-        else:
-            ev_rows.extend(rows)
-        if owner_events is None:
-            await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
-                                    {"title": clean})
-        else:
-            owner_events.append((row["owner_id"], lease.session_id, "session_title",
-                                 {"title": clean}))
-        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        rows: list[dict[str, Any]] = []
+        owned: list[OwnerEvent] = []
+        self._title_written(st, {**row, "last_seq": int(row["last_seq"]) + 1}, lease, clean,
+                            owned, rows if ev_rows is None else ev_rows)
+        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
+        for owner, sid, type_, data in owned:
+            await self._owner_event(tx, owner, sid, type_, data)
         return True
+
+    def _title_written(
+        self, st: TxState, head: Row, lease: Lease, clean: str,
+        owner_events: list[OwnerEvent], ev_rows: list[dict[str, Any]],
+    ) -> None:
+        """A title set on the row `head` returned, whose `last_seq` is its `title` event's
+        seq: the event's row on `ev_rows`, the owner's event on `owner_events`."""
+        rows, _ = self._event_rows(lease.session_id, [NewEvent("title", {"title": clean})],
+                                   int(head["last_seq"]), head["now"], int(head["attempt"]),
+                                   lease.fence)
+        ev_rows.extend(rows)
+        owner_events.append((head["owner_id"], lease.session_id, "session_title",
+                             {"title": clean}))
+        st.notify(lease.session_id, head["owner_id"], events=True, owner=True)

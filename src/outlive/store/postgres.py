@@ -353,8 +353,8 @@ class PostgresStore(SqlStore):
             {"ids": [lease.session_id for lease, *_ in items],
              "workers": [lease.worker for lease, *_ in items],
              "fences": [lease.fence for lease, *_ in items],
-             "nes": [ne for _, ne, _, _ in items], "nns": [nn for _, _, nn, _ in items],
-             "ds": [d for *_, d in items]},
+             "nes": [ne for _, ne, _, _, _ in items], "nns": [nn for _, _, nn, _, _ in items],
+             "ds": [d for _, _, _, d, _ in items], "titles": [t for *_, t in items]},
         )
 
     def subscribe(self) -> FanoutSubscription:

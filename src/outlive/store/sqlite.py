@@ -305,8 +305,8 @@ class SqliteStore(SqlStore):
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": json.dumps(
-            [[lease.session_id, lease.worker, lease.fence, ne, nn, d]
-             for lease, ne, nn, d in items])})
+            [[lease.session_id, lease.worker, lease.fence, ne, nn, d, t]
+             for lease, ne, nn, d, t in items])})
 
     def subscribe(self) -> FanoutSubscription:
         return self._fanout.subscribe()

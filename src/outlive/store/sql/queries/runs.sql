@@ -58,15 +58,24 @@ RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_sta
 -- name: commit_heads
 -- dialect: sqlite
 -- `commit_head` for every item of a group commit in one statement; :items is a JSON list of
--- [session id, worker, fence, events, entries, delivered through]. An item missing from the
--- result was refused (as `commit_head` refuses it) and changed nothing.
-UPDATE sessions SET last_seq = last_seq + h.ne, last_entry_seq = last_entry_seq + h.nn,
+-- [session id, worker, fence, events, entries, delivered through, automatic title or null].
+-- An item missing from the result was refused (as `commit_head` refuses it) and changed
+-- nothing. A title is set (and the seq of its `title` event taken, after the item's events)
+-- unless the person set one by hand: the returned `title_state` is then not 'manual'.
+UPDATE sessions SET
+  last_seq = last_seq + h.ne
+             + CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN 1 ELSE 0 END,
+  last_entry_seq = last_entry_seq + h.nn,
   delivered_input_seq = CASE WHEN h.d > delivered_input_seq THEN h.d
                              ELSE delivered_input_seq END,
+  title = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN h.t ELSE title END,
+  title_state = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN 'automatic'
+                     ELSE title_state END,
   updated_at = {now}
 FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS worker,
              json_extract(j.value, '$[2]') AS fence, json_extract(j.value, '$[3]') AS ne,
-             json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d
+             json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d,
+             json_extract(j.value, '$[6]') AS t
       FROM json_each(:items) j) AS h
 WHERE sessions.id = h.id AND sessions.lease_worker = h.worker AND sessions.fence = h.fence
   AND sessions.status = 'running' AND h.d <= sessions.last_input_seq
@@ -75,13 +84,20 @@ RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_
 
 -- name: commit_heads
 -- dialect: postgres
-UPDATE sessions s SET last_seq = s.last_seq + h.ne, last_entry_seq = s.last_entry_seq + h.nn,
+UPDATE sessions s SET
+  last_seq = s.last_seq + h.ne
+             + CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 1 ELSE 0 END,
+  last_entry_seq = s.last_entry_seq + h.nn,
   delivered_input_seq = CASE WHEN h.d > s.delivered_input_seq THEN h.d
                              ELSE s.delivered_input_seq END,
+  title = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN h.t ELSE s.title END,
+  title_state = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 'automatic'
+                     ELSE s.title_state END,
   updated_at = {now}
 FROM unnest(CAST(:ids AS text[]), CAST(:workers AS text[]), CAST(:fences AS bigint[]),
-            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]))
-     AS h(id, worker, fence, ne, nn, d)
+            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]),
+            CAST(:titles AS text[]))
+     AS h(id, worker, fence, ne, nn, d, t)
 WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
   AND s.status = 'running' AND h.d <= s.last_input_seq
 RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
