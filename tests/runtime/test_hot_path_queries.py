@@ -47,10 +47,10 @@ def run_statements(dialect: str) -> list[str]:
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # settle (through the group commit too, as a `Settle` item): the rows of the settles
         # locked in one statement, which also says whether their owners have a webhook
-        # endpoint (none here: no outbox statement); each end in one UPDATE of its row
-        # (status, and the seqs of the final answer and session_end, at those the locked row
-        # names); the final answer and session_end; the owner's session_status
-        "lock_sessions", "update_lifecycle", "insert_session_entries",
+        # endpoint (none here: no outbox statement); every end in one UPDATE for all (status,
+        # and the seqs of the final answer and session_end, at those the locked row names);
+        # the final answer and session_end; the owner's session_status
+        "lock_sessions", "settle_rows", "insert_session_entries",
         "insert_session_events", "next_owner_event_id", "insert_owner_event",
         # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
         *notify, "settled_sessions",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from outlive.domain import InvalidInput, LeaseLost, NotFound, PendingInput, Status
 from outlive.domain.model import ErrorInfo, Lease, NewEvent, Session
 from outlive.store import Commit, Settle
@@ -257,3 +259,43 @@ async def test_a_settle_refused_for_pending_input_can_settle_once_it_is_delivere
     (out,) = await store.commit_many([Settle(lease, Status.SUCCEEDED)])
     assert isinstance(out, Session) and out.status is Status.SUCCEEDED
     await assert_gapless(store, owner.id, s.id)
+
+
+_ROW = ("status, attempt, fence, lease_worker, lease_expires_at, cancel_requested_at, "
+        "cancel_reason, error_code, error_message, attention, last_seq, last_entry_seq, "
+        "delivered_input_seq, ended_at IS NOT NULL AS ended, deleted_at")
+
+
+async def _row(store, session_id: str) -> dict:
+    async def op(tx):
+        (row,) = await tx.fetch(f"SELECT {_ROW} FROM sessions WHERE id = :id",
+                                {"id": session_id})
+        return dict(row)
+
+    return await store._read(op)
+
+
+@pytest.mark.parametrize("status, kwargs", [
+    (Status.SUCCEEDED, {"attention": "question"}),
+    (Status.SUCCEEDED, {"entries": [("assistant", {"text": "bye"})]}),
+    (Status.FAILED, {"error": ErrorInfo("boom", "it broke")}),
+    (Status.CANCELLED, {}),
+])
+async def test_ends_written_together_leave_the_row_as_a_settle_alone(store, status, kwargs):
+    """The group commit writes its settles' ends in one statement (`settle_rows`) where a
+    settle alone goes through `_apply`: the rows they leave are the same, column by column."""
+    owner = await new_owner(store)
+    (a, la), (b, lb), (c, lc) = [await held(store, owner.id) for _ in range(3)]
+    await store.settle(la, status, **kwargs)
+    names: list[str] = []
+    store.on_query = names.append
+    try:
+        out = await store.commit_many([Settle(lb, status, **kwargs),
+                                       Settle(lc, status, **kwargs)])
+    finally:
+        store.on_query = None
+    assert all(isinstance(o, Session) for o in out)
+    assert names.count("settle_rows") == 1 and "update_lifecycle" not in names
+    alone = await _row(store, a.id)
+    assert alone["ended"] and alone["lease_worker"] is None
+    assert await _row(store, b.id) == alone == await _row(store, c.id)

@@ -19,7 +19,7 @@ from ..domain.model import Entry, Event, Lease, NewEvent, Status
 from ._base import Row, Tx, TxState, to_session
 from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, lease_lost
 from ._port import Commit, CommitOutcome, Settle, SettleOutcome
-from ._settles import SettleOps, checked_settle, holds
+from ._settles import SettleOps, SettleRow, checked_settle, holds
 from ._validation import auto_title, check_event_types
 
 __all__ = ["CommitOps", "HeadItem"]
@@ -178,6 +178,7 @@ class CommitOps(SettleOps):
         rows = {r["id"]: r for r in await tx.fetch(self.q.lock_sessions,
                                                    {"ids": self.d.ids(ids)})}
         done: list[str] = []
+        ends: list[SettleRow] = []
         for i, s in mine:
             row = rows.get(s.lease.session_id)
             if row is None:
@@ -186,11 +187,14 @@ class CommitOps(SettleOps):
                 outcomes[i] = lease_lost(s.lease)
             else:
                 try:
-                    await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events)
+                    await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events,
+                                              ends)
                 except PendingInput as exc:
                     outcomes[i] = exc
                     continue
                 done.append(s.lease.session_id)
+        if ends:
+            await self._settle_rows(tx, ends)
         if done:
             st.read_with_commit(self.q.settled_sessions, {"ids": self.d.ids(done)})
 

@@ -11,13 +11,14 @@ nothing: it is refused before its first statement.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..domain.errors import InvalidInput, PendingInput
-from ..domain.model import ErrorInfo, Lease, NewEvent, Session, Status
-from ..domain.status import Action, transition
+from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
+from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
 from ._core import (
     ENTRY_COLUMNS,
@@ -31,7 +32,7 @@ from ._core import (
 from ._port import Settle
 from ._validation import check_attention, check_event_types, settle_status
 
-__all__ = ["SettleOps", "checked_settle"]
+__all__ = ["SettleOps", "SettleRow", "checked_settle"]
 
 _SETTLE_ACTION = {
     Status.SUCCEEDED: Action.SETTLE_SUCCEEDED,
@@ -59,7 +60,27 @@ def holds(row: Row, lease: Lease) -> bool:
             and row["status"] == Status.RUNNING)
 
 
+SettleRow = tuple[str, str, int, int, str | None, str | None, str | None, int, int]
+"""One end for `settle_rows`: id, status, attempt, fence, error code and message, attention,
+last seq, last entry seq."""
+
+
+def _plain_end(row: Row, new: Lifecycle, pending: bool) -> bool:
+    """An end `settle_rows` writes as `_apply` would: from a running session with no cancel
+    asked and not deleted, to a terminal status without a lease, no message waiting (which
+    `_revive_or_drop` handles after the end is written)."""
+    return (not pending and row["cancel_requested_at"] is None and row["deleted_at"] is None
+            and row["status"] == Status.RUNNING and row["ended_at"] is None
+            and new.status in TERMINAL and new.lease is LeaseState.NONE
+            and not new.cancel_requested and not new.deleted)
+
+
 class SettleOps(StoreCore):
+    @abc.abstractmethod
+    async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
+        """Write `ends` with the dialect's `settle_rows` (one statement for all; the rows
+        travel as one parameter, each database's own way)."""
+
     async def settle(
         self,
         lease: Lease,
@@ -92,11 +113,14 @@ class SettleOps(StoreCore):
     async def _settle_locked(
         self, tx: Tx, st: TxState, row: Row, s: Settle, ev_rows: list[dict[str, Any]],
         en_rows: list[dict[str, Any]], owner_events: list[OwnerEvent],
+        ends: list[SettleRow] | None = None,
     ) -> None:
         """Settle `s` (checked) on `row`, this transaction's lock of its session, which its
         lease holds and which has had nothing written since. Its entry and event rows go on
         `en_rows` and `ev_rows`, its owner events on `owner_events`, for the caller to insert
-        (with other items' in a group commit)."""
+        (with other items' in a group commit). With `ends`, an end of the common kind (no
+        cancel asked, not deleted, no message waiting) goes there for the caller to write
+        with the others (`_settle_rows`) rather than by `_apply` now."""
         lease, error = s.lease, s.error
         final = s.status
         if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
@@ -121,12 +145,20 @@ class SettleOps(StoreCore):
         seqs: dict[str, Any] = {"last_seq": int(row["last_seq"]) + len(events)}
         if s.entries:
             seqs["last_entry_seq"] = int(row["last_entry_seq"]) + len(s.entries)
-        await self._apply(
-            tx, row, out.state,
-            error_code=error.code if error else None,
-            error_message=error.message if error else None,
-            attention=waits, **seqs,
-        )
+        extra: dict[str, Any] = {
+            "error_code": error.code if error else None,
+            "error_message": error.message if error else None,
+            "attention": waits, **seqs,
+        }
+        if ends is not None and _plain_end(row, out.state, pending):
+            # What `_apply` would write for this end (settle_rows says it column by column).
+            ends.append((row["id"], out.state.status.value, out.state.attempt, out.state.fence,
+                         extra["error_code"], extra["error_message"], waits,
+                         seqs["last_seq"],
+                         seqs.get("last_entry_seq", int(row["last_entry_seq"]))))
+            await self._webhook_outbox(tx, row, out.state, extra)
+        else:
+            await self._apply(tx, row, out.state, **extra)
         owner, sid = row["owner_id"], lease.session_id
         owner_events.append((owner, sid, "session_status",
                              status_data(final, int(row["attempt"]), waits, error)))

@@ -103,6 +103,42 @@ WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
 RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
           s.title_state, {now} AS now
 
+-- name: settle_rows
+-- dialect: sqlite
+-- The ends of a group commit's settles, in one statement, for the common case only (no cancel
+-- asked, not deleted: `_settle_locked` decides, else `_apply`): what `_apply` writes for a
+-- run's end, with the seqs of its final entries and events. :items is a JSON list of
+-- [id, status, attempt, fence, error code, error message, attention, last seq, last entry seq].
+UPDATE sessions SET status = h.status, attempt = h.attempt, fence = h.fence,
+  updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
+  cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
+  error_code = h.error_code, error_message = h.error_message, attention = h.attention,
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS status,
+             json_extract(j.value, '$[2]') AS attempt, json_extract(j.value, '$[3]') AS fence,
+             json_extract(j.value, '$[4]') AS error_code,
+             json_extract(j.value, '$[5]') AS error_message,
+             json_extract(j.value, '$[6]') AS attention,
+             json_extract(j.value, '$[7]') AS last_seq,
+             json_extract(j.value, '$[8]') AS last_entry_seq
+      FROM json_each(:items) j) AS h
+WHERE sessions.id = h.id
+
+-- name: settle_rows
+-- dialect: postgres
+UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
+  updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
+  cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
+  error_code = h.error_code, error_message = h.error_message, attention = h.attention,
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+FROM unnest(CAST(:ids AS text[]), CAST(:statuses AS text[]), CAST(:attempts AS integer[]),
+            CAST(:fences AS bigint[]), CAST(:codes AS text[]), CAST(:messages AS text[]),
+            CAST(:attentions AS text[]), CAST(:last_seqs AS bigint[]),
+            CAST(:last_entry_seqs AS bigint[]))
+     AS h(id, status, attempt, fence, error_code, error_message, attention, last_seq,
+          last_entry_seq)
+WHERE s.id = h.id
+
 -- name: set_last_entry_seq
 UPDATE sessions SET last_entry_seq = :last WHERE id = :id
 
