@@ -1,6 +1,6 @@
-"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`):
-the delivery cursor, stage and title, park, settle; and the abandon scan that asks unwatched
-runs to stop."""
+"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`)
+and its settle (`_settles.py`): the delivery cursor, stage and title, park; and the abandon
+scan that asks unwatched runs to stop."""
 
 from __future__ import annotations
 
