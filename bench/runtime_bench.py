@@ -252,6 +252,10 @@ async def main() -> None:
                         help="sessions per worker in each throughput run (300; 150 with "
                              "--quick)")
     parser.add_argument("--quick", action="store_true", help="fewer samples, TTL 2 s only")
+    parser.add_argument("--only", choices=["throughput"], default=None,
+                        help="run part 1 only (profiling the write path)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
+                        help="worker processes in each throughput run (1 2 4)")
     args = parser.parse_args()
     quick = args.quick
     if args.sessions is None:
@@ -270,7 +274,7 @@ async def main() -> None:
         owner = (await store.ensure_owner("bench")).id
         try:
             runs = [await throughput(url, store, db, owner, n, args.sessions * n, cap=20)
-                    for n in (1, 2, 4)]
+                    for n in args.workers]
             print("1. throughput (demo:scripted at speed 0, prompt 'hi': 2 turns + 1 tool; "
                   "a backlog created first, then worked off)")
             keys = ["workers", "sessions", "settled", "succeeded", "seconds", "sessions/s",
@@ -280,6 +284,8 @@ async def main() -> None:
                          for r in runs]))
             best = max(runs, key=lambda r: r["turns/s"])
             print(f"best: {best['turns/s']:.1f} turns/s with {best['workers']} workers")
+            if args.only == "throughput":
+                return
 
             created, acked = await enqueue_latency(url, store, db, owner, 30 if quick else 50)
             print(f"\n2. enqueue -> session_start, {len(created)} sessions one at a time, "

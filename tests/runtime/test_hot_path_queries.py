@@ -28,29 +28,32 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner, read the sessions as taken, write
-        # session_start (the first event is durable at the claim's commit), and read the
-        # prompts waiting with the COMMIT (so the run need not)
-        "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
+        # claim: take the session, lease it (status and lease expiry in one UPDATE), tell its
+        # owner, read the sessions as taken, write session_start (the first event is durable
+        # at the claim's commit), and read the prompts waiting with the COMMIT (so the run
+        # need not)
+        "claim_candidates", "update_lifecycle", "next_owner_event_id",
         "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
         "claimed_inputs",
-        # commit 1 (through the worker's group commit, alone here): the first turn, then the
-        # automatic title in the same transaction (its event and its owner event)
+        # commit 1 (through the worker's group commit, alone here): the first turn and the
+        # automatic title, both set by the one head statement (which takes the seq of the
+        # title's event too, after the turn's; its event in the commit's INSERT), then its
+        # owner event (the owner's only one in this transaction: no reservation)
         "commit_heads", "insert_session_entries", "insert_session_events",
-        "set_auto_title", "allocate_seqs", "insert_session_events",
-        "reserve_owner_event_ids", "insert_owner_events", *notify,
+        "next_owner_event_id", "insert_owner_event", *notify,
         # commit 2: the model's answer and the tool call
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
         # commit 3: the tool result and the second turn
         "commit_heads", "insert_session_entries", "insert_session_events", *notify,
-        # settle: the final answer, the webhook outbox rows of the end (one INSERT … SELECT,
-        # pipelined on PostgreSQL, none without an endpoint), session_end at the seqs the
-        # locked row names, the owner's session_status
-        "lock_session", "set_last_entry_seq", "insert_session_entries", "update_lifecycle",
-        "enqueue_webhooks", "bump_seqs", "insert_session_events", "next_owner_event_id",
-        "insert_owner_event",
-        # the settled session, read with the COMMIT (no round trip of its own on PostgreSQL)
-        *notify, "get_session",
+        # settle (through the group commit too, as a `Settle` item): the rows of the settles
+        # locked in one statement, which also says whether their owners have a webhook
+        # endpoint (none here: no outbox statement); every end in one UPDATE for all (status,
+        # and the seqs of the final answer and session_end, at those the locked row names);
+        # the final answer and session_end; the owner's session_status
+        "lock_sessions", "settle_rows", "insert_session_entries",
+        "insert_session_events", "next_owner_event_id", "insert_owner_event",
+        # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
+        *notify, "settled_sessions",
         # the worker, free again, looks for more work
         "claim_candidates",
     ]

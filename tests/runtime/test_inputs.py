@@ -129,6 +129,8 @@ class _Deaf:
 
 
 class _Silence:
+    complete = False  # notices are lost here: the runs must look on a timer
+
     def __aiter__(self):
         return self
 
@@ -152,3 +154,40 @@ async def test_steer_reaches_a_worker_that_gets_no_notices_at_the_next_turn(
     assert kinds[:4] == ["user", "assistant", "tool_result", "user"], kinds
     starts = [e for e in await all_events(store, s.id) if e.type == "turn_start"]
     assert starts[1].data["inputs_through"] == r.seq
+
+
+class _CountingReads:
+    """The store, counting the session reads of the runs on it."""
+
+    def __init__(self, store):
+        self._store = store
+        self.reads = 0
+
+    def __getattr__(self, name):
+        attr = getattr(self._store, name)
+        if name not in ("load_session", "undelivered_inputs"):
+            return attr
+
+        async def counted(*args, **kwargs):
+            self.reads += 1
+            return await attr(*args, **kwargs)
+        return counted
+
+
+async def test_a_run_every_notice_reaches_reads_its_session_only_after_one(
+        store, workers, owner):
+    """On PostgreSQL every notice reaches the worker (LISTEN, and a rescan that pokes every
+    run after a reconnection): a run of many turns reads its session again only when a notice
+    says something changed. On SQLite, whose notices stay in the process that committed, it
+    reads again at a turn once its last read is older than the backstop interval."""
+    counting = _CountingReads(store)
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="run long")
+    await workers.start(speed=30.0, store=counting, backstop_interval=0.2)
+    assert (await settled(store, s.id, timeout=30)).status is Status.SUCCEEDED
+    turns = [e for e in await all_events(store, s.id) if e.type == "turn_start"]
+    assert len(turns) >= 3
+    if store.dialect == "postgres":
+        assert counting.reads == 0
+    else:
+        assert counting.reads > 0

@@ -38,8 +38,8 @@ class CountingStore:
 async def test_a_demo_session_costs_one_write_per_step(store, workers, owner):
     """'hi' is 2 model turns and 1 tool call: its 10 non-delta events are written by the
     claim (session_start), the turn starts (the first with the title), the tool start (with
-    the model's answer), and the settle (with the final answer). The claim reads the waiting
-    prompt in its own transaction, so the run reads nothing."""
+    the model's answer), and the settle (with the final answer), each a group commit. The
+    claim reads the waiting prompt in its own transaction, so the run reads nothing."""
     counting = CountingStore(store)
     s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
     await workers.start(store=counting)
@@ -52,8 +52,9 @@ async def test_a_demo_session_costs_one_write_per_step(store, workers, owner):
     ]
     writes = {k: v for k, v in counting.calls.items() if k in WRITES}
     reads = {k: v for k, v in counting.calls.items() if k in READS}
-    # the worker's commits go through its group committer: alone, one item each
-    assert writes == {"commit_many": 3, "settle": 1}, writes
+    # the worker's commits and its settle go through its group committer: alone, one item
+    # each
+    assert writes == {"commit_many": 4}, writes
     assert reads == {}, reads
 
 
@@ -98,5 +99,6 @@ async def test_a_tools_reports_waiting_together_are_written_together(store, work
               if e.session_id == s.id and e.type == "session_active_stage"]
     assert len(stages) == 2
     writes = {k: v for k, v in counting.calls.items() if k in WRITES}
-    # turn start, tool start, the first stage, the rest of the reports, the next turn start
-    assert writes == {"commit_many": 5, "settle": 1}, writes
+    # turn start, tool start, the first stage, the rest of the reports, the next turn start,
+    # the settle
+    assert writes == {"commit_many": 6}, writes

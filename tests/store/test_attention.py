@@ -16,11 +16,11 @@ from tests.support.store_suite import (
 )
 
 
-async def test_a_run_ending_on_a_question_waits_until_the_next_message(store):
+async def test_a_run_ending_on_a_question_waits_until_the_next_message(store, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     other = await new_session(store, owner.id)
-    done = await store.settle(lease, Status.SUCCEEDED, attention="question")
+    done = await settle(lease, Status.SUCCEEDED, attention="question")
     assert (done.status, done.attention) == (Status.SUCCEEDED, "question")
     end = (await store.read_events(s.id))[-1]
     assert end.data == {"status": "succeeded", "attention": "question"}
@@ -39,14 +39,14 @@ async def test_a_run_ending_on_a_question_waits_until_the_next_message(store):
     await assert_gapless(store, owner.id, s.id)
 
 
-async def test_attention_holds_only_on_a_succeeded_end_and_unknown_kinds_are_refused(store):
+async def test_attention_holds_only_on_a_succeeded_end_and_unknown_kinds_are_refused(store, settle):
     owner = await new_owner(store)
     _, lease = await held(store, owner.id)
     with pytest.raises(InvalidInput):
-        await store.settle(lease, Status.SUCCEEDED, attention="lunch")
+        await settle(lease, Status.SUCCEEDED, attention="lunch")
     with pytest.raises(InvalidInput):
         await store.list_sessions(owner.id, attention="lunch")
-    done = await store.settle(lease, Status.FAILED, attention="question")
+    done = await settle(lease, Status.FAILED, attention="question")
     assert done.attention is None
 
 

@@ -322,3 +322,15 @@ async def test_a_cancel_request_on_a_running_session_says_so_in_its_notice(store
         with contextlib.suppress(RuntimeError, StopAsyncIteration):
             await it.aclose()
         await sub.close()
+
+
+async def test_a_subscription_says_whether_every_process_notices_reach_it(store):
+    """PostgreSQL's notices come from every process through LISTEN (a reconnection sends a
+    rescan), so once it listens a reader need not also look on a timer; SQLite's stay in the
+    process that committed, so a reader there must."""
+    sub = store.subscribe()
+    try:
+        await store.wait_listening()
+        assert sub.complete is (store.dialect == "postgres")
+    finally:
+        await sub.close()

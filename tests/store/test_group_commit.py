@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from outlive.domain import InvalidInput, LeaseLost, NotFound
-from outlive.domain.model import Lease, NewEvent
-from outlive.store import Commit
+import pytest
+
+from outlive.domain import InvalidInput, LeaseLost, NotFound, PendingInput, Status
+from outlive.domain.model import ErrorInfo, Lease, NewEvent, Session
+from outlive.store import Commit, Settle
 from tests.support.store_suite import (
     assert_gapless,
     claim_one,
@@ -189,3 +191,111 @@ async def test_a_single_commit_sets_its_stage_as_set_stage_would(store):
               if e.session_id == s.id]
     assert logged[-1] == ("session_active_stage", {"stage": "halfway"})
     await assert_gapless(store, owner.id, s.id)
+
+
+async def test_settles_and_commits_share_one_transaction_and_each_settle_is_refused_alone(store):
+    """A worker's runs ending together settle in its group commit: each as `settle` would
+    (test_settle runs every settle test both ways), with a refusal (fence, `PendingInput`,
+    no such session, invalid) writing nothing for its item while the others commit, and a
+    fixed number of statements: one lock of every settled row, one owner-row update."""
+    owner, refused = await new_owner(store), await new_owner(store, "refused")
+    a, la = await held(store, owner.id)
+    b, lb = await held(store, owner.id)
+    c, lc = await held(store, owner.id)
+    stale_s, old = await held(store, refused.id, "w1")
+    await expire(store, old)
+    assert (await claim_one(store, "w2")).lease is not None
+    pending_s, lp = await held(store, refused.id)
+    await store.post_message(refused.id, pending_s.id, "one more thing")
+    before = {sid: await world(store, refused.id, sid) for sid in (stale_s.id, pending_s.id)}
+    names: list[str] = []
+    store.on_query = names.append
+    try:
+        out = await store.commit_many([
+            Commit(la, events=[NewEvent("text_delta", {"message_id": "m", "text": "x"})]),
+            Settle(lb, Status.SUCCEEDED, entries=[("assistant", {"text": "done"})],
+                   events=[NewEvent("message_end", {"message_id": "m", "text": "done",
+                                                    "stop_reason": "stop"})]),
+            Settle(lc, Status.FAILED, error=ErrorInfo("boom", "it broke")),
+            Settle(old, Status.SUCCEEDED),
+            Settle(lp, Status.SUCCEEDED),
+            Settle(Lease("s_missing", "w1", 1), Status.SUCCEEDED),
+            Settle(Lease("s_other", "w1", 1), Status.RUNNING),
+        ])
+    finally:
+        store.on_query = None
+    assert not isinstance(out[0], Exception)
+    done_b, done_c = out[1], out[2]
+    assert isinstance(done_b, Session) and isinstance(done_c, Session)
+    assert done_b == await store.load_session(b.id) and done_b.status is Status.SUCCEEDED
+    assert done_c == await store.load_session(c.id) and done_c.error == ErrorInfo("boom",
+                                                                                  "it broke")
+    assert isinstance(out[3], LeaseLost)
+    assert isinstance(out[4], PendingInput)
+    assert isinstance(out[5], NotFound)
+    assert isinstance(out[6], InvalidInput)
+    for sid, was in before.items():
+        assert await world(store, refused.id, sid) == was
+    assert [e.data for e in await store.read_entries(b.id)] == [{"text": "done"}]
+    assert [e.type for e in await store.read_events(b.id)][-2:] == ["message_end",
+                                                                    "session_end"]
+    assert [(e.session_id, e.data["status"]) for e in await store.read_owner_events(owner.id)
+            if e.type == "session_status"][-2:] == [(b.id, "succeeded"), (c.id, "failed")]
+    for s in (a, b, c):
+        await assert_gapless(store, owner.id, s.id)
+    assert names.count("lock_sessions") == 1 and "lock_session" not in names
+    assert names.count("reserve_owner_event_ids") == 1 and "next_owner_event_id" not in names
+    assert names.count("notify") == (1 if store.dialect == "postgres" else 0)
+
+
+async def test_a_settle_refused_for_pending_input_can_settle_once_it_is_delivered(store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    post = await store.post_message(owner.id, s.id, "wait")
+    (out,) = await store.commit_many([Settle(lease, Status.SUCCEEDED)])
+    assert isinstance(out, PendingInput)
+    await store.commit_many([Commit(lease, entries=[("user", {"text": "wait"})],
+                                    delivered_through=post.seq)])
+    (out,) = await store.commit_many([Settle(lease, Status.SUCCEEDED)])
+    assert isinstance(out, Session) and out.status is Status.SUCCEEDED
+    await assert_gapless(store, owner.id, s.id)
+
+
+_ROW = ("status, attempt, fence, lease_worker, lease_expires_at, cancel_requested_at, "
+        "cancel_reason, error_code, error_message, attention, last_seq, last_entry_seq, "
+        "delivered_input_seq, ended_at IS NOT NULL AS ended, deleted_at")
+
+
+async def _row(store, session_id: str) -> dict:
+    async def op(tx):
+        (row,) = await tx.fetch(f"SELECT {_ROW} FROM sessions WHERE id = :id",
+                                {"id": session_id})
+        return dict(row)
+
+    return await store._read(op)
+
+
+@pytest.mark.parametrize("status, kwargs", [
+    (Status.SUCCEEDED, {"attention": "question"}),
+    (Status.SUCCEEDED, {"entries": [("assistant", {"text": "bye"})]}),
+    (Status.FAILED, {"error": ErrorInfo("boom", "it broke")}),
+    (Status.CANCELLED, {}),
+])
+async def test_ends_written_together_leave_the_row_as_a_settle_alone(store, status, kwargs):
+    """The group commit writes its settles' ends in one statement (`settle_rows`) where a
+    settle alone goes through `_apply`: the rows they leave are the same, column by column."""
+    owner = await new_owner(store)
+    (a, la), (b, lb), (c, lc) = [await held(store, owner.id) for _ in range(3)]
+    await store.settle(la, status, **kwargs)
+    names: list[str] = []
+    store.on_query = names.append
+    try:
+        out = await store.commit_many([Settle(lb, status, **kwargs),
+                                       Settle(lc, status, **kwargs)])
+    finally:
+        store.on_query = None
+    assert all(isinstance(o, Session) for o in out)
+    assert names.count("settle_rows") == 1 and "update_lifecycle" not in names
+    alone = await _row(store, a.id)
+    assert alone["ended"] and alone["lease_worker"] is None
+    assert await _row(store, b.id) == alone == await _row(store, c.id)

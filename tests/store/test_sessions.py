@@ -287,10 +287,10 @@ async def test_manual_title_replaces_an_automatic_one(store):
     assert await store.set_auto_title(lease, "Generated again") is False
 
 
-async def test_commit_sets_the_automatic_title_in_the_same_write(store):
+async def test_commit_sets_the_automatic_title_in_the_same_write(store, commit):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
-    written, events = await store.commit(
+    written, events = await commit(
         lease, entries=[("user", {"text": "hi"})],
         events=[NewEvent("turn_start", {"turn": 1})], title="Trip to Lisbon",
     )
@@ -305,14 +305,19 @@ async def test_commit_sets_the_automatic_title_in_the_same_write(store):
     await assert_gapless(store, owner.id, s.id)
 
 
-async def test_commit_with_a_title_keeps_a_manual_title(store):
+async def test_commit_with_a_title_keeps_a_manual_title(store, commit):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     await store.set_title(owner.id, s.id, "Mine")
-    await store.commit(lease, events=[NewEvent("turn_start", {"turn": 1})], title="Generated")
+    before = await store.last_owner_event_id(owner.id)
+    _, events = await commit(lease, events=[NewEvent("turn_start", {"turn": 1})],
+                             title="Generated")
     got = await store.load_session(s.id)
     assert (got.title, got.title_state) == ("Mine", TitleState.MANUAL)
-    assert "title" not in [e.type for e in await store.read_events(s.id)][-1:]
+    assert [e.type for e in await store.read_events(s.id)][-1:] == ["turn_start"]
+    assert got.last_seq == events[-1].seq  # no seq taken for a title not written
+    assert await store.last_owner_event_id(owner.id) == before
+    await assert_gapless(store, owner.id, s.id)
 
 
 async def test_the_session_counts_its_inputs_and_history_entries(store):

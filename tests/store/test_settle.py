@@ -22,11 +22,11 @@ from tests.support.store_suite import (
 
 
 @pytest.mark.parametrize("status", [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED])
-async def test_settle_writes_session_end_and_owner_status(store, status):
+async def test_settle_writes_session_end_and_owner_status(store, status, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     error = ErrorInfo("provider_error", "upstream 500") if status is Status.FAILED else None
-    done = await store.settle(lease, status, error=error)
+    done = await settle(lease, status, error=error)
     assert done.status is status and done.status.terminal
     assert (done.lease_worker, done.lease_expires_at) == (None, None)
     assert (done.fence, done.attempt) == (1, 1)
@@ -47,59 +47,59 @@ async def test_settle_writes_session_end_and_owner_status(store, status):
     await assert_gapless(store, owner.id, s.id)
 
 
-async def test_settle_appends_final_events_before_session_end(store):
+async def test_settle_appends_final_events_before_session_end(store, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
-    await store.settle(lease, Status.SUCCEEDED, events=[
+    await settle(lease, Status.SUCCEEDED, events=[
         NewEvent("message_end", {"message_id": "m1", "text": "done", "stop_reason": "stop"}),
     ])
     assert await event_types(store, s.id) == ["user_message", "message_end", "session_end"]
     assert all(e.fence == 1 for e in (await store.read_events(s.id))[1:])
 
 
-async def test_settle_cancelled_after_a_request_reports_its_reason(store):
+async def test_settle_cancelled_after_a_request_reports_its_reason(store, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     await store.request_cancel(owner.id, s.id, reason="user")
-    await store.settle(lease, Status.CANCELLED)
+    await settle(lease, Status.CANCELLED)
     end = (await store.read_events(s.id))[-1]
     assert end.data == {"status": "cancelled", "reason": "user"}
 
 
-async def test_settle_rejects_a_non_terminal_status(store):
+async def test_settle_rejects_a_non_terminal_status(store, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     before = await world(store, owner.id, s.id)
     for bad in (Status.RUNNING, Status.QUEUED, "nonsense"):
         with pytest.raises((InvalidInput, ValueError)):
-            await store.settle(lease, bad)
+            await settle(lease, bad)
     assert await world(store, owner.id, s.id) == before
 
 
-async def test_settle_succeeded_with_undelivered_message_raises_pending_input(store):
+async def test_settle_succeeded_with_undelivered_message_raises_pending_input(store, settle):
     owner = await new_owner(store)
     s = await new_session(store, owner.id)
     c = await claim_one(store, "w1")
     # the prompt itself is input the run has not consumed yet
     before = await world(store, owner.id, s.id)
     with pytest.raises(PendingInput):
-        await store.settle(c.lease, Status.SUCCEEDED)
+        await settle(c.lease, Status.SUCCEEDED)
     assert await world(store, owner.id, s.id) == before
     await store.mark_delivered(c.lease, 1)
     await store.post_message(owner.id, s.id, "one more thing")
     before = await world(store, owner.id, s.id)
     with pytest.raises(PendingInput):
-        await store.settle(c.lease, Status.SUCCEEDED, events=[NewEvent("stage", {"stage": "x"})])
+        await settle(c.lease, Status.SUCCEEDED, events=[NewEvent("stage", {"stage": "x"})])
     assert await world(store, owner.id, s.id) == before
     await store.mark_delivered(c.lease, before.session.last_seq)
-    assert (await store.settle(c.lease, Status.SUCCEEDED)).status is Status.SUCCEEDED
+    assert (await settle(c.lease, Status.SUCCEEDED)).status is Status.SUCCEEDED
 
 
-async def test_settle_failed_keeps_undelivered_messages_for_the_next_run(store):
+async def test_settle_failed_keeps_undelivered_messages_for_the_next_run(store, settle):
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     post = await store.post_message(owner.id, s.id, "are you there?")
-    done = await store.settle(lease, Status.FAILED, error=ErrorInfo("boom", "tool crashed"))
+    done = await settle(lease, Status.FAILED, error=ErrorInfo("boom", "tool crashed"))
     assert done.status is Status.FAILED and done.lease_worker is None
     assert done.error == ErrorInfo("boom", "tool crashed")
     assert [e.seq for e in await store.undelivered_inputs(s.id)] == [post.seq]
@@ -119,14 +119,14 @@ async def test_settle_failed_keeps_undelivered_messages_for_the_next_run(store):
     await assert_gapless(store, owner.id, s.id)
 
 
-async def test_settle_cancelled_keeps_only_messages_sent_after_the_cancel_request(store):
+async def test_settle_cancelled_keeps_only_messages_sent_after_the_cancel_request(store, settle):
     owner = await new_owner(store)
     # sent before the cancel: cancelled with the run, counted as consumed
     s, lease = await held(store, owner.id)
     await store.post_message(owner.id, s.id, "before")
     await asyncio.sleep(0.01)
     await store.request_cancel(owner.id, s.id)
-    done = await store.settle(lease, Status.CANCELLED)
+    done = await settle(lease, Status.CANCELLED)
     assert done.status is Status.CANCELLED
     assert await store.undelivered_inputs(s.id) == []
     assert done.delivered_input_seq == 2
@@ -136,19 +136,19 @@ async def test_settle_cancelled_keeps_only_messages_sent_after_the_cancel_reques
     await asyncio.sleep(0.01)
     post = await store.post_message(owner.id, t.id, "after", mode="steer")
     assert (post.delivery.value, post.requeued) == ("start", False)
-    revived = await store.settle(lease2, Status.CANCELLED)
+    revived = await settle(lease2, Status.CANCELLED)
     assert revived.status is Status.QUEUED and revived.attempt == 0
     assert not revived.cancel_requested
     assert [e.seq for e in await store.undelivered_inputs(t.id)] == [post.seq]
     await assert_gapless(store, owner.id, t.id)
 
 
-async def test_settle_succeeded_after_an_accepted_cancel_ends_cancelled(store):
+async def test_settle_succeeded_after_an_accepted_cancel_ends_cancelled(store, settle):
     """A cancel accepted (202) while the run was finishing wins over its success."""
     owner = await new_owner(store)
     s, lease = await held(store, owner.id)
     await store.request_cancel(owner.id, s.id)
-    done = await store.settle(lease, Status.SUCCEEDED)
+    done = await settle(lease, Status.SUCCEEDED)
     assert done.status is Status.CANCELLED
     end = (await store.read_events(s.id))[-1]
     assert end.data == {"status": "cancelled", "reason": "user"}

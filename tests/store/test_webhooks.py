@@ -40,7 +40,7 @@ async def test_endpoints_belong_to_their_owner(store):
     assert await store.list_webhooks(a.id) == []
 
 
-async def test_an_end_and_a_change_of_attention_are_queued_with_the_change(store):
+async def test_an_end_and_a_change_of_attention_are_queued_with_the_change(store, settle):
     owner, other = await new_owner(store), await new_owner(store, "other")
     every = await store.create_webhook(owner.id, url="https://a.example/h", events=ALL,
                                        secret=new_secret())
@@ -49,7 +49,7 @@ async def test_an_end_and_a_change_of_attention_are_queued_with_the_change(store
     foreign = await store.create_webhook(other.id, url="https://c.example/h", events=ALL,
                                          secret=new_secret())
     s, lease = await held(store, owner.id)
-    await store.settle(lease, Status.SUCCEEDED, attention="question")
+    await settle(lease, Status.SUCCEEDED, attention="question")
     assert await _log(store, owner.id, every.id) == [
         ("session.attention", "pending", 0), ("session.succeeded", "pending", 0)]
     assert await store.list_deliveries(owner.id, failed_only.id) == []
@@ -71,7 +71,7 @@ async def test_an_end_and_a_change_of_attention_are_queued_with_the_change(store
     assert {t.url for t in taken} == {"https://a.example/h"}
 
 
-async def test_a_refused_write_queues_nothing(store):
+async def test_a_refused_write_queues_nothing(store, settle):
     owner = await new_owner(store)
     hook = await store.create_webhook(owner.id, url="https://a.example/h", events=ALL,
                                       secret=new_secret())
@@ -79,7 +79,7 @@ async def test_a_refused_write_queues_nothing(store):
     await expire(store, lease)
     await claim_one(store, "w2")  # another worker took the session over
     with pytest.raises(LeaseLost):
-        await store.settle(lease, Status.FAILED)
+        await settle(lease, Status.FAILED)
     assert await store.list_deliveries(owner.id, hook.id) == []
     queued = await new_session(store, owner.id)
     await store.request_cancel(owner.id, queued.id)

@@ -9,6 +9,11 @@ round trip when it is busy. Every guarantee of a single commit holds per item: t
 checked for each, seqs are allocated per session, the delivery cursor moves with its entries,
 and a run whose lease is gone gets `LeaseLost` while the others commit.
 
+A run's end (`settle`) goes through the same queue as a `Settle` item: at speed 0 a worker
+settles runs as fast as it commits their turns, and one transaction per settle was the largest
+share of its transactions. Each settle keeps every guarantee of `Store.settle` (its fence, the
+`PendingInput` refusal, `session_end`, the owner's event, the webhook outbox rows).
+
 The queue's age is the worker's measure of a slow database: while the oldest write has
 waited longer than the limit, the worker claims nothing new (back-pressure), and each run
 has at most one write waiting, so memory stays bounded by the runs already held.
@@ -20,10 +25,11 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
-from ..store import Commit, Store
+from ..store import Commit, Settle, Store
 from .writes import EntryDraft
 
 __all__ = ["GroupCommitter"]
@@ -34,14 +40,16 @@ MAX_BATCH = 500
 
 @dataclass
 class _Waiting:
-    commit: Commit
-    done: asyncio.Future[tuple[list[Entry], list[Event]]]
+    item: Commit | Settle
+    done: asyncio.Future[Any]
+    """Its outcome: what a commit wrote, or the session as a settle left it."""
     since: float
 
 
 class GroupCommitter:
     """The fenced writes of every run in one worker (`writes.LeaseWrites`): commits (with
-    their stages) are grouped; settles, parks and titles go straight to the store."""
+    their stages and titles) and settles are grouped; parks, approvals and titles set alone
+    go straight to the store."""
 
     def __init__(self, store: Store, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
@@ -52,7 +60,7 @@ class GroupCommitter:
         self.transactions = 0
         """Group transactions sent (tests and the bench read it)."""
         self.commits = 0
-        """Commits written through them."""
+        """Items (commits and settles) written through them."""
 
     @property
     def lag(self) -> float:
@@ -76,12 +84,11 @@ class GroupCommitter:
         write (a cancelled caller never cuts one in half), so a run awaits it without a
         shield or a task of its own: one fewer each per write, tens of thousands a second
         at scale."""
-        done: asyncio.Future[tuple[list[Entry], list[Event]]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._queue.append(_Waiting(Commit(lease, entries, events, delivered_through, title,
-                                           stage),
-                                    done, time.monotonic()))
+        return self._submit(Commit(lease, entries, events, delivered_through, title, stage))
+
+    def _submit(self, item: Commit | Settle) -> asyncio.Future[Any]:
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Waiting(item, done, time.monotonic()))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="group-commit")
         return done
@@ -93,7 +100,7 @@ class GroupCommitter:
             batch, self._queue = self._next_batch()
             self._in_flight_since = batch[0].since
             try:
-                outcomes = await self.store.commit_many([w.commit for w in batch])
+                outcomes = await self.store.commit_many([w.item for w in batch])
             except Exception as exc:  # the whole transaction failed: every item with it
                 for w in batch:
                     if not w.done.done():
@@ -112,13 +119,13 @@ class GroupCommitter:
                     w.done.set_result(out)
 
     def _next_batch(self) -> tuple[list[_Waiting], list[_Waiting]]:
-        """The oldest commits, at most one per session (a run parked while its last commit
+        """The oldest items, at most one per session (a run parked while its last commit
         still waited queues another: that one goes in the next transaction, after it)."""
         batch: list[_Waiting] = []
         later: list[_Waiting] = []
         sessions: set[str] = set()
         for w in self._queue:
-            sid = w.commit.lease.session_id
+            sid = w.item.lease.session_id
             if len(batch) < self.max_batch and sid not in sessions:
                 sessions.add(sid)
                 batch.append(w)
@@ -131,8 +138,9 @@ class GroupCommitter:
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
         attention: str | None = None,
     ) -> Session:
-        return await self.store.settle(lease, status, error=error, events=events,
-                                       entries=entries, attention=attention)
+        out = await self._submit(Settle(lease, status, error, events, entries, attention))
+        assert isinstance(out, Session)
+        return out
 
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         await self.store.park(lease, reason=reason)

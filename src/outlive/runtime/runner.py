@@ -75,9 +75,12 @@ class Run:
         model_name: str,
         settings: RuntimeSettings,
         sink: LeaseWrites | None = None,
+        *,
+        notices_complete: bool = False,
     ) -> None:
         """`sink`: where the run's fenced writes go (the worker's group committer), else
-        straight to the store."""
+        straight to the store. `notices_complete`: every notice for the session reaches the
+        run (`Subscription.complete`), so its inbox is read again only after one."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -88,7 +91,8 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self.writes = RunWrites(sink or store, self.lease)
         self.activity = Supervisor(self.writes, settings.flush_interval)
-        self.inbox = Inbox(store, claim.session, settings.backstop_interval, claim.inputs)
+        self.inbox = Inbox(store, claim.session, settings.backstop_interval, claim.inputs,
+                           notices_complete=notices_complete)
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)

@@ -60,6 +60,7 @@ class Worker:
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._last_beat_ok = time.monotonic()
         self._claiming = False
+        self._sub: Subscription | None = None
         self._early: dict[str, bool] = {}
         """Sessions notified while a claim was in flight (id -> a cancel was asked): a run
         claimed in that call may have missed its notice."""
@@ -78,7 +79,7 @@ class Worker:
         except BaseException:
             await self.mcp.close()
             raise
-        sub = self.store.subscribe()
+        sub = self._sub = self.store.subscribe()
         self._tasks = [
             asyncio.create_task(self._listen(sub), name="worker-listen"),
             asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
@@ -184,8 +185,10 @@ class Worker:
         except McpUnavailable as exc:
             self._refuse_later(claim, ErrorInfo("mcp_unavailable", str(exc)))
             return
+        # Asked at each claim: a run claimed while LISTEN is down reads on a timer too.
+        complete = self._sub is not None and self._sub.complete
         run = Run(self.store, claim, agent, provider, model_name, self.settings,
-                  self.committer)
+                  self.committer, notices_complete=complete)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id

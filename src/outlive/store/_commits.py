@@ -14,17 +14,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError
+from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
 from ..domain.model import Entry, Event, Lease, NewEvent, Status
-from ._base import Row, Tx, TxState
-from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, StoreCore
-from ._port import Commit, CommitOutcome
+from ._base import Row, Tx, TxState, to_session
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, lease_lost
+from ._port import Commit, CommitOutcome, Settle, SettleOutcome
+from ._settles import SettleOps, SettleRow, checked_settle, holds
 from ._validation import auto_title, check_event_types
 
 __all__ = ["CommitOps", "HeadItem"]
 
-HeadItem = tuple[Lease, int, int, int]
-"""One item of `commit_heads`: the lease, how many events and entries, delivered through."""
+HeadItem = tuple[Lease, int, int, int, str | None]
+"""One item of `commit_heads`: the lease, how many events and entries, delivered through,
+the automatic title (cleaned) or None."""
 
 
 def _checked(c: Commit) -> Commit:
@@ -40,7 +42,7 @@ def _delivered(c: Commit) -> int:
     return -1 if c.delivered_through is None else c.delivered_through
 
 
-class CommitOps(StoreCore):
+class CommitOps(SettleOps):
     async def append_entries(
         self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
     ) -> list[Entry]:
@@ -74,72 +76,127 @@ class CommitOps(StoreCore):
             ev_rows: list[dict[str, Any]] = []
             en_rows: list[dict[str, Any]] = []
             out = self._written(st, c, rows[0], ev_rows, en_rows)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
             if c.stage is not None:
                 await self._stage(tx, st, rows[0], lease, c.stage, None)
             if c.title is not None:
-                await self._auto_title(tx, st, rows[0], lease, c.title)
+                await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
+            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
+            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
             return out
 
         return await self._write(op)
 
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
-        """Group commit. An item refused by its fence (or invalid) matched no row in
-        `commit_heads` and wrote nothing, so the transaction goes on with the others. Owner
-        rows (titles, stages) are written last, in owner order (the lock order of every other
-        write), each owner's events in one statement: a thousand runs of one owner setting
-        their stage cost one owner-row update, not a thousand serialized transactions."""
-        checked: list[Commit | OutliveError] = []
+    async def commit_many(
+        self, commits: Sequence[Commit | Settle]
+    ) -> list[CommitOutcome | SettleOutcome]:
+        """Group commit. A commit refused by its fence (or invalid) matched no row in
+        `commit_heads` and wrote nothing, so the transaction goes on with the others. The
+        settles' rows are locked in one statement after the heads, each settled as `settle`
+        would (`_settle_locked`), one refused (fence, `PendingInput`) before it wrote
+        anything. Every item's entries and events go in one INSERT each. Owner rows (titles,
+        stages, ends) are written last, in owner order (the lock order of every other write),
+        each owner's events in one statement: a thousand runs of one owner setting their
+        stage cost one owner-row update, not a thousand serialized transactions. The settled
+        sessions are read with the COMMIT."""
+        checked: list[Commit | Settle | OutliveError] = []
         for c in commits:
             try:
-                checked.append(_checked(c))
+                checked.append(_checked(c) if isinstance(c, Commit) else checked_settle(c))
             except InvalidInput as exc:
                 checked.append(exc)
-        valid = sorted((i for i, c in enumerate(checked) if isinstance(c, Commit)),
+        valid = sorted((i for i, c in enumerate(checked) if not isinstance(c, OutliveError)),
                        key=lambda i: commits[i].lease.session_id)
         sessions = [commits[i].lease.session_id for i in valid]
         if len(set(sessions)) != len(sessions):
-            raise InvalidInput("a group commit holds at most one commit per session")
+            raise InvalidInput("a group commit holds at most one item per session")
 
-        async def op(tx: Tx, st: TxState) -> list[CommitOutcome]:
-            outcomes: dict[int, CommitOutcome] = {
+        async def op(tx: Tx, st: TxState) -> tuple[dict[int, Any], TxState]:
+            outcomes: dict[int, Any] = {
                 i: c for i, c in enumerate(checked) if isinstance(c, OutliveError)}
-            items: list[HeadItem] = []
-            written: list[tuple[Row, Commit]] = []
-            for i in valid:
-                c = checked[i]
-                assert isinstance(c, Commit)  # `valid` holds checked commits only
-                items.append((c.lease, len(c.events), len(c.entries), _delivered(c)))
-            heads = {r["id"]: r for r in await self._commit_heads(tx, items)} if items else {}
             ev_rows: list[dict[str, Any]] = []
             en_rows: list[dict[str, Any]] = []
-            for i in valid:
-                c = checked[i]
-                assert isinstance(c, Commit)
-                head = heads.get(c.lease.session_id)
-                if head is None:
-                    try:
-                        await self._refused(tx, c.lease, _delivered(c))
-                    except (LeaseLost, NotFound, InvalidInput) as exc:
-                        outcomes[i] = exc
-                    continue
-                outcomes[i] = self._written(st, c, head, ev_rows, en_rows)
-                if c.title is not None or c.stage is not None:
-                    written.append((head, c))
+            owner_events: list[OwnerEvent] = []
+            await self._commit_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
+                                     owner_events)
+            await self._settle_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
+                                     owner_events)
             await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
             await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
-            owner_events: list[OwnerEvent] = []
-            for head, c in written:
-                if c.stage is not None:
-                    await self._stage(tx, st, head, c.lease, c.stage, owner_events)
-                if c.title is not None:
-                    await self._auto_title(tx, st, head, c.lease, c.title, owner_events)
             if owner_events:
-                await self._owner_events(tx, owner_events, heads[owner_events[0][1]]["now"])
-            return [outcomes[i] for i in range(len(commits))]
+                await self._owner_events(tx, owner_events)
+            return outcomes, st
 
-        return await self._write(op)
+        outcomes, st = await self._write(op)
+        settled = {r["id"]: to_session(self.d, r) for r in st.last_rows or ()}
+        for i, item in enumerate(checked):
+            if isinstance(item, Settle) and i not in outcomes:
+                outcomes[i] = settled[item.lease.session_id]
+        return [outcomes[i] for i in range(len(commits))]
+
+    async def _commit_items(
+        self, tx: Tx, st: TxState, checked: Sequence[Commit | Settle | OutliveError],
+        valid: Sequence[int], outcomes: dict[int, Any], ev_rows: list[dict[str, Any]],
+        en_rows: list[dict[str, Any]], owner_events: list[OwnerEvent],
+    ) -> None:
+        """The group commit's `Commit` items: one `commit_heads` for all, then each one's
+        rows (and its stage and title) as `commit` writes them, or its error."""
+        mine = [(i, c) for i in valid if isinstance(c := checked[i], Commit)]
+        if not mine:
+            return
+        items: list[HeadItem] = [(c.lease, len(c.events), len(c.entries), _delivered(c),
+                                  c.title) for _, c in mine]
+        heads = {r["id"]: r for r in await self._commit_heads(tx, items)}
+        for i, c in mine:
+            head = heads.get(c.lease.session_id)
+            if head is None:
+                try:
+                    await self._refused(tx, c.lease, _delivered(c))
+                except (LeaseLost, NotFound, InvalidInput) as exc:
+                    outcomes[i] = exc
+                continue
+            # The head set the title unless the person had set one by hand.
+            titled = c.title is not None and head["title_state"] != "manual"
+            outcomes[i] = self._written(st, c, head, ev_rows, en_rows, after=int(titled))
+            if c.stage is not None:
+                await self._stage(tx, st, head, c.lease, c.stage, owner_events)
+            if titled:
+                assert c.title is not None
+                self._title_written(st, head, c.lease, c.title, owner_events, ev_rows)
+
+    async def _settle_items(
+        self, tx: Tx, st: TxState, checked: Sequence[Commit | Settle | OutliveError],
+        valid: Sequence[int], outcomes: dict[int, Any], ev_rows: list[dict[str, Any]],
+        en_rows: list[dict[str, Any]], owner_events: list[OwnerEvent],
+    ) -> None:
+        """The group commit's `Settle` items: their rows locked in one statement (in id
+        order), then each settled as `settle` settles it, or its error; the sessions settled
+        are read with the COMMIT."""
+        mine = [(i, s) for i in valid if isinstance(s := checked[i], Settle)]
+        if not mine:
+            return
+        ids = [s.lease.session_id for _, s in mine]
+        rows = {r["id"]: r for r in await tx.fetch(self.q.lock_sessions,
+                                                   {"ids": self.d.ids(ids)})}
+        done: list[str] = []
+        ends: list[SettleRow] = []
+        for i, s in mine:
+            row = rows.get(s.lease.session_id)
+            if row is None:
+                outcomes[i] = NotFound(f"session {s.lease.session_id} not found")
+            elif not holds(row, s.lease):
+                outcomes[i] = lease_lost(s.lease)
+            else:
+                try:
+                    await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events,
+                                              ends)
+                except PendingInput as exc:
+                    outcomes[i] = exc
+                    continue
+                done.append(s.lease.session_id)
+        if ends:
+            await self._settle_rows(tx, ends)
+        if done:
+            st.read_with_commit(self.q.settled_sessions, {"ids": self.d.ids(done)})
 
     @abc.abstractmethod
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
@@ -148,16 +205,17 @@ class CommitOps(StoreCore):
 
     def _written(
         self, st: TxState, c: Commit, head: Row, ev_rows: list[dict[str, Any]],
-        en_rows: list[dict[str, Any]],
+        en_rows: list[dict[str, Any]], *, after: int = 0,
     ) -> tuple[list[Entry], list[Event]]:
-        """What a commit whose head matched writes, at the seqs the head allocated: its rows
-        go on `ev_rows` and `en_rows`, its notice on `st`."""
+        """What a commit whose head matched writes, at the seqs the head allocated (the last
+        `after` of them for events after the commit's own): its rows go on `ev_rows` and
+        `en_rows`, its notice on `st`."""
         lease = c.lease
         rows, entries = self._entry_rows(
             lease, c.entries, int(head["last_entry_seq"]) - len(c.entries) + 1)
         en_rows.extend(rows)
         rows, events = self._event_rows(
-            lease.session_id, c.events, int(head["last_seq"]) - len(c.events) + 1,
+            lease.session_id, c.events, int(head["last_seq"]) - after - len(c.events) + 1,
             head["now"], int(head["attempt"]), lease.fence)
         ev_rows.extend(rows)
         if events:
@@ -190,20 +248,36 @@ class CommitOps(StoreCore):
                                  data))
         st.notify(lease.session_id, head["owner_id"], events=True, owner=True)
 
-    async def _auto_title(self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str,
-                          owner_events: list[OwnerEvent] | None = None) -> bool:
-        """A title the person set by hand is never overwritten. With `owner_events`, the
-        owner's event goes there (written later with the others) rather than now."""
+    async def _auto_title(
+        self, tx: Tx, st: TxState, row: Row, lease: Lease, clean: str,
+        ev_rows: list[dict[str, Any]] | None = None,
+    ) -> bool:
+        """A title the person set by hand is never overwritten. `row` is this transaction's
+        lock of the session, with nothing appended since: the `title` event's seq is the one
+        after its `last_seq`, taken by the same UPDATE that sets the title (no round trip).
+        With `ev_rows`, the event's row goes there (inserted later with the others)."""
         if row["title_state"] == "manual":
             return False
         await tx.execute(self.q.set_auto_title, {"t": clean, "id": lease.session_id})
-        await self._append(tx, lease.session_id, [NewEvent("title", {"title": clean})],
-                           fenced=None, stamp=lease)
-        if owner_events is None:
-            await self._owner_event(tx, row["owner_id"], lease.session_id, "session_title",
-                                    {"title": clean})
-        else:
-            owner_events.append((row["owner_id"], lease.session_id, "session_title",
-                                 {"title": clean}))
-        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        rows: list[dict[str, Any]] = []
+        owned: list[OwnerEvent] = []
+        self._title_written(st, {**row, "last_seq": int(row["last_seq"]) + 1}, lease, clean,
+                            owned, rows if ev_rows is None else ev_rows)
+        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
+        for owner, sid, type_, data in owned:
+            await self._owner_event(tx, owner, sid, type_, data)
         return True
+
+    def _title_written(
+        self, st: TxState, head: Row, lease: Lease, clean: str,
+        owner_events: list[OwnerEvent], ev_rows: list[dict[str, Any]],
+    ) -> None:
+        """A title set on the row `head` returned, whose `last_seq` is its `title` event's
+        seq: the event's row on `ev_rows`, the owner's event on `owner_events`."""
+        rows, _ = self._event_rows(lease.session_id, [NewEvent("title", {"title": clean})],
+                                   int(head["last_seq"]), head["now"], int(head["attempt"]),
+                                   lease.fence)
+        ev_rows.extend(rows)
+        owner_events.append((head["owner_id"], lease.session_id, "session_title",
+                             {"title": clean}))
+        st.notify(lease.session_id, head["owner_id"], events=True, owner=True)

@@ -37,7 +37,7 @@ from ._validation import check_event_types, scrub
 
 __all__ = [
     "ENTRY_COLUMNS", "EVENT_COLUMNS", "OWNER_EVENT_COLUMNS", "TEXT_REF", "OwnerEvent",
-    "StoreCore", "aborts_run", "entry_ref", "held", "session_end", "status_data",
+    "StoreCore", "aborts_run", "entry_ref", "held", "lease_lost", "session_end", "status_data",
 ]
 
 T = TypeVar("T")
@@ -219,8 +219,10 @@ class StoreCore(abc.ABC):
             raise NotFound(f"session {lease.session_id} not found")
         _lost(lease)
 
-    async def _apply(self, tx: Tx, row: Row, new: Lifecycle, **extra: Any) -> None:
-        """Write a lifecycle from the status machine back to its row."""
+    async def _apply(self, tx: Tx, row: Row, new: Lifecycle, *, lease_ttl: float | None = None,
+                     **extra: Any) -> None:
+        """Write a lifecycle from the status machine back to its row; with `lease_ttl`, the
+        lease's expiry too (a claim's, by the database clock), in the same UPDATE."""
         sets = [
             "status = :status",
             "attempt = :attempt",
@@ -233,6 +235,9 @@ class StoreCore(abc.ABC):
             "attempt": new.attempt,
             "fence": new.fence,
         }
+        if lease_ttl is not None:
+            sets.append(f"lease_expires_at = {self.d.now} + {self.d.secs(':lease_ttl')}")
+            params["lease_ttl"] = lease_ttl
         if new.lease.value == "none":
             sets.append("lease_worker = NULL, lease_expires_at = NULL")
         if not new.cancel_requested:
@@ -261,7 +266,10 @@ class StoreCore(abc.ABC):
     ) -> None:
         """The webhooks a lifecycle write reports (an end, a change of `attention`), queued
         in its own transaction: every change of the row goes through `_apply`, so none is
-        missed and none is reported that did not commit."""
+        missed and none is reported that did not commit. A row read by `lock_session` (or
+        `lock_sessions`) says whether the owner has any endpoint: with none, no statement."""
+        if not row.get("has_webhooks", True):
+            return
         before = row["attention"]
         changed = new.status.value != row["status"]
         after = extra["attention"] if "attention" in extra else (None if changed else before)
@@ -399,17 +407,22 @@ class StoreCore(abc.ABC):
             {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
         )
 
-    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent], now: Any) -> None:
-        """Many owner events at once, stamped `now` (the database clock): per owner in owner
-        order, one update reserves their ids and one statement inserts them."""
+    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
+        """Many owner events at once: per owner in owner order, one update reserves their
+        ids (and stamps them with the database clock) and one statement inserts them (an
+        owner with one event: `_owner_event`, whose statements need no round trip)."""
         by_owner: dict[str, list[OwnerEvent]] = {}
         for ev in events:
             by_owner.setdefault(ev[0], []).append(ev)
         rows: list[dict[str, Any]] = []
         for owner in sorted(by_owner):
             mine = by_owner[owner]
+            if len(mine) == 1:  # one event: two pipelined statements, no round trip
+                await self._owner_event(tx, *mine[0])
+                continue
             last = await tx.fetch(self.q.reserve_owner_event_ids, {"id": owner, "n": len(mine)})
             first = int(last[0]["last_event_id"]) - len(mine) + 1
+            now = last[0]["now"]
             rows.extend({"owner_id": owner, "id": first + k, "session_id": sid, "ts": now,
                          "type": type_, "data": self.d.json(data)}
                         for k, (_, sid, type_, data) in enumerate(mine))
@@ -494,7 +507,11 @@ class StoreCore(abc.ABC):
         await tx.execute(self.q.consume_inputs, {"id": session_id})
 
 
-def _lost(lease: Lease) -> NoReturn:
-    raise LeaseLost(
+def lease_lost(lease: Lease) -> LeaseLost:
+    return LeaseLost(
         f"session {lease.session_id} is no longer held by {lease.worker} at fence {lease.fence}"
     )
+
+
+def _lost(lease: Lease) -> NoReturn:
+    raise lease_lost(lease)

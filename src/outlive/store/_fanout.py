@@ -9,7 +9,7 @@ watches, which is correct whatever it missed, and memory stays bounded.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from ._port import Notice
 
@@ -19,9 +19,17 @@ QUEUE_BOUND = 10_000
 
 
 class Fanout:
-    def __init__(self, bound: int = QUEUE_BOUND) -> None:
+    def __init__(self, bound: int = QUEUE_BOUND, *,
+                 complete: Callable[[], bool] | None = None) -> None:
+        """`complete`: whether what is published now is every process's notices (or a
+        rescan follows any gap); none: only this process's."""
         self._bound = bound
         self._queues: set[asyncio.Queue[Notice | None]] = set()
+        self._complete = complete
+
+    @property
+    def complete(self) -> bool:
+        return self._complete is not None and self._complete()
 
     @property
     def subscribers(self) -> int:
@@ -57,6 +65,10 @@ class FanoutSubscription:
         self._fanout = fanout
         self._queue = queue
         self._closed = False
+
+    @property
+    def complete(self) -> bool:
+        return self._fanout.complete
 
     async def __aiter__(self) -> AsyncIterator[Notice]:
         while not self._closed:

@@ -29,8 +29,8 @@ from ..domain.model import (
 )
 
 __all__ = [
-    "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Store", "Subscription",
-    "TakenDelivery", "Webhook", "WebhookDelivery",
+    "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Settle", "SettleOutcome",
+    "Store", "Subscription", "TakenDelivery", "Webhook", "WebhookDelivery",
 ]
 
 
@@ -118,9 +118,26 @@ class Commit:
     """The session's active stage (as `set_stage`), its `stage` event after the commit's own."""
 
 
+@dataclass(frozen=True)
+class Settle:
+    """A run's end (what `Store.settle` takes), as one item of a group commit: a worker's
+    runs ending together share one transaction instead of one each."""
+
+    lease: Lease
+    status: Status
+    error: ErrorInfo | None = None
+    events: Sequence[NewEvent] = ()
+    entries: Sequence[tuple[str, dict[str, Any]]] = ()
+    attention: str | None = None
+
+
 CommitOutcome = tuple[list[Entry], list[Event]] | OutliveError
-"""What one item of a group commit did: what it wrote, or why it wrote nothing
+"""What one `Commit` of a group commit did: what it wrote, or why it wrote nothing
 (`LeaseLost`, `NotFound`, `InvalidInput`) while the others committed."""
+
+SettleOutcome = Session | OutliveError
+"""What one `Settle` of a group commit did: the session as it left it, or why it wrote
+nothing (`PendingInput`, `LeaseLost`, `NotFound`, `InvalidInput`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,13 @@ _ANY = "*"
 class Subscription(Protocol):
     def __aiter__(self) -> AsyncIterator[Notice]: ...
     async def close(self) -> None: ...
+    @property
+    def complete(self) -> bool:
+        """Whether, from now on, every commit's notices from every process reach this
+        subscriber, or a rescan notice says some may have been lost (PostgreSQL while its
+        LISTEN connection is up). False: a reader must also look again on a timer (SQLite,
+        whose notices stay in the process that committed)."""
+        ...
 
 
 class Store(Protocol):
@@ -255,10 +279,13 @@ class Store(Protocol):
         title: str | None = None,
         stage: str | None = None,
     ) -> tuple[list[Entry], list[Event]]: ...
-    async def commit_many(self, commits: Sequence[Commit]) -> list[CommitOutcome]:
-        """Group commit: every item as `commit` would write it, all in one transaction with
-        at most one set of notices, at most one item per session. An item refused by its
-        fence (or invalid) writes nothing and gets its error as its outcome; the others
+    async def commit_many(
+        self, commits: Sequence[Commit | Settle]
+    ) -> list[CommitOutcome | SettleOutcome]:
+        """Group commit: every item as `commit` (a `Commit`) or `settle` (a `Settle`) would
+        write it, all in one transaction with at most one set of notices, at most one item
+        per session. An item refused by its fence (or invalid, or a settle refused with
+        `PendingInput`) writes nothing and gets its error as its outcome; the others
         commit."""
         ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...

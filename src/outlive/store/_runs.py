@@ -1,6 +1,6 @@
-"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`):
-the delivery cursor, stage and title, park, settle; and the abandon scan that asks unwatched
-runs to stop."""
+"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`)
+and its settle (`_settles.py`): the delivery cursor, stage and title, park; and the abandon
+scan that asks unwatched runs to stop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..domain.errors import InvalidInput, PendingInput
+from ..domain.errors import InvalidInput
 from ..domain.model import (
     Claim,
     ClaimReason,
@@ -18,7 +18,6 @@ from ..domain.model import (
     Event,
     Lease,
     NewEvent,
-    Session,
     Status,
 )
 from ..domain.status import Action, transition
@@ -26,18 +25,13 @@ from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._commits import CommitOps
 from ._core import EVENT_COLUMNS, held, session_end, status_data
 from ._port import Held
-from ._validation import auto_title, check_attention, settle_status
+from ._validation import auto_title
 
 __all__ = ["RunOps"]
 
 _OwnerEvent = tuple[str, str, str, dict[str, Any]]
 _STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
 """Claims whose run begins with `session_start` (the others resume)."""
-_SETTLE_ACTION = {
-    Status.SUCCEEDED: Action.SETTLE_SUCCEEDED,
-    Status.FAILED: Action.SETTLE_FAILED,
-    Status.CANCELLED: Action.SETTLE_CANCELLED,
-}
 
 
 class RunOps(CommitOps):
@@ -61,9 +55,10 @@ class RunOps(CommitOps):
                 claims.append((row["id"], reason, lease))
                 if lease is not None and start and reason in _STARTS:
                     starts.append((row, reason, lease))
-            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
-            for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
-                await self._owner_event(tx, owner, sid, type_, data)
+            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock;
+            # an owner's events cost one update of its row however many sessions were taken.
+            if owner_events:
+                await self._owner_events(tx, sorted(owner_events, key=lambda e: (e[0], e[1])))
             ids = self.d.ids([sid for sid, _, _ in claims])
             fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
             await self._write_starts(tx, starts, fresh)
@@ -117,8 +112,8 @@ class RunOps(CommitOps):
             seq: dict[str, Any] = {}
             if starting:  # the row is locked: its next seq is known
                 seq["last_seq"] = int(row["last_seq"]) + 1
-            await self._apply(tx, row, out.state, lease_worker=worker, **seq)
-            await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
+            await self._apply(tx, row, out.state, lease_ttl=lease_ttl, lease_worker=worker,
+                              **seq)
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
@@ -237,55 +232,6 @@ class RunOps(CommitOps):
             st.notify(lease.session_id, row["owner_id"], work=True, events=True)
 
         await self._write(op)
-
-    async def settle(
-        self,
-        lease: Lease,
-        status: Status,
-        *,
-        error: ErrorInfo | None = None,
-        events: Sequence[NewEvent] = (),
-        entries: Sequence[tuple[str, dict[str, Any]]] = (),
-        attention: str | None = None,
-    ) -> Session:
-        """End the run; `entries` and `events` (before `session_end`) commit with it, so a
-        cancel costs one transaction from abort to settled. `attention` ("question") marks
-        a run that ended waiting on a person; it holds only on a `succeeded` end."""
-        status = settle_status(status)
-        check_attention(attention)
-        if attention == "approval":
-            raise InvalidInput("a run waits on an approval through await_approval, not settle")
-
-        async def op(tx: Tx, st: TxState) -> str:
-            row = await self._fenced(tx, lease)
-            final = status
-            if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
-                # A cancel accepted while the run was finishing is honoured, not overtaken.
-                final = Status.CANCELLED
-            pending = int(row["last_input_seq"]) > int(row["delivered_input_seq"])
-            if final is Status.SUCCEEDED and pending:
-                raise PendingInput("a user message arrived; deliver it before settling")
-            out = transition(held(row), _SETTLE_ACTION[final])
-            await self._insert_entries(tx, row, lease, entries)
-            reason = row["cancel_reason"] if final is Status.CANCELLED else None
-            waits = attention if final is Status.SUCCEEDED else None
-            dropped = []
-            if pending and final is Status.CANCELLED:
-                dropped = await self._dropped_inputs(tx, row)
-            await self._apply(
-                tx, row, out.state,
-                error_code=error.code if error else None,
-                error_message=error.message if error else None,
-                attention=waits,
-            )
-            await self._end_events(tx, row, final, error, reason, events, stamp=lease,
-                                   attention=waits, dropped=dropped, locked=True)
-            if pending:
-                await self._revive_or_drop(tx, row, final)
-            st.notify(lease.session_id, row["owner_id"], work=pending, events=True, owner=True)
-            return lease.session_id
-
-        return await self._write_session(op)
 
     async def _insert_entries(
         self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]

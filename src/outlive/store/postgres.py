@@ -32,6 +32,7 @@ from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
 from ._pg_payload import CHANNEL, decode_notices, encode_notices
+from ._settles import SettleRow
 
 __all__ = ["PostgresStore", "decode_notices", "encode_notices"]
 
@@ -118,9 +119,10 @@ class _Listener:
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.fanout = Fanout()
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
+        self.fanout = Fanout(complete=self.connected.is_set)
 
     @property
     def running(self) -> bool:
@@ -352,9 +354,17 @@ class PostgresStore(SqlStore):
             {"ids": [lease.session_id for lease, *_ in items],
              "workers": [lease.worker for lease, *_ in items],
              "fences": [lease.fence for lease, *_ in items],
-             "nes": [ne for _, ne, _, _ in items], "nns": [nn for _, _, nn, _ in items],
-             "ds": [d for *_, d in items]},
+             "nes": [ne for _, ne, _, _, _ in items], "nns": [nn for _, _, nn, _, _ in items],
+             "ds": [d for _, _, _, d, _ in items], "titles": [t for *_, t in items]},
         )
+
+    async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
+        cols = list(zip(*ends, strict=True))
+        await tx.execute(self.q.settle_rows, {
+            "ids": list(cols[0]), "statuses": list(cols[1]), "attempts": list(cols[2]),
+            "fences": list(cols[3]), "codes": list(cols[4]), "messages": list(cols[5]),
+            "attentions": list(cols[6]), "last_seqs": list(cols[7]),
+            "last_entry_seqs": list(cols[8])})
 
     def subscribe(self) -> FanoutSubscription:
         self._listener.start()

@@ -22,6 +22,7 @@ from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
+from ._settles import SettleRow
 
 __all__ = ["SqliteStore"]
 
@@ -305,8 +306,11 @@ class SqliteStore(SqlStore):
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": json.dumps(
-            [[lease.session_id, lease.worker, lease.fence, ne, nn, d]
-             for lease, ne, nn, d in items])})
+            [[lease.session_id, lease.worker, lease.fence, ne, nn, d, t]
+             for lease, ne, nn, d, t in items])})
+
+    async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
+        await tx.execute(self.q.settle_rows, {"items": json.dumps([list(e) for e in ends])})
 
     def subscribe(self) -> FanoutSubscription:
         return self._fanout.subscribe()

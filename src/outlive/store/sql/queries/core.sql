@@ -4,8 +4,18 @@
 -- name: lock_session
 -- `now`: the time of the lock, which stamps events appended at the row's next seqs
 -- (`_append_locked`). On PostgreSQL a row changed while we waited for it is read again,
--- `now` with it, so no event gets a time before an earlier seq's.
-SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id = :id {for_update}
+-- `now` with it, so no event gets a time before an earlier seq's. `has_webhooks`: whether
+-- the owner has an endpoint at all (else a lifecycle write queues no outbox row and need not
+-- send the statement that would find none).
+SELECT {session_row}, {now} AS now,
+  EXISTS (SELECT 1 FROM webhooks w WHERE w.owner_id = s.owner_id) AS has_webhooks
+FROM sessions s WHERE s.id = :id {for_update}
+
+-- name: lock_sessions
+-- `lock_session` for many sessions at once (a group commit's settles), in id order.
+SELECT {session_row}, {now} AS now,
+  EXISTS (SELECT 1 FROM webhooks w WHERE w.owner_id = s.owner_id) AS has_webhooks
+FROM sessions s WHERE s.id {in_ids} ORDER BY s.id {for_update}
 
 -- name: lock_owned_session
 SELECT {session_row} FROM sessions s
@@ -36,9 +46,10 @@ RETURNING last_seq, attempt, fence, owner_id, {now} AS now
 UPDATE owners SET last_event_id = last_event_id + 1 WHERE id = :id
 
 -- name: reserve_owner_event_ids
--- Ids for :n owner events at once (a group commit's): the last one is returned.
+-- Ids for :n owner events at once (a group commit's): the last one is returned, with the
+-- time that stamps them.
 UPDATE owners SET last_event_id = last_event_id + :n WHERE id = :id
-RETURNING last_event_id
+RETURNING last_event_id, {now} AS now
 
 -- name: insert_owner_event
 INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)

@@ -14,14 +14,15 @@ ORDER BY s.id LIMIT :limit {skip_locked}
 -- `now` stamps the `session_start` events the claim writes after it.
 SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids}
 
+-- name: settled_sessions
+-- The sessions a group commit settled, as it left them (read with its COMMIT).
+SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
+
 -- name: claimed_inputs
 -- The user messages waiting in the sessions a claim took, so their runs need not read them.
 SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
 WHERE e.session_id {in_ids} AND e.seq > s.delivered_input_seq AND e.type = 'user_message'
 ORDER BY e.session_id, e.seq
-
--- name: set_lease_expiry
-UPDATE sessions SET lease_expires_at = {now} + {secs(:ttl)} WHERE id = :id
 
 -- name: heartbeat
 -- dialect: sqlite
@@ -57,15 +58,24 @@ RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_sta
 -- name: commit_heads
 -- dialect: sqlite
 -- `commit_head` for every item of a group commit in one statement; :items is a JSON list of
--- [session id, worker, fence, events, entries, delivered through]. An item missing from the
--- result was refused (as `commit_head` refuses it) and changed nothing.
-UPDATE sessions SET last_seq = last_seq + h.ne, last_entry_seq = last_entry_seq + h.nn,
+-- [session id, worker, fence, events, entries, delivered through, automatic title or null].
+-- An item missing from the result was refused (as `commit_head` refuses it) and changed
+-- nothing. A title is set (and the seq of its `title` event taken, after the item's events)
+-- unless the person set one by hand: the returned `title_state` is then not 'manual'.
+UPDATE sessions SET
+  last_seq = last_seq + h.ne
+             + CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN 1 ELSE 0 END,
+  last_entry_seq = last_entry_seq + h.nn,
   delivered_input_seq = CASE WHEN h.d > delivered_input_seq THEN h.d
                              ELSE delivered_input_seq END,
+  title = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN h.t ELSE title END,
+  title_state = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN 'automatic'
+                     ELSE title_state END,
   updated_at = {now}
 FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS worker,
              json_extract(j.value, '$[2]') AS fence, json_extract(j.value, '$[3]') AS ne,
-             json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d
+             json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d,
+             json_extract(j.value, '$[6]') AS t
       FROM json_each(:items) j) AS h
 WHERE sessions.id = h.id AND sessions.lease_worker = h.worker AND sessions.fence = h.fence
   AND sessions.status = 'running' AND h.d <= sessions.last_input_seq
@@ -74,17 +84,60 @@ RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_
 
 -- name: commit_heads
 -- dialect: postgres
-UPDATE sessions s SET last_seq = s.last_seq + h.ne, last_entry_seq = s.last_entry_seq + h.nn,
+UPDATE sessions s SET
+  last_seq = s.last_seq + h.ne
+             + CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 1 ELSE 0 END,
+  last_entry_seq = s.last_entry_seq + h.nn,
   delivered_input_seq = CASE WHEN h.d > s.delivered_input_seq THEN h.d
                              ELSE s.delivered_input_seq END,
+  title = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN h.t ELSE s.title END,
+  title_state = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 'automatic'
+                     ELSE s.title_state END,
   updated_at = {now}
 FROM unnest(CAST(:ids AS text[]), CAST(:workers AS text[]), CAST(:fences AS bigint[]),
-            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]))
-     AS h(id, worker, fence, ne, nn, d)
+            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]),
+            CAST(:titles AS text[]))
+     AS h(id, worker, fence, ne, nn, d, t)
 WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
   AND s.status = 'running' AND h.d <= s.last_input_seq
 RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
           s.title_state, {now} AS now
+
+-- name: settle_rows
+-- dialect: sqlite
+-- The ends of a group commit's settles, in one statement, for the common case only (no cancel
+-- asked, not deleted: `_settle_locked` decides, else `_apply`): what `_apply` writes for a
+-- run's end, with the seqs of its final entries and events. :items is a JSON list of
+-- [id, status, attempt, fence, error code, error message, attention, last seq, last entry seq].
+UPDATE sessions SET status = h.status, attempt = h.attempt, fence = h.fence,
+  updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
+  cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
+  error_code = h.error_code, error_message = h.error_message, attention = h.attention,
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS status,
+             json_extract(j.value, '$[2]') AS attempt, json_extract(j.value, '$[3]') AS fence,
+             json_extract(j.value, '$[4]') AS error_code,
+             json_extract(j.value, '$[5]') AS error_message,
+             json_extract(j.value, '$[6]') AS attention,
+             json_extract(j.value, '$[7]') AS last_seq,
+             json_extract(j.value, '$[8]') AS last_entry_seq
+      FROM json_each(:items) j) AS h
+WHERE sessions.id = h.id
+
+-- name: settle_rows
+-- dialect: postgres
+UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
+  updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
+  cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
+  error_code = h.error_code, error_message = h.error_message, attention = h.attention,
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+FROM unnest(CAST(:ids AS text[]), CAST(:statuses AS text[]), CAST(:attempts AS integer[]),
+            CAST(:fences AS bigint[]), CAST(:codes AS text[]), CAST(:messages AS text[]),
+            CAST(:attentions AS text[]), CAST(:last_seqs AS bigint[]),
+            CAST(:last_entry_seqs AS bigint[]))
+     AS h(id, status, attempt, fence, error_code, error_message, attention, last_seq,
+          last_entry_seq)
+WHERE s.id = h.id
 
 -- name: set_last_entry_seq
 UPDATE sessions SET last_entry_seq = :last WHERE id = :id
@@ -98,7 +151,11 @@ ORDER BY e.seq
 UPDATE sessions SET stage = :stage WHERE id = :id
 
 -- name: set_auto_title
-UPDATE sessions SET title = :t, title_state = 'automatic' WHERE id = :id
+-- The title and the seq of its `title` event, on a row this transaction holds locked (the
+-- caller knows the seq from the row).
+UPDATE sessions SET title = :t, title_state = 'automatic', last_seq = last_seq + 1,
+  updated_at = {now}
+WHERE id = :id
 
 -- name: abandoned_sessions
 -- Running sessions nobody has watched for their abandon_after seconds; one waiting on an
