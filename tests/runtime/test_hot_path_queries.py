@@ -15,12 +15,14 @@ from tests.support.waiting import eventually
 
 
 def create_statements(dialect: str) -> list[str]:
-    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY)."""
+    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY). The new
+    session is read with the COMMIT (no round trip of its own on PostgreSQL): the commit, and
+    with it the workers' notice, follows the INSERT by one round trip."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
         "owner_exists", "insert_session", "allocate_seqs", "insert_session_events",
-        "set_last_input_seq", "next_owner_event_id", "insert_owner_event", "lock_session",
-        *notify,
+        "set_last_input_seq", "next_owner_event_id", "insert_owner_event", *notify,
+        "get_session",
     ]
 
 
@@ -28,11 +30,13 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner, read the sessions as taken, write
-        # session_start (the first event is durable at the claim's commit), and read the
-        # prompts waiting with the COMMIT (so the run need not)
+        # claim: take the session, lease it, tell its owner, write session_start (stamped by
+        # its INSERT, after the lease; the first event is durable at the claim's commit), and
+        # read the sessions as taken and the prompts waiting with the COMMIT (so the run need
+        # not): one round trip before the COMMIT's, and none before the stamp but the
+        # candidates' read
         "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "claimed_sessions", "insert_session_events", *notify,
+        "insert_owner_event", "insert_session_starts", *notify, "claimed_sessions",
         "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)

@@ -198,8 +198,7 @@ class StoreCore(abc.ABC):
             return st
 
         st = await self._write(op)
-        assert st.last_rows is not None
-        return to_session(self.d, st.last_rows[0])
+        return to_session(self.d, st.last_rows[0][0])
 
     async def _fenced(self, tx: Tx, lease: Lease) -> Row:
         """The session's row, locked, if `lease` still holds it. A lease that lapsed with

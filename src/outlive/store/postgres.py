@@ -290,11 +290,9 @@ class PostgresStore(SqlStore):
                             for payload in encode_notices(list(st.notices.values())):
                                 await tx.execute(self.q.notify,
                                                  {"channel": CHANNEL, "payload": payload})
-                        last = None
-                        if st.last_read is not None:  # queued: it comes back with COMMIT
-                            last = await tx.send(*st.last_read)
-                    if last is not None:
-                        st.last_rows = list(await last.fetchall())
+                        # queued: they come back with the COMMIT
+                        lasts = [await tx.send(*read) for read in st.last_reads]
+                    st.last_rows = [list(await cur.fetchall()) for cur in lasts]
                 return result
             except _RETRYABLE:
                 if attempt == 4:
