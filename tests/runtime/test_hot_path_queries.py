@@ -15,14 +15,15 @@ from tests.support.waiting import eventually
 
 
 def create_statements(dialect: str) -> list[str]:
-    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY). The new
-    session is read with the COMMIT (no round trip of its own on PostgreSQL): the commit, and
-    with it the workers' notice, follows the INSERT by one round trip."""
+    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY). The row
+    is inserted with its prompt's seq (1), the prompt stamped by its own INSERT, and the new
+    session read with the COMMIT: on PostgreSQL everything after the owner check goes out in
+    the COMMIT's flush, so the commit, and with it the workers' notice, follows the INSERT
+    without a round trip between them."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        "owner_exists", "insert_session", "allocate_seqs", "insert_session_events",
-        "set_last_input_seq", "next_owner_event_id", "insert_owner_event", *notify,
-        "get_session",
+        "owner_exists", "insert_session", "insert_events_now", "next_owner_event_id",
+        "insert_owner_event", *notify, "get_session",
     ]
 
 
@@ -36,7 +37,7 @@ def run_statements(dialect: str) -> list[str]:
         # not): one round trip before the COMMIT's, and none before the stamp but the
         # candidates' read
         "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "insert_session_starts", *notify, "claimed_sessions",
+        "insert_owner_event", "insert_events_now", *notify, "claimed_sessions",
         "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)

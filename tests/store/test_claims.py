@@ -314,3 +314,26 @@ async def test_park_writes_interrupted_and_no_owner_status(store):
     assert ev.data == {"reason": "drain", "attempt": 1} and ev.fence == 1
     await assert_gapless(store, owner.id, s.id)
 
+
+
+async def test_the_first_events_are_stamped_after_what_they_follow(store):
+    """The prompt is stamped by its own INSERT, after the session's `created_at`; a starting
+    claim's `session_start` by its own, after the lease it took (the row's `updated_at`)
+    and after the prompt. Neither waits for a read of the time first (one round trip less
+    before the first event), and the prompt's text comes back as it was sent."""
+    owner = await new_owner(store)
+    text = 'héllo ✓ "quoted" \\ back'
+    s = await store.create_session(owner.id, agent="demo", model="demo:scripted", prompt=text)
+    assert (s.last_seq, s.status) == (1, Status.QUEUED)
+    [prompt] = await store.read_events(s.id)
+    assert (prompt.seq, prompt.type, prompt.attempt, prompt.fence) == (1, "user_message", 0, 0)
+    assert prompt.data == {"text": text, "delivery": "start"}
+    assert prompt.ts >= s.created_at
+    [c] = await store.claim("w1", limit=5, lease_ttl=LONG_TTL, start=True)
+    assert [e.data["text"] for e in c.inputs or ()] == [text]
+    start = (await store.read_events(s.id))[-1]
+    assert (start.seq, start.type, start.fence) == (2, "session_start", c.session.fence)
+    assert start.ts >= c.session.updated_at >= prompt.ts
+    bare = await store.create_session(owner.id, agent="demo", model="demo:scripted")
+    assert bare.last_seq == 0 and await store.read_events(bare.id) == []
+    await assert_gapless(store, owner.id, s.id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
@@ -340,6 +341,21 @@ class StoreCore(abc.ABC):
         if st is not None:
             st.notify(session_id, owner_id, events=True)
         return out
+
+    async def _insert_events_now(
+        self, tx: Tx, events: Sequence[tuple[str, int, int, int, NewEvent]]
+    ) -> None:
+        """Insert (session id, seq, attempt, fence, event) at seqs already allocated, stamped
+        by the database clock in the INSERT itself: sent with the rest of the transaction,
+        it waits for no round trip to learn the time first."""
+        if not events:
+            return
+        check_event_types([ev for *_, ev in events])
+        rows = [{"session_id": sid, "seq": seq, "attempt": attempt, "fence": fence,
+                 "type": ev.type, "data": scrub(ev.data)}
+                for sid, seq, attempt, fence, ev in events]
+        await tx.execute(self.q.insert_events_now,
+                         {"rows": json.dumps(rows, separators=(",", ":"))})
 
     def _event_rows(
         self, session_id: str, events: Sequence[NewEvent], first: int, now: Any, attempt: int,

@@ -5,7 +5,6 @@ runs to stop."""
 from __future__ import annotations
 
 import abc
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,15 +91,10 @@ class RunOps(CommitOps):
         its locked row's last (`_claim_one` counted it), stamped by the database clock as
         the INSERT runs: after the lease is taken, in the flush that carries the COMMIT, so
         no round trip waits for the time first."""
-        if not starts:
-            return
-        rows: list[dict[str, Any]] = []
-        for row, reason, lease, attempt in starts:
-            data = {"reason": reason.value, "attempt": attempt}
-            rows.append({"session_id": row["id"], "seq": int(row["last_seq"]) + 1,
-                         "attempt": attempt, "fence": lease.fence, "data": data})
-        await tx.execute(self.q.insert_session_starts,
-                         {"rows": json.dumps(rows, separators=(",", ":"))})
+        await self._insert_events_now(tx, [
+            (row["id"], int(row["last_seq"]) + 1, attempt, lease.fence,
+             NewEvent("session_start", {"reason": reason.value, "attempt": attempt}))
+            for row, reason, lease, attempt in starts])
 
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,

@@ -77,15 +77,15 @@ class SessionOps(StoreCore):
                     "title_state": "manual" if clean_title else "pending",
                     "metadata": self.d.json(metadata or {}),
                     "abandon": abandon_after,
+                    "last": 0 if prompt is None else 1,
                 },
             )
-            if prompt is not None:
+            if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
                 data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
                 if client_request_id is not None:
                     data["client_request_id"] = client_request_id
-                ev = await self._append(
-                    tx, sid, [NewEvent("user_message", data)], fenced=None)
-                await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
+                await self._insert_events_now(
+                    tx, [(sid, 1, 0, 0, NewEvent("user_message", data))])
             if client_request_id is not None:
                 await tx.execute(self.q.insert_create_request,
                                  {"owner": owner_id, "crid": client_request_id, "sid": sid})

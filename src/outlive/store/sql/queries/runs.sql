@@ -112,20 +112,3 @@ ORDER BY id {skip_locked}
 -- name: cancel_abandoned
 UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHERE id = :id
 
--- name: insert_session_starts
--- dialect: postgres
--- The `session_start` of each run a claim took (`:rows`: a JSON list of objects), stamped
--- by the database clock as it is inserted: after the lease is taken, and sent with the
--- COMMIT, so no round trip waits for a time first.
-INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)
-SELECT r.session_id, r.seq, {now}, r.attempt, r.fence, 'session_start', r.data
-FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-  AS r(session_id text, seq bigint, attempt integer, fence bigint, data jsonb)
-
--- name: insert_session_starts
--- dialect: sqlite
-INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)
-SELECT json_extract(j.value, '$.session_id'), json_extract(j.value, '$.seq'), {now},
-       json_extract(j.value, '$.attempt'), json_extract(j.value, '$.fence'), 'session_start',
-       json_extract(j.value, '$.data')
-FROM json_each(:rows) j
