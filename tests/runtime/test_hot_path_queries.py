@@ -31,14 +31,12 @@ def run_statements(dialect: str) -> list[str]:
     """What the worker runs, transaction by transaction."""
     notify = ["notify"] if dialect == "postgres" else []
     return [
-        # claim: take the session, lease it, tell its owner, write session_start (stamped by
-        # its INSERT, after the lease; the first event is durable at the claim's commit), and
-        # read the sessions as taken and the prompts waiting with the COMMIT (so the run need
-        # not): one round trip before the COMMIT's, and none before the stamp but the
-        # candidates' read
-        "claim_candidates", "update_lifecycle", "set_lease_expiry", "next_owner_event_id",
-        "insert_owner_event", "insert_events_now", *notify, "claimed_sessions",
-        "claimed_inputs",
+        # claim: take the session and lease it (one UPDATE), write session_start (stamped by
+        # its INSERT, after the lease; the first event is durable at the claim's commit),
+        # tell its owner, and read the sessions as taken and the prompts waiting with the
+        # COMMIT (so the run need not): no round trip before the stamp but the candidates'
+        "claim_candidates", "update_lifecycle", "insert_events_now", "next_owner_event_id",
+        "insert_owner_event", *notify, "claimed_sessions", "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn, then the
         # automatic title in the same transaction (its event and its owner event)
         "commit_heads", "insert_session_entries", "insert_session_events",

@@ -219,8 +219,10 @@ class StoreCore(abc.ABC):
             raise NotFound(f"session {lease.session_id} not found")
         _lost(lease)
 
-    async def _apply(self, tx: Tx, row: Row, new: Lifecycle, **extra: Any) -> None:
-        """Write a lifecycle from the status machine back to its row."""
+    async def _apply(self, tx: Tx, row: Row, new: Lifecycle, *, lease_ttl: float | None = None,
+                     **extra: Any) -> None:
+        """Write a lifecycle from the status machine back to its row; `lease_ttl`: a lease
+        taken, expiring that many seconds from now (database clock), in the same UPDATE."""
         sets = [
             "status = :status",
             "attempt = :attempt",
@@ -235,6 +237,9 @@ class StoreCore(abc.ABC):
         }
         if new.lease.value == "none":
             sets.append("lease_worker = NULL, lease_expires_at = NULL")
+        elif lease_ttl is not None:
+            sets.append(f"lease_expires_at = {self.d.now} + {self.d.secs(':lease_ttl')}")
+            params["lease_ttl"] = lease_ttl
         if not new.cancel_requested:
             sets.append("cancel_requested_at = NULL")
             if "cancel_reason" not in extra:

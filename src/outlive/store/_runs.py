@@ -62,10 +62,12 @@ class RunOps(CommitOps):
                 claims.append((row["id"], reason, lease))
                 if lease is not None and start and reason in _STARTS:
                     starts.append((row, reason, lease, attempt))
-            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock.
+            # The first events as soon as the leases are taken (nothing waits for them) ...
+            await self._write_starts(tx, starts)
+            # ... then owner rows, locked last and in one order: concurrent claims cannot
+            # deadlock.
             for owner, sid, type_, data in sorted(owner_events, key=lambda e: (e[0], e[1])):
                 await self._owner_event(tx, owner, sid, type_, data)
-            await self._write_starts(tx, starts)
             ids = self.d.ids([sid for sid, _, _ in claims])
             # The sessions as taken (and the waiting prompts) come back with the COMMIT.
             st.read_with_commit(self.q.claimed_sessions, {"ids": ids})
@@ -114,8 +116,8 @@ class RunOps(CommitOps):
             seq: dict[str, Any] = {}
             if starting:  # the row is locked: its next seq is known
                 seq["last_seq"] = int(row["last_seq"]) + 1
-            await self._apply(tx, row, out.state, lease_worker=worker, **seq)
-            await tx.execute(self.q.set_lease_expiry, {"ttl": lease_ttl, "id": sid})
+            await self._apply(tx, row, out.state, lease_ttl=lease_ttl, lease_worker=worker,
+                              **seq)
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))

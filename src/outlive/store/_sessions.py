@@ -186,7 +186,8 @@ class SessionOps(StoreCore):
             if purge_in is not None:
                 await tx.execute(self.q.set_purge_after, {"grace": purge_in, "id": session_id})
             out = transition(lifecycle(row), Action.DELETE)
-            extra = {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"}
+            extra: dict[str, Any] = (
+                {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"})
             await self._apply(tx, row, out.state, **extra)
             if out.cancelled_now:
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted",

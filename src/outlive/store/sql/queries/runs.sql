@@ -20,9 +20,6 @@ SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
 WHERE e.session_id {in_ids} AND e.seq > s.delivered_input_seq AND e.type = 'user_message'
 ORDER BY e.session_id, e.seq
 
--- name: set_lease_expiry
-UPDATE sessions SET lease_expires_at = {now} + {secs(:ttl)} WHERE id = :id
-
 -- name: heartbeat
 -- dialect: sqlite
 -- :pairs is a JSON list of [session id, fence].
