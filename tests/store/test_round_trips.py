@@ -36,10 +36,10 @@ async def test_create_and_claim_each_wait_one_round_trip_before_their_commit(sto
     assert fetches == ["owner_exists"]
     fetches.clear()
     [c] = await store.claim("w1", limit=4, lease_ttl=LONG_TTL, start=True)
-    # the candidates; the lease, session_start (stamped by its INSERT), the owner event, the
-    # NOTIFY and the reads of the sessions and prompts go with the COMMIT
-    assert fetches == ["claim_candidates"]
+    # the candidates, taken with their session_start in the same statement; the owner
+    # event, the NOTIFY and the reads of the sessions and prompts go with the COMMIT
+    assert fetches == ["claim_take"]
     assert c.started and c.session.id == s.id and [e.seq for e in c.inputs or ()] == [1]
     fetches.clear()
     assert await store.claim("w2", limit=4, lease_ttl=LONG_TTL, start=True) == []
-    assert fetches == ["claim_candidates"]
+    assert fetches == ["claim_take"]

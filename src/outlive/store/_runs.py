@@ -50,18 +50,26 @@ class RunOps(CommitOps):
             return []
 
         async def op(tx: Tx, st: TxState) -> tuple[list[_Taken], set[str], TxState]:
-            rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
+            rows, taken = await self._claim_candidates(tx, worker, limit, lease_ttl,
+                                                       max_attempts, start)
             if not rows:
                 return [], set(), st
             claims: list[_Taken] = []
             owner_events: list[_OwnerEvent] = []
             starts: list[tuple[Row, ClaimReason, Lease, int]] = []
+            started: set[str] = set()
             for row in rows:
+                if row["id"] in taken:
+                    claims.append((row["id"], *self._taken(st, row, worker, max_attempts,
+                                                            owner_events)))
+                    started.add(row["id"])
+                    continue
                 reason, lease, attempt = await self._claim_one(
                     tx, st, row, worker, lease_ttl, max_attempts, owner_events, start)
                 claims.append((row["id"], reason, lease))
                 if lease is not None and start and reason in _STARTS:
                     starts.append((row, reason, lease, attempt))
+                    started.add(row["id"])
             # The first events as soon as the leases are taken (nothing waits for them) ...
             await self._write_starts(tx, starts)
             # ... then owner rows, locked last and in one order: concurrent claims cannot
@@ -73,7 +81,7 @@ class RunOps(CommitOps):
             st.read_with_commit(self.q.claimed_sessions, {"ids": ids})
             if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
                 st.read_with_commit(self.q.claimed_inputs, {"ids": ids})
-            return claims, {row["id"] for row, *_ in starts}, st
+            return claims, started, st
 
         claims, started, st = await self._write(op)
         if not claims:
@@ -85,6 +93,32 @@ class RunOps(CommitOps):
         return [Claim(to_session(self.d, fresh[sid]), reason, lease, started=sid in started,
                       inputs=None if lease is None else tuple(waiting.get(sid, ())))
                 for sid, reason, lease in claims]
+
+    async def _claim_candidates(
+        self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
+        start: bool,
+    ) -> tuple[list[Row], set[str]]:
+        """The claimable sessions, locked, oldest first, as they were; and the ids of those
+        the statement already took itself (none here: PostgreSQL's override takes new runs
+        and follow-ups in the same statement, `_taken`)."""
+        return await tx.fetch(self.q.claim_candidates, {"limit": limit}), set()
+
+    def _taken(
+        self, st: TxState, row: Row, worker: str, max_attempts: int,
+        owner_events: list[_OwnerEvent],
+    ) -> tuple[ClaimReason, Lease]:
+        """A session the candidates' statement took as the status machine's claim of a
+        queued session would (lease, fence + 1, attempt + 1, `session_start` at the next
+        seq): checked against the machine here, then its owner event and notice."""
+        out = transition(lifecycle(row), Action.CLAIM, max_attempts=max_attempts)
+        if not out.run or out.claim_reason not in _STARTS:
+            raise AssertionError(f"session {row['id']} was taken but the claim would "
+                                 f"{out.claim_reason} it")
+        sid, owner = row["id"], row["owner_id"]
+        owner_events.append((owner, sid, "session_status",
+                             status_data(Status.RUNNING, out.state.attempt)))
+        st.notify(sid, owner, owner=True, events=True)
+        return out.claim_reason, Lease(sid, worker, out.state.fence)
 
     async def _write_starts(
         self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease, int]]

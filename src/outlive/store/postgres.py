@@ -325,6 +325,18 @@ class PostgresStore(SqlStore):
             },
         )
 
+    async def _claim_candidates(
+        self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
+        start: bool,
+    ) -> tuple[list[Row], set[str]]:
+        """One statement locks the candidates and, for a worker's claim (`start`), takes
+        the plain queued ones and writes their `session_start`: the first event is stamped
+        in the claim's only round trip before its COMMIT (`claim_take`)."""
+        rows = await tx.fetch(self.q.claim_take, {
+            "limit": limit, "worker": worker, "ttl": lease_ttl,
+            "max_attempts": max_attempts, "start": start})
+        return rows, {r["id"] for r in rows if r["taken"]}
+
     async def _read_events_many(
         self, tx: Tx, after: Mapping[str, int], limit: int
     ) -> list[Row]:
