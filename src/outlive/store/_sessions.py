@@ -94,8 +94,9 @@ class SessionOps(StoreCore):
                 {"status": "queued", "attempt": 0, "title": clean_title},
             )
             st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
-            # The new row comes back with the COMMIT: the session is queued, and workers
-            # told, one round trip after it was inserted.
+            # The new row comes back with the COMMIT: on PostgreSQL everything from the
+            # INSERT on goes out in one flush, so the session is queued (and workers told)
+            # with no round trip after its `created_at`.
             st.read_with_commit(self.q.get_session, {"id": sid})
             return None, st
 
