@@ -1,6 +1,6 @@
 """The runtime end to end on PostgreSQL, with real worker processes (docs/benchmarks.md).
 
-Run:  .venv/bin/python bench/runtime_bench.py [--sessions 100] [--quick]
+Run:  .venv/bin/python bench/runtime_bench.py [--sessions 100] [--quick] [--only latency]
       (PostgreSQL admin DSN from OUTLIVE_BENCH_POSTGRES, default
       postgresql://postgres@127.0.0.1:5432/postgres; a scratch database is created and dropped)
 
@@ -55,6 +55,7 @@ from _common import (
 from outlive.store import PostgresStore
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+PARTS = ("throughput", "latency", "cancel", "resume")
 
 
 class Db:
@@ -252,11 +253,15 @@ async def main() -> None:
                         help="sessions per worker in each throughput run (300; 150 with "
                              "--quick)")
     parser.add_argument("--quick", action="store_true", help="fewer samples, TTL 2 s only")
-    parser.add_argument("--only", choices=["throughput"], default=None,
-                        help="run part 1 only (profiling the write path)")
+    parser.add_argument("--only", choices=PARTS, action="append", default=None,
+                        help="run only this part (repeatable), e.g. for short paired "
+                             "before/after runs of one number on a shared machine")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="enqueue-latency samples (50; 30 with --quick)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
                         help="worker processes in each throughput run (1 2 4)")
     args = parser.parse_args()
+    parts = set(args.only or PARTS)
     quick = args.quick
     if args.sessions is None:
         args.sessions = 150 if quick else 300
@@ -273,58 +278,77 @@ async def main() -> None:
         db = Db(conn)
         owner = (await store.ensure_owner("bench")).id
         try:
-            runs = [await throughput(url, store, db, owner, n, args.sessions * n, cap=20)
-                    for n in args.workers]
-            print("1. throughput (demo:scripted at speed 0, prompt 'hi': 2 turns + 1 tool; "
-                  "a backlog created first, then worked off)")
-            keys = ["workers", "sessions", "settled", "succeeded", "seconds", "sessions/s",
-                    "turns/s", "tools/s", "events/s"]
-            print(table([*keys, "x vs 1 worker"],
-                        [[r[k] for k in keys] + [ratio(r["sessions/s"], runs[0]["sessions/s"])]
-                         for r in runs]))
-            best = max(runs, key=lambda r: r["turns/s"])
-            print(f"best: {best['turns/s']:.1f} turns/s with {best['workers']} workers")
-            if args.only == "throughput":
-                return
-
-            created, acked = await enqueue_latency(url, store, db, owner, 30 if quick else 50)
-            print(f"\n2. enqueue -> session_start, {len(created)} sessions one at a time, "
-                  "4 idle workers")
-            print(table(["from", "p50 ms", "p99 ms", "mean ms", "max ms"], [
-                ["created_at (DB clock, incl. commit)", pct(created, 50), pct(created, 99),
-                 mean(created), max(created)],
-                ["create_session returned (time.time)", pct(acked, 50), pct(acked, 99),
-                 mean(acked), max(acked)],
-            ]))
-
-            c = await cancel_latency(url, store, db, owner, 2 if quick else 3, 10)
-            print("\n3. cancel -> abort (sessions streaming 'run long' at speed 1, 2 workers, "
-                  "from cancel_requested_at; DB clock)")
-            crow = []
-            for k, label in (("message_end", "message_end{cancelled}"),
-                             ("session_end", "session_end{cancelled}"),
-                             ("in_tool", "tool_end{cancelled} (was in a tool)")):
-                v = c[k]
-                if v:
-                    crow.append([label, len(v), pct(v, 50), pct(v, 99), max(v),
-                                 ratio(pct(v, 99), 50.0)])
-            print(table(["until", "n", "p50 ms", "p99 ms", "max ms", "p99 / 50 ms target"],
-                        crow))
-
-            plan = [(2.0, 2)] if quick else [(2.0, 2), (5.0, 1), (10.0, 1)]
-            rrows = []
-            for ttl, trials in plan:
-                t = await resume_after_kill(url, store, db, owner, ttl, trials)
-                rrows.append([f"{ttl:g}", len(t), min(t), mean(t), max(t), ratio(max(t), ttl),
-                              max(t) - ttl])
-            print("\n4. kill -9 -> session_resumed by the other worker (heartbeat TTL/4 or 2 s, "
-                  "backstop 1 s; kill: time.time(), resumed: DB clock)")
-            print(table(["lease_ttl s", "trials", "min s", "mean s", "max s",
-                         "max / ttl", "max - ttl s"], rrows))
+            if "throughput" in parts:
+                await print_throughput(url, store, db, owner, args.sessions, args.workers)
+            if "latency" in parts:
+                samples = args.samples or (30 if quick else 50)
+                await print_latency(url, store, db, owner, samples)
+            if "cancel" in parts:
+                await print_cancel(url, store, db, owner, 2 if quick else 3)
+            if "resume" in parts:
+                await print_resume(url, store, db, owner, quick)
         finally:
             await conn.close()
             await store.close()
     print(f"\ntotal {time.perf_counter() - started:.1f}s")
+
+
+async def print_throughput(url: str, store: PostgresStore, db: Db, owner: str,
+                           sessions: int, workers: list[int]) -> None:
+    runs = [await throughput(url, store, db, owner, n, sessions * n, cap=20)
+            for n in workers]
+    print("1. throughput (demo:scripted at speed 0, prompt 'hi': 2 turns + 1 tool; "
+          "a backlog created first, then worked off)")
+    keys = ["workers", "sessions", "settled", "succeeded", "seconds", "sessions/s",
+            "turns/s", "tools/s", "events/s"]
+    print(table([*keys, "x vs 1 worker"],
+                [[r[k] for k in keys] + [ratio(r["sessions/s"], runs[0]["sessions/s"])]
+                 for r in runs]))
+    best = max(runs, key=lambda r: r["turns/s"])
+    print(f"best: {best['turns/s']:.1f} turns/s with {best['workers']} workers")
+
+
+async def print_latency(url: str, store: PostgresStore, db: Db, owner: str,
+                        samples: int) -> None:
+    created, acked = await enqueue_latency(url, store, db, owner, samples)
+    print(f"\n2. enqueue -> session_start, {len(created)} sessions one at a time, "
+          "4 idle workers")
+    print(table(["from", "p50 ms", "p99 ms", "mean ms", "max ms"], [
+        ["created_at (DB clock, incl. commit)", pct(created, 50), pct(created, 99),
+         mean(created), max(created)],
+        ["create_session returned (time.time)", pct(acked, 50), pct(acked, 99),
+         mean(acked), max(acked)],
+    ]))
+
+
+async def print_cancel(url: str, store: PostgresStore, db: Db, owner: str,
+                       rounds: int) -> None:
+    c = await cancel_latency(url, store, db, owner, rounds, 10)
+    print("\n3. cancel -> abort (sessions streaming 'run long' at speed 1, 2 workers, "
+          "from cancel_requested_at; DB clock)")
+    crow = []
+    for k, label in (("message_end", "message_end{cancelled}"),
+                     ("session_end", "session_end{cancelled}"),
+                     ("in_tool", "tool_end{cancelled} (was in a tool)")):
+        v = c[k]
+        if v:
+            crow.append([label, len(v), pct(v, 50), pct(v, 99), max(v),
+                         ratio(pct(v, 99), 50.0)])
+    print(table(["until", "n", "p50 ms", "p99 ms", "max ms", "p99 / 50 ms target"], crow))
+
+
+async def print_resume(url: str, store: PostgresStore, db: Db, owner: str,
+                       quick: bool) -> None:
+    plan = [(2.0, 2)] if quick else [(2.0, 2), (5.0, 1), (10.0, 1)]
+    rrows = []
+    for ttl, trials in plan:
+        t = await resume_after_kill(url, store, db, owner, ttl, trials)
+        rrows.append([f"{ttl:g}", len(t), min(t), mean(t), max(t), ratio(max(t), ttl),
+                      max(t) - ttl])
+    print("\n4. kill -9 -> session_resumed by the other worker (heartbeat TTL/4 or 2 s, "
+          "backstop 1 s; kill: time.time(), resumed: DB clock)")
+    print(table(["lease_ttl s", "trials", "min s", "mean s", "max s",
+                 "max / ttl", "max - ttl s"], rrows))
 
 
 if __name__ == "__main__":

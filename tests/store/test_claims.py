@@ -314,3 +314,75 @@ async def test_park_writes_interrupted_and_no_owner_status(store):
     assert ev.data == {"reason": "drain", "attempt": 1} and ev.fence == 1
     await assert_gapless(store, owner.id, s.id)
 
+
+
+async def test_the_first_events_are_stamped_after_what_they_follow(store):
+    """The prompt is stamped by its own INSERT, after the session's `created_at`; a starting
+    claim's `session_start` by its own, after the lease it took (the row's `updated_at`)
+    and after the prompt. Neither waits for a read of the time first (one round trip less
+    before the first event), and the prompt's text comes back as it was sent."""
+    owner = await new_owner(store)
+    text = 'héllo ✓ "quoted" \\ back'
+    s = await store.create_session(owner.id, agent="demo", model="demo:scripted", prompt=text)
+    assert (s.last_seq, s.status) == (1, Status.QUEUED)
+    [prompt] = await store.read_events(s.id)
+    assert (prompt.seq, prompt.type, prompt.attempt, prompt.fence) == (1, "user_message", 0, 0)
+    assert prompt.data == {"text": text, "delivery": "start"}
+    assert prompt.ts >= s.created_at
+    [c] = await store.claim("w1", limit=5, lease_ttl=LONG_TTL, start=True)
+    assert [e.data["text"] for e in c.inputs or ()] == [text]
+    start = (await store.read_events(s.id))[-1]
+    assert (start.seq, start.type, start.fence) == (2, "session_start", c.session.fence)
+    assert start.ts >= c.session.updated_at >= prompt.ts
+    bare = await store.create_session(owner.id, agent="demo", model="demo:scripted")
+    assert bare.last_seq == 0 and await store.read_events(bare.id) == []
+    await assert_gapless(store, owner.id, s.id)
+
+
+async def test_one_starting_claim_leaves_new_follow_up_and_crashed_runs_as_the_machine_says(
+        store):
+    """However a database takes them (PostgreSQL takes plain queued sessions in its
+    candidates' statement, `claim_take`, and the rest one by one), one worker's claim of a
+    follow-up, a crashed run and a new session leaves each as the status machine says: its
+    lease, fence, attempt and reason, `session_start` for the new run and the follow-up
+    only, the waiting prompts, and one owner event each."""
+    owner = await new_owner(store)
+    crashed = await new_session(store, owner.id, prompt="one")
+    lost = (await claim_one_starting(store, "w0")).lease
+    follow = await new_session(store, owner.id, prompt="two")
+    c = await claim_one_starting(store, "w0")
+    await store.mark_delivered(c.lease, 1)
+    await store.settle(c.lease, Status.SUCCEEDED)
+    await store.post_message(owner.id, follow.id, "more")
+    await expire(store, lost)
+    new = await new_session(store, owner.id, prompt="three")
+    seen = len(await owner_events(store, owner.id))
+    claims = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
+    assert [c.session.id for c in claims] == [crashed.id, follow.id, new.id]
+    k, f, n = claims
+    assert [(c.reason, c.started, c.lease.fence, c.session.attempt) for c in claims] == [
+        (ClaimReason.CRASH, False, 2, 2), (ClaimReason.FOLLOW_UP, True, 2, 1),
+        (ClaimReason.NEW, True, 1, 1)]
+    assert [[e.data["text"] for e in c.inputs or ()] for c in claims] == [
+        ["one"], ["more"], ["three"]]
+    for c in claims:
+        s = c.session
+        assert (s.status, s.lease_worker, s.attention, s.error, s.cancel_requested_at) == (
+            Status.RUNNING, "w1", None, None, None)
+        assert s.lease_expires_at is not None and s.lease_expires_at > s.updated_at
+        assert c.lease == Lease(s.id, "w1", s.fence)
+        assert await store.load_session(s.id) == s
+        events = await store.read_events(s.id)
+        assert s.last_seq == events[-1].seq
+        await assert_gapless(store, owner.id, s.id)
+    last = (await store.read_events(f.session.id))[-1]
+    assert (last.type, last.data, last.fence, last.attempt) == (
+        "session_start", {"reason": "follow_up", "attempt": 1}, 2, 1)
+    assert await event_types(store, k.session.id, after=2) == []  # resumes write their own
+    first = (await store.read_events(n.session.id))[-1]
+    assert (first.seq, first.type, first.data, first.fence, first.attempt) == (
+        2, "session_start", {"reason": "new", "attempt": 1}, 1, 1)
+    assert sorted((await owner_events(store, owner.id))[seen:], key=str) == sorted([
+        ("session_status", {"status": "running", "attempt": 1}),
+        ("session_status", {"status": "running", "attempt": 2}),
+        ("session_status", {"status": "running", "attempt": 1})], key=str)

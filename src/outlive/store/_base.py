@@ -67,16 +67,17 @@ class TxState:
     """Per-transaction bookkeeping: notices are sent only if the transaction commits."""
 
     notices: dict[str, Notice] = field(default_factory=dict)
-    last_read: tuple[Query, dict[str, Any]] | None = None
-    """A read that goes out with the COMMIT (`read_with_commit`)."""
-    last_rows: list[Row] | None = None
-    """Its rows, once the transaction committed."""
+    last_reads: list[tuple[Query, dict[str, Any]]] = field(default_factory=list)
+    """Reads that go out with the COMMIT (`read_with_commit`), in the order asked."""
+    last_rows: list[list[Row]] = field(default_factory=list)
+    """Their rows, one list per read, once the transaction committed."""
 
-    def read_with_commit(self, query: Query, params: Mapping[str, Any]) -> None:
+    def read_with_commit(self, query: Query, params: Mapping[str, Any]) -> int:
         """Run `query` last, after every other statement: on PostgreSQL it is sent with the
-        COMMIT, so a write that answers with the row it changed waits one round trip less.
-        Its rows are in `last_rows` after the commit."""
-        self.last_read = (query, dict(params))
+        COMMIT, so a write that answers with the rows it changed waits one round trip less.
+        Returns where its rows will be in `last_rows` after the commit."""
+        self.last_reads.append((query, dict(params)))
+        return len(self.last_reads) - 1
 
     def notify(
         self, session_id: str, owner_id: str, *, work: bool = False, events: bool = False,

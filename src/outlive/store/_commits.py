@@ -127,7 +127,8 @@ class CommitOps(SettleOps):
             return outcomes, st
 
         outcomes, st = await self._write(op)
-        settled = {r["id"]: to_session(self.d, r) for r in st.last_rows or ()}
+        read = st.last_rows[0] if st.last_rows else []  # the settled sessions, if any settled
+        settled = {r["id"]: to_session(self.d, r) for r in read}
         for i, item in enumerate(checked):
             if isinstance(item, Settle) and i not in outcomes:
                 outcomes[i] = settled[item.lease.session_id]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
@@ -198,8 +199,7 @@ class StoreCore(abc.ABC):
             return st
 
         st = await self._write(op)
-        assert st.last_rows is not None
-        return to_session(self.d, st.last_rows[0])
+        return to_session(self.d, st.last_rows[0][0])
 
     async def _fenced(self, tx: Tx, lease: Lease) -> Row:
         """The session's row, locked, if `lease` still holds it. A lease that lapsed with
@@ -221,8 +221,8 @@ class StoreCore(abc.ABC):
 
     async def _apply(self, tx: Tx, row: Row, new: Lifecycle, *, lease_ttl: float | None = None,
                      **extra: Any) -> None:
-        """Write a lifecycle from the status machine back to its row; with `lease_ttl`, the
-        lease's expiry too (a claim's, by the database clock), in the same UPDATE."""
+        """Write a lifecycle from the status machine back to its row; `lease_ttl`: a lease
+        taken, expiring that many seconds from now (database clock), in the same UPDATE."""
         sets = [
             "status = :status",
             "attempt = :attempt",
@@ -235,11 +235,11 @@ class StoreCore(abc.ABC):
             "attempt": new.attempt,
             "fence": new.fence,
         }
-        if lease_ttl is not None:
-            sets.append(f"lease_expires_at = {self.d.now} + {self.d.secs(':lease_ttl')}")
-            params["lease_ttl"] = lease_ttl
         if new.lease.value == "none":
             sets.append("lease_worker = NULL, lease_expires_at = NULL")
+        elif lease_ttl is not None:
+            sets.append(f"lease_expires_at = {self.d.now} + {self.d.secs(':lease_ttl')}")
+            params["lease_ttl"] = lease_ttl
         if not new.cancel_requested:
             sets.append("cancel_requested_at = NULL")
             if "cancel_reason" not in extra:
@@ -349,6 +349,21 @@ class StoreCore(abc.ABC):
         if st is not None:
             st.notify(session_id, owner_id, events=True)
         return out
+
+    async def _insert_events_now(
+        self, tx: Tx, events: Sequence[tuple[str, int, int, int, NewEvent]]
+    ) -> None:
+        """Insert (session id, seq, attempt, fence, event) at seqs already allocated, stamped
+        by the database clock in the INSERT itself: sent with the rest of the transaction,
+        it waits for no round trip to learn the time first."""
+        if not events:
+            return
+        check_event_types([ev for *_, ev in events])
+        rows = [{"session_id": sid, "seq": seq, "attempt": attempt, "fence": fence,
+                 "type": ev.type, "data": scrub(ev.data)}
+                for sid, seq, attempt, fence, ev in events]
+        await tx.execute(self.q.insert_events_now,
+                         {"rows": json.dumps(rows, separators=(",", ":"))})
 
     def _event_rows(
         self, session_id: str, events: Sequence[NewEvent], first: int, now: Any, attempt: int,

@@ -5,8 +5,7 @@ scan that asks unwatched runs to stop."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 from ..domain.errors import InvalidInput
@@ -23,13 +22,15 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._commits import CommitOps
-from ._core import EVENT_COLUMNS, held, session_end, status_data
+from ._core import held, session_end, status_data
 from ._port import Held
 from ._validation import auto_title
 
 __all__ = ["RunOps"]
 
 _OwnerEvent = tuple[str, str, str, dict[str, Any]]
+_Taken = tuple[str, ClaimReason, Lease | None]
+"""A session a claim took: its id, why, and its lease (none when the claim ended it)."""
 _STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
 """Claims whose run begins with `session_start` (the others resume)."""
 
@@ -42,62 +43,94 @@ class RunOps(CommitOps):
         if limit < 1:
             return []
 
-        async def op(tx: Tx, st: TxState) -> tuple[list[Claim], TxState]:
-            rows = await tx.fetch(self.q.claim_candidates, {"limit": limit})
+        async def op(tx: Tx, st: TxState) -> tuple[list[_Taken], set[str], TxState]:
+            rows, taken = await self._claim_candidates(tx, worker, limit, lease_ttl,
+                                                       max_attempts, start)
             if not rows:
-                return [], st
-            claims: list[tuple[str, ClaimReason, Lease | None]] = []
+                return [], set(), st
+            claims: list[_Taken] = []
             owner_events: list[_OwnerEvent] = []
-            starts: list[tuple[Row, ClaimReason, Lease]] = []
+            starts: list[tuple[Row, ClaimReason, Lease, int]] = []
+            started: set[str] = set()
             for row in rows:
-                reason, lease = await self._claim_one(tx, st, row, worker, lease_ttl,
-                                                      max_attempts, owner_events, start)
+                if row["id"] in taken:
+                    claims.append((row["id"], *self._taken(st, row, worker, max_attempts,
+                                                            owner_events)))
+                    started.add(row["id"])
+                    continue
+                reason, lease, attempt = await self._claim_one(
+                    tx, st, row, worker, lease_ttl, max_attempts, owner_events, start)
                 claims.append((row["id"], reason, lease))
                 if lease is not None and start and reason in _STARTS:
-                    starts.append((row, reason, lease))
-            # Owner rows are locked last and in one order, so concurrent claims cannot deadlock;
-            # an owner's events cost one update of its row however many sessions were taken.
+                    starts.append((row, reason, lease, attempt))
+                    started.add(row["id"])
+            # The first events as soon as the leases are taken (nothing waits for them) ...
+            await self._write_starts(tx, starts)
+            # ... then owner rows, locked last and in one order: concurrent claims cannot
+            # deadlock; an owner's events cost one update of its row however many sessions
+            # were taken.
             if owner_events:
                 await self._owner_events(tx, sorted(owner_events, key=lambda e: (e[0], e[1])))
             ids = self.d.ids([sid for sid, _, _ in claims])
-            fresh = {r["id"]: r for r in await tx.fetch(self.q.claimed_sessions, {"ids": ids})}
-            await self._write_starts(tx, starts, fresh)
+            # The sessions as taken (and the waiting prompts) come back with the COMMIT.
+            st.read_with_commit(self.q.claimed_sessions, {"ids": ids})
             if any(int(r["last_input_seq"]) > int(r["delivered_input_seq"]) for r in rows):
                 st.read_with_commit(self.q.claimed_inputs, {"ids": ids})
-            started = {row["id"] for row, _, _ in starts}
-            return [Claim(to_session(self.d, fresh[sid]), reason, lease,
-                          started=sid in started, inputs=() if lease is not None else None)
-                    for sid, reason, lease in claims], st
+            return claims, started, st
 
-        claims, st = await self._write(op)
+        claims, started, st = await self._write(op)
+        if not claims:
+            return []
+        fresh = {r["id"]: r for r in st.last_rows[0]}
         waiting: dict[str, list[Event]] = {}
-        for r in st.last_rows or ():
+        for r in st.last_rows[1] if len(st.last_rows) > 1 else ():
             waiting.setdefault(r["session_id"], []).append(to_event(self.d, r))
-        return [c if c.inputs is None else replace(c, inputs=tuple(waiting.get(c.session.id, ())))
-                for c in claims]
+        return [Claim(to_session(self.d, fresh[sid]), reason, lease, started=sid in started,
+                      inputs=None if lease is None else tuple(waiting.get(sid, ())))
+                for sid, reason, lease in claims]
+
+    async def _claim_candidates(
+        self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
+        start: bool,
+    ) -> tuple[list[Row], set[str]]:
+        """The claimable sessions, locked, oldest first, as they were; and the ids of those
+        the statement already took itself (none here: PostgreSQL's override takes new runs
+        and follow-ups in the same statement, `_taken`)."""
+        return await tx.fetch(self.q.claim_candidates, {"limit": limit}), set()
+
+    def _taken(
+        self, st: TxState, row: Row, worker: str, max_attempts: int,
+        owner_events: list[_OwnerEvent],
+    ) -> tuple[ClaimReason, Lease]:
+        """A session the candidates' statement took as the status machine's claim of a
+        queued session would (lease, fence + 1, attempt + 1, `session_start` at the next
+        seq): checked against the machine here, then its owner event and notice."""
+        out = transition(lifecycle(row), Action.CLAIM, max_attempts=max_attempts)
+        if not out.run or out.claim_reason not in _STARTS:
+            raise AssertionError(f"session {row['id']} was taken but the claim would "
+                                 f"{out.claim_reason} it")
+        sid, owner = row["id"], row["owner_id"]
+        owner_events.append((owner, sid, "session_status",
+                             status_data(Status.RUNNING, out.state.attempt)))
+        st.notify(sid, owner, owner=True, events=True)
+        return out.claim_reason, Lease(sid, worker, out.state.fence)
 
     async def _write_starts(
-        self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease]], fresh: Mapping[str, Row]
+        self, tx: Tx, starts: Sequence[tuple[Row, ClaimReason, Lease, int]]
     ) -> None:
         """The `session_start` of each new run or follow-up a claim took, at the seq after
-        its locked row's last (`_claim_one` counted it), stamped with the time of the claim's
-        read of the sessions it took: the lease is taken by then, and only the commit follows
-        (with the read of the waiting messages, which rides with it)."""
-        rows: list[dict[str, Any]] = []
-        for row, reason, lease in starts:
-            now = fresh[row["id"]]["now"]
-            attempt = int(fresh[row["id"]]["attempt"])
-            new, _ = self._event_rows(
-                row["id"], [NewEvent("session_start", {"reason": reason.value,
-                                                       "attempt": attempt})],
-                int(row["last_seq"]) + 1, now, attempt, lease.fence)
-            rows.extend(new)
-        await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
+        its locked row's last (`_claim_one` counted it), stamped by the database clock as
+        the INSERT runs: after the lease is taken, in the flush that carries the COMMIT, so
+        no round trip waits for the time first."""
+        await self._insert_events_now(tx, [
+            (row["id"], int(row["last_seq"]) + 1, attempt, lease.fence,
+             NewEvent("session_start", {"reason": reason.value, "attempt": attempt}))
+            for row, reason, lease, attempt in starts])
 
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
         owner_events: list[_OwnerEvent], start: bool,
-    ) -> tuple[ClaimReason, Lease | None]:
+    ) -> tuple[ClaimReason, Lease | None, int]:
         """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
         Owner events are queued in `owner_events` for the caller to write last. With `start`,
         a new run's or a follow-up's seq for its `session_start` is counted here (the caller
@@ -118,7 +151,7 @@ class RunOps(CommitOps):
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.RUNNING, out.state.attempt)))
             st.notify(sid, owner, owner=True, events=starting)
-            return out.claim_reason, Lease(sid, worker, out.state.fence)
+            return out.claim_reason, Lease(sid, worker, out.state.fence), out.state.attempt
         error = None
         if out.error_code == "max_attempts":
             error = ErrorInfo(
@@ -143,7 +176,7 @@ class RunOps(CommitOps):
                 owner_events.append((owner, sid, "session_status",
                                      status_data(Status.QUEUED, 0)))
         st.notify(sid, owner, events=True, owner=True)
-        return out.claim_reason, None
+        return out.claim_reason, None, out.state.attempt
 
     async def heartbeat(
         self, worker: str, leases: Sequence[Lease], *, lease_ttl: float

@@ -54,7 +54,7 @@ class SessionOps(StoreCore):
         transition(None, Action.CREATE)
         sid = new_id("ses")
 
-        async def op(tx: Tx, st: TxState) -> Session:
+        async def op(tx: Tx, st: TxState) -> tuple[Session | None, TxState]:
             # A keyed create locks the owner row first, so concurrent retries take turns.
             owner_q = self.q.owner_exists if client_request_id is None else self.q.lock_owner
             if not await tx.fetch(owner_q, {"id": owner_id}):
@@ -65,7 +65,7 @@ class SessionOps(StoreCore):
                 if seen:
                     first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
                                                                   None))
-                    return replace(first, replayed=True)
+                    return replace(first, replayed=True), st
             await tx.execute(
                 self.q.insert_session,
                 {
@@ -77,15 +77,15 @@ class SessionOps(StoreCore):
                     "title_state": "manual" if clean_title else "pending",
                     "metadata": self.d.json(metadata or {}),
                     "abandon": abandon_after,
+                    "last": 0 if prompt is None else 1,
                 },
             )
-            if prompt is not None:
+            if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
                 data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
                 if client_request_id is not None:
                     data["client_request_id"] = client_request_id
-                ev = await self._append(
-                    tx, sid, [NewEvent("user_message", data)], fenced=None)
-                await tx.execute(self.q.set_last_input_seq, {"seq": ev[0].seq, "id": sid})
+                await self._insert_events_now(
+                    tx, [(sid, 1, 0, 0, NewEvent("user_message", data))])
             if client_request_id is not None:
                 await tx.execute(self.q.insert_create_request,
                                  {"owner": owner_id, "crid": client_request_id, "sid": sid})
@@ -94,9 +94,16 @@ class SessionOps(StoreCore):
                 {"status": "queued", "attempt": 0, "title": clean_title},
             )
             st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
-            return to_session(self.d, await self._locked(tx, sid, None))
+            # The new row comes back with the COMMIT: on PostgreSQL everything from the
+            # INSERT on goes out in one flush, so the session is queued (and workers told)
+            # with no round trip after its `created_at`.
+            st.read_with_commit(self.q.get_session, {"id": sid})
+            return None, st
 
-        return await self._write(op)
+        replayed, st = await self._write(op)
+        if replayed is not None:
+            return replayed
+        return to_session(self.d, st.last_rows[0][0])
 
     async def get_session(self, owner_id: str, session_id: str) -> Session:
         async def op(tx: Tx) -> Session:

@@ -292,11 +292,9 @@ class PostgresStore(SqlStore):
                             for payload in encode_notices(list(st.notices.values())):
                                 await tx.execute(self.q.notify,
                                                  {"channel": CHANNEL, "payload": payload})
-                        last = None
-                        if st.last_read is not None:  # queued: it comes back with COMMIT
-                            last = await tx.send(*st.last_read)
-                    if last is not None:
-                        st.last_rows = list(await last.fetchall())
+                        # queued: they come back with the COMMIT
+                        lasts = [await tx.send(*read) for read in st.last_reads]
+                    st.last_rows = [list(await cur.fetchall()) for cur in lasts]
                 return result
             except _RETRYABLE:
                 if attempt == 4:
@@ -328,6 +326,18 @@ class PostgresStore(SqlStore):
                 "worker": worker,
             },
         )
+
+    async def _claim_candidates(
+        self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
+        start: bool,
+    ) -> tuple[list[Row], set[str]]:
+        """One statement locks the candidates and, for a worker's claim (`start`), takes
+        the plain queued ones and writes their `session_start`: the first event is stamped
+        in the claim's only round trip before its COMMIT (`claim_take`)."""
+        rows = await tx.fetch(self.q.claim_take, {
+            "limit": limit, "worker": worker, "ttl": lease_ttl,
+            "max_attempts": max_attempts, "start": start})
+        return rows, {r["id"] for r in rows if r["taken"]}
 
     async def _read_events_many(
         self, tx: Tx, after: Mapping[str, int], limit: int

@@ -251,8 +251,7 @@ class SqliteStore(SqlStore):
             try:
                 tx = _SqliteTx(conn, self.on_query)
                 result = await fn(tx, st)
-                if st.last_read is not None:
-                    st.last_rows = await tx.fetch(*st.last_read)
+                st.last_rows = [await tx.fetch(*read) for read in st.last_reads]
             except BaseException:
                 await conn.execute("ROLLBACK")
                 raise

@@ -76,3 +76,22 @@ UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id
 -- dialect: postgres
 -- At most one per transaction, sent in it, so it goes out only if the transaction commits.
 SELECT pg_notify(:channel, :payload)
+
+-- name: insert_events_now
+-- dialect: postgres
+-- Events at seqs the caller knows (`:rows`: a JSON list of objects), stamped by the database
+-- clock as they are inserted: a write that only needs the time for its events sends them
+-- with the rest, and waits for no round trip first (the claim's `session_start`, the
+-- prompt of a new session).
+INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)
+SELECT r.session_id, r.seq, {now}, r.attempt, r.fence, r.type, r.data
+FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+  AS r(session_id text, seq bigint, attempt integer, fence bigint, type text, data jsonb)
+
+-- name: insert_events_now
+-- dialect: sqlite
+INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)
+SELECT json_extract(j.value, '$.session_id'), json_extract(j.value, '$.seq'), {now},
+       json_extract(j.value, '$.attempt'), json_extract(j.value, '$.fence'),
+       json_extract(j.value, '$.type'), json_extract(j.value, '$.data')
+FROM json_each(:rows) j

@@ -10,9 +10,9 @@ WHERE s.status = 'queued'
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: claimed_sessions
--- The sessions a claim took, as it left them, in one statement whatever their number;
--- `now` stamps the `session_start` events the claim writes after it.
-SELECT {session_row}, {now} AS now FROM sessions s WHERE s.id {in_ids}
+-- The sessions a claim took, as it left them, in one statement whatever their number,
+-- read with the claim's COMMIT.
+SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
 
 -- name: settled_sessions
 -- The sessions a group commit settled, as it left them (read with its COMMIT).
@@ -168,3 +168,38 @@ ORDER BY id {skip_locked}
 
 -- name: cancel_abandoned
 UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHERE id = :id
+
+
+-- name: claim_take
+-- dialect: postgres
+-- A worker's claim in one statement for its common case: the candidates of
+-- `claim_candidates`, locked, as they were (`taken` says which this statement took); of
+-- them, with `:start`, each queued session no cancel, deletion, attention or attempt cap
+-- stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
+-- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
+-- the database clock after its row was updated. The store checks each taken row against
+-- the machine (`RunOps._taken`); every other candidate goes the general way.
+WITH c AS (
+  SELECT {session_row} FROM sessions s
+  WHERE s.status = 'queued'
+     OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+         AND (s.attention IS NULL OR s.attention <> 'approval'))
+  ORDER BY s.id LIMIT :limit {skip_locked}
+), u AS (
+  UPDATE sessions s
+  SET status = 'running', attempt = s.attempt + 1, fence = s.fence + 1, updated_at = {now},
+      lease_worker = :worker, lease_expires_at = {now} + {secs(:ttl)},
+      cancel_reason = NULL, ended_at = NULL, last_seq = s.last_seq + 1
+  FROM c
+  WHERE s.id = c.id AND CAST(:start AS boolean) AND c.status = 'queued'
+    AND c.cancel_requested_at IS NULL AND c.deleted_at IS NULL AND c.attention IS NULL
+    AND c.attempt < :max_attempts
+  RETURNING s.id, s.last_seq, s.attempt, s.fence
+), e AS (
+  INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)
+  SELECT u.id, u.last_seq, {now}, u.attempt, u.fence, 'session_start',
+         jsonb_build_object('reason', CASE WHEN u.fence > 1 THEN 'follow_up' ELSE 'new' END,
+                            'attempt', u.attempt)
+  FROM u
+)
+SELECT c.*, (u.id IS NOT NULL) AS taken FROM c LEFT JOIN u ON u.id = c.id ORDER BY c.id
