@@ -85,8 +85,12 @@ def runtime_numbers(text: str) -> dict[str, float]:
     return {
         "turns/s": best_turns(text)[0],
         "turns/s 1w": cell(text, "workers", "1", "turns/s"),
-        "first p50": cell(text, "from", "create_session returned", "p50 ms"),
-        "first p99": cell(text, "from", "create_session returned", "p99 ms"),
+        # From the session's created_at (database clock), which counts the create's own
+        # COMMIT: the stricter of runtime_bench's two rows. The other starts when the bench's
+        # create call returned, which a claim can now beat (the worker stamps session_start
+        # before the bench's process has read its COMMIT's answer), so it reads ~0 ms.
+        "first p50": cell(text, "from", "created_at", "p50 ms"),
+        "first p99": cell(text, "from", "created_at", "p99 ms"),
         "cancel p50": cell(text, "until", "message_end", "p50 ms"),
         "cancel p99": cell(text, "until", "message_end", "p99 ms"),
         "cancel end p99": cell(text, "until", "session_end", "p99 ms"),
@@ -142,10 +146,12 @@ def main() -> None:
         ["turns/s (outlive, best of 1/2/4 workers) | no-op jobs/s (peer, best of 1/4)",
          rt["turns/s"], best[pgq], best[pro], ratio(rt["turns/s"], best[pgq]),
          ratio(rt["turns/s"], best[pro])],
-        ["enqueue -> first event / job start p50 ms", rt["first p50"], peer(pgq, "start p50 ms"),
+        ["enqueue -> first event (created_at) / job start p50 ms", rt["first p50"],
+         peer(pgq, "start p50 ms"),
          peer(pro, "start p50 ms"), ratio(rt["first p50"], peer(pgq, "start p50 ms")),
          ratio(rt["first p50"], peer(pro, "start p50 ms"))],
-        ["enqueue -> first event / job start p99 ms", rt["first p99"], peer(pgq, "start p99 ms"),
+        ["enqueue -> first event (created_at) / job start p99 ms", rt["first p99"],
+         peer(pgq, "start p99 ms"),
          peer(pro, "start p99 ms"), ratio(rt["first p99"], peer(pgq, "start p99 ms")),
          ratio(rt["first p99"], peer(pro, "start p99 ms"))],
         ["kill -9 -> resumed / re-run, max s (TTL 2 s)", rt["resume max"],
@@ -182,7 +188,10 @@ def main() -> None:
         ("outlive demo turns/s on PostgreSQL at least half of PgQueuer's no-op jobs/s",
          rt["turns/s"] >= best[pgq] / 2 if best[pgq] == best[pgq] else None,
          f"{rt['turns/s']:.0f} vs {best[pgq]:.0f} / 2 = {best[pgq] / 2:.0f}"),
-        ("cancel-to-abort p99 < 50 ms", rt["cancel p99"] < 50 if rt["cancel p99"] ==
+        ("enqueue -> first event p50 <= 3 ms (from created_at, the create's COMMIT included)",
+         rt["first p50"] <= 3 if rt["first p50"] == rt["first p50"] else None,
+         f"p50 {rt['first p50']:.2f} ms, p99 {rt['first p99']:.2f} ms"),
+        ("cancel-to-abort p99 <= 10 ms", rt["cancel p99"] <= 10 if rt["cancel p99"] ==
          rt["cancel p99"] else None, f"p99 {rt['cancel p99']:.1f} ms (message_end)"),
         ("resume after kill -9 within lease TTL + 1 s",
          rt["resume max"] <= ttl + 1 if rt["resume max"] == rt["resume max"] else None,
