@@ -23,6 +23,7 @@ from ._cli_webhooks import (
     WebhookBackoffOption,
     WebhookTimeoutOption,
 )
+from ._gc import tune_for_server
 from ._loop import loop_factory
 from ._loop import run as run_loop
 from .config import (
@@ -188,6 +189,7 @@ def worker(
         await task
         await store.close()
 
+    tune_for_server()
     run_loop(go(), factory)
 
 
@@ -395,6 +397,7 @@ def serve(
                 await worker_task
             await store.close()
 
+    tune_for_server()
     asyncio.run(go())
 
 

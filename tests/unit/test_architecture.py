@@ -61,6 +61,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_cli_port":      frozenset(),                                # who holds a TCP port
     "_loop":          frozenset(),                                # the worker's event loop (uvloop)
     "_ticks":         frozenset(),                                # shared timers (demo, flushes)
+    "_gc":            frozenset(),                                # server GC thresholds
     "_cli_transcript": frozenset(),                               # events as text
     "_cli_webhooks":  frozenset(),                                # webhook options of serve, worker
     "_embedded":      ANY,                                        # API+worker+store in-process
