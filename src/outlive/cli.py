@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import signal
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ._cli_admin import DbOption, keys_app, owners_app
 from ._cli_errors import run_cli
 from ._cli_port import port_problem
 from ._cli_sessions import sessions_app
@@ -43,22 +43,13 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,  # help texts are plain: Rich markup would eat "[env …]"
 )
-keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
-                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(keys_app, name="keys")
-owners_app = typer.Typer(help="Owners (tenants) and their own settings.",
-                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(owners_app, name="owners")
 app.add_typer(sessions_app, name="sessions")
 
 console = Console(stderr=True)
 out = Console()
 
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="Database URL: sqlite:///path.db or postgresql://… "
-                              "[env OUTLIVE_DB; default sqlite:///./outlive.db]"),
-]
 ListenDbOption = Annotated[
     str | None,
     typer.Option("--listen-db", help="Direct PostgreSQL URL for LISTEN when --db is a "
@@ -399,127 +390,6 @@ def serve(
 
     tune_for_server()
     asyncio.run(go())
-
-
-@keys_app.command("create")
-def keys_create(
-    owner: Annotated[str, typer.Option("--owner", help="Owner (tenant) name.")],
-    label: Annotated[str | None, typer.Option(help="A note to recognise the key.")] = None,
-    db: DbOption = None,
-) -> None:
-    """Create a key for OWNER; prints it once, alone on the last line."""
-    from .api import hash_key, new_key
-
-    key = new_key()
-
-    async def go() -> str:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            o = await store.ensure_owner(owner)
-            return await store.create_api_key(o.id, hash_key(key), label)
-        finally:
-            await store.close()
-
-    key_id = asyncio.run(go())
-    console.print(f"created key {key_id} for owner {owner!r}; it is shown only now:")
-    typer.echo(key)
-
-
-@keys_app.command("list")
-def keys_list(db: DbOption = None) -> None:
-    """List keys (never the keys themselves)."""
-
-    async def go() -> None:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            for k in await store.list_api_keys():
-                state = "revoked" if k.revoked else "active"
-                typer.echo(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}")
-        finally:
-            await store.close()
-
-    asyncio.run(go())
-
-
-@keys_app.command("revoke")
-def keys_revoke(key_id: str, db: DbOption = None) -> None:
-    """Revoke a key by its id (see `outlive keys list`)."""
-
-    async def go() -> bool:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            return await store.revoke_api_key(key_id)
-        finally:
-            await store.close()
-
-    if not asyncio.run(go()):
-        console.print(f"no active key {key_id}; see `outlive keys list`")
-        raise typer.Exit(1)
-    console.print(f"revoked {key_id}")
-
-
-def _retention_text(retain: float | None) -> str:
-    if retain is None:
-        return "server default"
-    if math.isinf(retain):
-        return "forever"
-    for unit, secs in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if retain >= secs and retain % secs == 0:
-            return f"{int(retain // secs)}{unit}"
-    return f"{retain:g}s"
-
-
-@owners_app.command("list")
-def owners_list(db: DbOption = None) -> None:
-    """List owners with their retention (`server default`: the worker's --retain)."""
-
-    async def go() -> None:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            for o in await store.list_owners():
-                typer.echo(f"{o.name}\tretain {_retention_text(o.retain)}")
-        finally:
-            await store.close()
-
-    asyncio.run(go())
-
-
-@owners_app.command("retain")
-def owners_retain(
-    owner: Annotated[str, typer.Argument(help="Owner (tenant) name.")],
-    duration: Annotated[str, typer.Argument(
-        help="How long the owner's finished sessions are kept: 30d, 12h…, `forever`, or "
-             "`default` (the server's --retain).")],
-    db: DbOption = None,
-) -> None:
-    """Set OWNER's own retention; it overrides the server's --retain (docs/retention.md)."""
-    from .config import parse_duration
-    from .domain.errors import NotFound
-
-    text = duration.strip().lower()
-    retain: float | None
-    if text == "default":
-        retain = None
-    else:
-        try:
-            parsed = parse_duration(duration)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        retain = math.inf if parsed is None else parsed
-
-    async def go() -> str:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            return _retention_text((await store.set_owner_retention(owner, retain)).retain)
-        finally:
-            await store.close()
-
-    try:
-        shown = asyncio.run(go())
-    except NotFound:
-        console.print(f"no owner {owner!r}; see `outlive owners list`")
-        raise typer.Exit(1) from None
-    console.print(f"owner {owner!r} now keeps finished sessions: {shown}")
 
 
 @app.command()

@@ -57,6 +57,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli":            ANY,                                        # `outlive serve|worker|...`
     "__main__":       ANY,                                        # `python -m outlive`
     "_cli_sessions":  ANY,                                        # `outlive sessions ...`
+    "_cli_admin":     ANY,                                        # `outlive keys|owners ...`
     "_cli_errors":    frozenset({"client", "domain"}),            # errors as one line
     "_cli_port":      frozenset(),                                # who holds a TCP port
     "_loop":          frozenset(),                                # the worker's event loop (uvloop)
