@@ -22,7 +22,7 @@ from ..domain.errors import InvalidInput, NotFound
 from ..domain.model import Lease, NewEvent, Status
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle
-from ._core import held, status_data
+from ._lifecycle import held, status_data
 from ._runs import RunOps
 from ._validation import check_event_types
 

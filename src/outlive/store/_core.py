@@ -29,16 +29,17 @@ from ..domain.model import (
     Status,
     new_id,
 )
-from ..domain.status import Action, LeaseState, Lifecycle, transition
+from ..domain.status import Action, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
 from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event, to_session
+from ._lifecycle import session_end, status_data
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub
 
 __all__ = [
     "ENTRY_COLUMNS", "EVENT_COLUMNS", "OWNER_EVENT_COLUMNS", "TEXT_REF", "OwnerEvent",
-    "StoreCore", "aborts_run", "entry_ref", "held", "lease_lost", "session_end", "status_data",
+    "StoreCore", "entry_ref", "lease_lost",
 ]
 
 T = TypeVar("T")
@@ -67,49 +68,6 @@ def _text_ref(holder: Any) -> int | None:
     if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
         return int(text[TEXT_REF])
     return None
-
-
-def held(row: Row) -> Lifecycle:
-    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
-    return replace(lifecycle(row), lease=LeaseState.HELD)
-
-
-def aborts_run(row: Row, after: Lifecycle) -> bool:
-    """Whether a write asked a running session's worker to stop (the notice says so)."""
-    return (row["status"] == Status.RUNNING and row["cancel_requested_at"] is None
-            and after.cancel_requested and after.status is Status.RUNNING)
-
-
-def session_end(
-    status: Status, error: ErrorInfo | None, reason: str | None, *,
-    attention: str | None = None, dropped: Sequence[int] = (),
-) -> NewEvent:
-    """The event that closes a run, however it ended. `dropped_inputs` names the user
-    messages that waited undelivered and were cancelled with the run."""
-    data: dict[str, Any] = {"status": status.value}
-    if error is not None:
-        data["error"] = {"code": error.code, "message": error.message}
-    if reason is not None:
-        data["reason"] = reason
-    if attention is not None:
-        data["attention"] = attention
-    if dropped:
-        data["dropped_inputs"] = list(dropped)
-    return NewEvent("session_end", data)
-
-
-def status_data(
-    status: Status, attempt: int, attention: str | None = None, error: ErrorInfo | None = None
-) -> dict[str, Any]:
-    """The data of a `session_status` owner event. `attention` (the session waits on a
-    person) and `error` (why it failed) only when there is one: absent means none, so a
-    client without a cursor knows the session without fetching it."""
-    data: dict[str, Any] = {"status": status.value, "attempt": attempt}
-    if attention is not None:
-        data["attention"] = attention
-    if error is not None:
-        data["error"] = {"code": error.code, "message": error.message}
-    return data
 
 
 @functools.cache

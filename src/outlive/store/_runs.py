@@ -22,7 +22,7 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
 from ._commits import CommitOps
-from ._core import held, session_end, status_data
+from ._lifecycle import held, session_end, status_data
 from ._port import Held
 from ._validation import auto_title
 

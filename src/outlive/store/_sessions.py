@@ -19,7 +19,8 @@ from ..domain.model import (
 )
 from ..domain.status import Action, transition
 from ._base import Tx, TxState, lifecycle, to_session
-from ._core import StoreCore, aborts_run, status_data
+from ._core import StoreCore
+from ._lifecycle import aborts_run, status_data
 from ._validation import (
     check_attention,
     check_client_request_id,

@@ -20,15 +20,8 @@ from ..domain.errors import InvalidInput, PendingInput
 from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
-from ._core import (
-    ENTRY_COLUMNS,
-    EVENT_COLUMNS,
-    OwnerEvent,
-    StoreCore,
-    held,
-    session_end,
-    status_data,
-)
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, StoreCore
+from ._lifecycle import held, session_end, status_data
 from ._port import Settle
 from ._validation import check_attention, check_event_types, settle_status
 

@@ -1,0 +1,57 @@
+"""What a lifecycle change writes besides its row: the event that ends a run, the data of the
+owner's `session_status` event, and the lifecycle as a fenced write or a cancel sees it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..domain.model import ErrorInfo, NewEvent, Status
+from ..domain.status import LeaseState, Lifecycle
+from ._base import Row, lifecycle
+
+__all__ = ["aborts_run", "held", "session_end", "status_data"]
+
+
+def held(row: Row) -> Lifecycle:
+    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
+    return replace(lifecycle(row), lease=LeaseState.HELD)
+
+
+def aborts_run(row: Row, after: Lifecycle) -> bool:
+    """Whether a write asked a running session's worker to stop (the notice says so)."""
+    return (row["status"] == Status.RUNNING and row["cancel_requested_at"] is None
+            and after.cancel_requested and after.status is Status.RUNNING)
+
+
+def session_end(
+    status: Status, error: ErrorInfo | None, reason: str | None, *,
+    attention: str | None = None, dropped: Sequence[int] = (),
+) -> NewEvent:
+    """The event that closes a run, however it ended. `dropped_inputs` names the user
+    messages that waited undelivered and were cancelled with the run."""
+    data: dict[str, Any] = {"status": status.value}
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
+    if reason is not None:
+        data["reason"] = reason
+    if attention is not None:
+        data["attention"] = attention
+    if dropped:
+        data["dropped_inputs"] = list(dropped)
+    return NewEvent("session_end", data)
+
+
+def status_data(
+    status: Status, attempt: int, attention: str | None = None, error: ErrorInfo | None = None
+) -> dict[str, Any]:
+    """The data of a `session_status` owner event. `attention` (the session waits on a
+    person) and `error` (why it failed) only when there is one: absent means none, so a
+    client without a cursor knows the session without fetching it."""
+    data: dict[str, Any] = {"status": status.value, "attempt": attempt}
+    if attention is not None:
+        data["attention"] = attention
+    if error is not None:
+        data["error"] = {"code": error.code, "message": error.message}
+    return data
