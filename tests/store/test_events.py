@@ -10,7 +10,7 @@ import pytest
 
 from outlive.domain import InvalidInput, LeaseLost, NotFound
 from outlive.domain.model import Lease, NewEvent
-from outlive.store import Notice
+from outlive.store import Commit, Notice
 from tests.support.store_suite import held, new_owner, new_session, world
 
 DATABASES = ("sqlite", "postgres", "pgbouncer")
@@ -149,6 +149,27 @@ async def test_event_data_round_trips_or_is_refused_typed(store):
     scrubbed = {"message_id": "m", "text": "before\ufffdafter", "list": ["\ufffd"]}
     assert (await store.read_events(s.id))[-1].data == scrubbed == ev.data
     assert (await world(store, owner.id, s.id)) != before
+    odd = {"message_id": "m", "nan": float("nan"), "list": [float("inf"), -float("inf"), 1.5]}
+    [ev] = await store.append_events(s.id, [NewEvent("tool_progress", odd)], lease=lease)
+    nulls = {"message_id": "m", "nan": None, "list": [None, None, 1.5]}
+    assert (await store.read_events(s.id))[-1].data == nulls == ev.data
+
+
+async def test_a_non_finite_number_in_one_run_fails_no_run_of_its_group_commit(store):
+    """JSON has no NaN or infinity; a tool's output with one is stored as null, in the entry
+    and its event, and the other runs written in the same transaction are not touched."""
+    owner = await new_owner(store)
+    (a, la), (b, lb) = [await held(store, owner.id) for _ in range(2)]
+    out = await store.commit_many([
+        Commit(la, [("tool_result", {"output": float("nan")})],
+               [NewEvent("tool_end", {"result": {"x": float("inf")}})]),
+        Commit(lb, [], [NewEvent("text_delta", {"message_id": "m", "text": "fine"})]),
+    ])
+    assert not any(isinstance(o, Exception) for o in out)
+    assert (await store.read_events(a.id))[-1].data == {"result": {"x": None}}
+    assert (await store.read_events(b.id))[-1].data["text"] == "fine"
+    entries = await store.read_entries(a.id)
+    assert entries[-1].data == {"output": None}
 
 
 async def test_sixteen_concurrent_appenders_get_gapless_unique_seqs(store, store_factory):

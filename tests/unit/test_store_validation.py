@@ -138,3 +138,10 @@ def test_scrub_replaces_nul_everywhere_and_keeps_clean_values_as_they_are():
     assert dirty["a"][0] == "x\x00"  # the input is not changed
     assert out["k"] is dirty["k"]
     assert v.scrub({"\ud800": ["a\udfff"]}) == {"\ufffd": ["a\ufffd"]}
+
+
+def test_scrub_turns_non_finite_numbers_into_null_and_keeps_the_rest():
+    assert v.scrub({"a": float("nan"), "b": [float("-inf"), 2.5, 3]}) == {
+        "a": None, "b": [None, 2.5, 3]}
+    clean = {"f": 1.5, "i": 2**70}
+    assert v.scrub(clean) is clean

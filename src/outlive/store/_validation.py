@@ -238,9 +238,13 @@ def settle_status(status: Status | str) -> Status:
 
 
 def scrub(value: Any) -> Any:
-    """NUL characters and lone surrogates become U+FFFD, the same on both databases
-    (PostgreSQL's JSON cannot hold NUL, UTF-8 cannot hold a lone surrogate, and model output
-    is untrusted). Returns `value` itself when there is none."""
+    """NUL characters and lone surrogates become U+FFFD, and NaN and infinities become null,
+    the same on both databases (PostgreSQL's JSON cannot hold NUL, NaN or infinity, UTF-8
+    cannot hold a lone surrogate, and model and tool output is untrusted: one such value in a
+    group commit failed every run's write in it). Returns `value` itself when there is
+    none."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, str):
         if value.isascii():  # no surrogate to look for (most model output): skip the regex
             return value.replace("\x00", "\ufffd") if "\x00" in value else value

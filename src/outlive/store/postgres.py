@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+import orjson
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
@@ -177,6 +178,12 @@ def _recordset_insert(table: str, columns: tuple[str, ...]) -> str:
     types = ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
     return (f"INSERT INTO {table} ({names}) SELECT {names} "
             f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({types})")
+
+
+def _jsonb_obj(value: Any) -> Any:
+    if isinstance(value, Jsonb):
+        return value.obj
+    raise TypeError(type(value).__name__)
 
 
 def _plain(value: Any) -> Any:
@@ -353,8 +360,11 @@ class PostgresStore(SqlStore):
         rows cost one `json.dumps`, not a driver adaptation per value."""
         if not rows:
             return
-        payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
-                             separators=(",", ":"))
+        try:
+            payload = orjson.dumps(rows, default=_jsonb_obj).decode()
+        except TypeError:  # what orjson refuses (an int past 64 bits…): the slow way
+            payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
+                                 separators=(",", ":"))
         await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
                          {"rows": payload})
 
