@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
 from .config import database_url, listen_database_url, parse_duration
-from .store import open_store
+from .store import Store, open_store
 
 __all__ = ["DbOption", "keys_app", "owners_app"]
 
@@ -27,6 +28,20 @@ owners_app = typer.Typer(help="Owners (tenants) and their own settings.",
                          no_args_is_help=True, rich_markup_mode=None)
 
 console = Console(stderr=True)
+T = TypeVar("T")
+
+
+def _on_store(db: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run `work` on the database `--db` names, opened for it and closed after."""
+
+    async def go() -> T:
+        store = await open_store(database_url(db), listen_url=listen_database_url(None))
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
 
 
 @keys_app.command("create")
@@ -40,15 +55,11 @@ def keys_create(
 
     key = new_key()
 
-    async def go() -> str:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            o = await store.ensure_owner(owner)
-            return await store.create_api_key(o.id, hash_key(key), label)
-        finally:
-            await store.close()
+    async def create(store: Store) -> str:
+        o = await store.ensure_owner(owner)
+        return await store.create_api_key(o.id, hash_key(key), label)
 
-    key_id = asyncio.run(go())
+    key_id = _on_store(db, create)
     console.print(f"created key {key_id} for owner {owner!r}; it is shown only now:")
     typer.echo(key)
 
@@ -57,30 +68,16 @@ def keys_create(
 def keys_list(db: DbOption = None) -> None:
     """List keys (never the keys themselves)."""
 
-    async def go() -> None:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            for k in await store.list_api_keys():
-                state = "revoked" if k.revoked else "active"
-                typer.echo(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}")
-        finally:
-            await store.close()
-
-    asyncio.run(go())
+    for k in _on_store(db, lambda store: store.list_api_keys()):
+        state = "revoked" if k.revoked else "active"
+        typer.echo(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}")
 
 
 @keys_app.command("revoke")
 def keys_revoke(key_id: str, db: DbOption = None) -> None:
     """Revoke a key by its id (see `outlive keys list`)."""
 
-    async def go() -> bool:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            return await store.revoke_api_key(key_id)
-        finally:
-            await store.close()
-
-    if not asyncio.run(go()):
+    if not _on_store(db, lambda store: store.revoke_api_key(key_id)):
         console.print(f"no active key {key_id}; see `outlive keys list`")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
@@ -101,15 +98,8 @@ def _retention_text(retain: float | None) -> str:
 def owners_list(db: DbOption = None) -> None:
     """List owners with their retention (`server default`: the worker's --retain)."""
 
-    async def go() -> None:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            for o in await store.list_owners():
-                typer.echo(f"{o.name}\tretain {_retention_text(o.retain)}")
-        finally:
-            await store.close()
-
-    asyncio.run(go())
+    for o in _on_store(db, lambda store: store.list_owners()):
+        typer.echo(f"{o.name}\tretain {_retention_text(o.retain)}")
 
 
 @owners_app.command("retain")
@@ -134,15 +124,9 @@ def owners_retain(
             raise typer.BadParameter(str(exc)) from None
         retain = math.inf if parsed is None else parsed
 
-    async def go() -> str:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
-        try:
-            return _retention_text((await store.set_owner_retention(owner, retain)).retain)
-        finally:
-            await store.close()
-
     try:
-        shown = asyncio.run(go())
+        shown = _retention_text(
+            _on_store(db, lambda store: store.set_owner_retention(owner, retain)).retain)
     except NotFound:
         console.print(f"no owner {owner!r}; see `outlive owners list`")
         raise typer.Exit(1) from None
