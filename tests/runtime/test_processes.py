@@ -276,7 +276,10 @@ async def test_sigterm_parks_and_the_other_process_resumes_at_once(
     pg_store: PostgresStore, owner_id: str, procs: Processes
 ) -> None:
     store = pg_store
-    a = await procs.start("--grace", "0.2", name="a", lease_ttl=10, heartbeat=2)
+    # Speed 1: the run lasts ~45 s, so it is still streaming when SIGTERM comes however
+    # long the peer takes to start (at speed 10 it ended after ~4.5 s: a peer slow to start
+    # on a loaded machine let it finish within the grace, and nothing was parked).
+    a = await procs.start("--grace", "0.2", name="a", lease_ttl=10, heartbeat=2, speed=1)
     s = await store.create_session(owner_id, agent="demo", model="demo:scripted",
                                    prompt="run long")
     await event_appears(store, s.id, "text_delta")
@@ -288,6 +291,8 @@ async def test_sigterm_parks_and_the_other_process_resumes_at_once(
     termed_at = a.term()
     assert await a.exited(5) == 0, a.log()
     report("SIGTERM -> process exit (grace 0.2)", time.time() - termed_at)
+    assert "parking 1 runs" in a.log()
+    assert "lease lost" not in a.log()  # its own handoff is no lease loss
     interrupted = await event_appears(store, s.id, "session_interrupted")
     assert interrupted.data == {"reason": "shutdown", "attempt": before.attempt}
     assert interrupted.fence == before.fence

@@ -190,3 +190,53 @@ async def test_a_park_writes_the_step_the_run_was_holding(store, owner):
     entries = await store.read_entries(s.id)
     assert [e.kind for e in entries][-1:] == ["assistant"]
     assert (await store.load_session(s.id)).lease_worker is None
+
+
+class _SlowPark:
+    """The store, with a park that waits until `release` is set (a park in flight)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.parking = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def park(self, lease, *, reason="shutdown"):
+        self.parking.set()
+        await self.release.wait()
+        await self.store.park(lease, reason=reason)
+
+
+async def test_a_parking_run_takes_no_lease_loss_from_its_own_handoff(store, owner):
+    """The notice of a run's own park (or the peer's claim) can reach the worker before the
+    park returns, and the check it starts finds the lease gone: that is the handoff, not a
+    loss. The run finishes its park, is not cancelled, and no loss is counted."""
+    from outlive import metrics
+    from outlive.providers import default_registry
+    from outlive.runtime import RuntimeSettings, demo_agent
+    from outlive.runtime.runner import Run
+
+    s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    (claim,) = await store.claim("w1", limit=5, lease_ttl=30)
+    provider, model = default_registry(demo_speed=0).resolve("demo:scripted")
+    sink = _SlowPark(store)
+    run = Run(store, claim, demo_agent(0), provider, model, RuntimeSettings(), sink)
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    run._run = forever  # type: ignore[method-assign]
+    run.task = asyncio.create_task(run.main())
+    await asyncio.sleep(0.05)
+    losses = metrics.LEASE_LOSSES._value.get()
+    run.park()
+    await asyncio.wait_for(sink.parking.wait(), 5)
+    run.lost()  # what the worker does when a check finds the lease no longer ours
+    sink.release.set()
+    await asyncio.wait([run.task], timeout=10)
+    assert run.task.done() and not run.task.cancelled()
+    assert metrics.LEASE_LOSSES._value.get() == losses
+    assert [e.type for e in await all_events(store, s.id)][-1] == "session_interrupted"
+    assert (await store.load_session(s.id)).lease_worker is None

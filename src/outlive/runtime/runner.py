@@ -145,7 +145,12 @@ class Run:
         self.activity.cancel()
 
     def lost(self) -> None:
-        """The lease is gone: stop at once and write nothing more."""
+        """The lease is gone: stop at once and write nothing more. A parking run is handing
+        its lease over already: the notice of its own park, or the peer's claim, seen before
+        the park returns is no loss, and cancelling would cut the park's wait short (the
+        process could then close the store under it)."""
+        if self.writes.state is LeaseState.PARKING:
+            return
         if self.writes.lose():
             metrics.LEASE_LOSSES.inc()
             self.log.warning("lease lost on %s (fence %d); stopping", self.session_id,
