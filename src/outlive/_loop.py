@@ -1,10 +1,12 @@
-"""The event loop a worker runs on: asyncio's own, or uvloop on request (`--loop uvloop`,
-the `fast` extra; `auto` takes it when installed).
+"""The event loop a worker runs on: uvloop when it is installed (`auto`, the default),
+else asyncio's own; `--loop asyncio` or `--loop uvloop` chooses.
 
-A worker streaming a thousand sessions spends part of its CPU in the event loop's own
-bookkeeping (timers, callbacks, socket readiness), which uvloop does in C. It is not the
-default: on the streaming-scale bench it made no difference that the noise did not swamp,
-and a shutdown test (SIGTERM parks the run) failed with it intermittently, not yet explained.
+A worker spends a sixth of its CPU in the event loop's own bookkeeping (timers, callbacks,
+socket readiness), which uvloop does in C. Draining a backlog of 4,000 demo sessions with two
+workers at speed 0 (nine interleaved pairs on the shared 2-core machine), uvloop took 2.24 ms
+of worker CPU per session against asyncio's 2.53 (medians; minimums 1.80 and 2.12) and
+drained 350 sessions/s against 298. A shutdown test once failed with it; the cause was the
+test (its run could end before the SIGTERM), on either loop.
 """
 
 from __future__ import annotations

@@ -139,8 +139,8 @@ def worker(
     webhook_timeout: WebhookTimeoutOption = 10.0,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     loop: Annotated[str, typer.Option(
-        help="Event loop: asyncio, uvloop (the 'fast' extra), auto (uvloop when installed)."
-    )] = "asyncio",
+        help="Event loop: auto (uvloop when installed), asyncio, uvloop."
+    )] = "auto",
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import re
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ import httpx
 import pytest
 
 from outlive.store._migrate import migrations
-from tests.support.processes import ServeProcess, child_env
+from tests.support.processes import LoggedProcess, ServeProcess, child_env
 
 
 def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -175,6 +177,26 @@ def test_serve_starts_with_a_short_lease_ttl(tmp_path: Path) -> None:
                                    headers=headers).json()["session"]["status"]) != "succeeded":
             assert time.monotonic() < deadline, f"session still {status}:\n{proc.log()}"
             time.sleep(0.1)
+    finally:
+        proc.reap()
+
+
+class _SqliteWorker(LoggedProcess):
+    ready_pattern = re.compile(r"worker \S+ on sqlite; .*; loop (\w+)$", re.MULTILINE)
+
+
+def test_a_worker_runs_on_uvloop_when_installed_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`--loop auto` is the default: uvloop when it is installed (the test extras install it;
+    the process tests run every worker on it), asyncio's own otherwise."""
+    has_uvloop = importlib.util.find_spec("uvloop") is not None
+    proc = _SqliteWorker([sys.executable, "-m", "outlive", "worker", "--db",
+                          f"sqlite:///{tmp_path / 'w.db'}", "--demo-speed", "0"],
+                         tmp_path / "worker.log", name="worker")
+    try:
+        found = asyncio.run(proc.ready())
+        assert found.group(1) == ("uvloop" if has_uvloop else "asyncio")
+        assert proc.stop(20) == 0, proc.log()
+        assert "stopping" in proc.log()
     finally:
         proc.reap()
 

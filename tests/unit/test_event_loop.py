@@ -1,15 +1,17 @@
-"""The worker's event loop choice (`outlive worker --loop`): uvloop when installed, asyncio's
-own on request, a clear error when uvloop is asked for and missing."""
+"""The worker's event loop choice (`outlive worker --loop`): uvloop when installed (`auto`,
+the default), asyncio's own on request, a clear error when uvloop is asked for and missing."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import sys
 
 import pytest
 
 from outlive._loop import loop_factory, run
+from outlive.cli import worker
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
@@ -29,6 +31,12 @@ def test_auto_runs_on_uvloop_when_it_is_installed():
     name, factory = loop_factory("auto")
     assert name == "uvloop"
     assert run(_loop_module(), factory).startswith("uvloop")
+
+
+def test_the_worker_takes_uvloop_when_it_is_installed_by_default():
+    default = inspect.signature(worker).parameters["loop"].default
+    assert default == "auto"
+    assert loop_factory(default)[0] == ("uvloop" if HAS_UVLOOP else "asyncio")
 
 
 def test_auto_falls_back_to_asyncio_without_uvloop(monkeypatch):
