@@ -3,6 +3,7 @@ the accepted input becomes."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from outlive.domain import InvalidInput, NewEvent, Status, TooLarge
@@ -145,3 +146,28 @@ def test_scrub_turns_non_finite_numbers_into_null_and_keeps_the_rest():
         "a": None, "b": [None, 2.5, 3]}
     clean = {"f": 1.5, "i": 2**70}
     assert v.scrub(clean) is clean
+
+
+@pytest.mark.parametrize("value", [
+    {"text": "snow ☃ “q”", "n": [1, 2.5, True, None, {"deep": []}], "s": ""},
+    {"a": ["x\x00", {"b": "\x00y"}], "k": "ok"},
+    {"\ud800": ["a\udfff"], "ok": "é"},
+    {"nan": float("nan"), "l": [float("inf"), -float("inf"), 1.5, None]},
+    {"text": "a \\u0000 b", "none": None},  # a backslash, not a NUL
+    {"big": 2**70, "nul": "\x00"},
+    {"pair": (1, "x"), "none": None},
+    {1: "not a string key"},
+    "plain", 3, None, [],
+])
+def test_scrub_json_is_scrub_and_its_json(value):
+    """The one-pass check says what `scrub` says, and its JSON is that of the clean data
+    (None only where orjson cannot write it); clean data is handed back as it is."""
+    clean, raw = v.scrub_json(value)
+    expected = v.scrub(value)
+    assert repr(clean) == repr(expected)
+    if expected is value:
+        assert clean is value
+    try:
+        assert raw == orjson.dumps(expected)
+    except TypeError:
+        assert raw is None

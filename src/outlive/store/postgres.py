@@ -59,6 +59,9 @@ class PostgresDialect:
     def json(self, value: Any) -> Any:
         return Jsonb(value)
 
+    def json_raw(self, value: Any, raw: bytes | None) -> Any:
+        return Jsonb(value) if raw is None else orjson.Fragment(raw)
+
     def load_json(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str | bytes) else value
 
@@ -184,6 +187,15 @@ def _jsonb_obj(value: Any) -> Any:
     if isinstance(value, Jsonb):
         return value.obj
     raise TypeError(type(value).__name__)
+
+
+def _row_json(row: Mapping[str, Any], columns: tuple[str, ...]) -> str:
+    """One row as JSON, by orjson if it can (a written column, `orjson.Fragment`, only it
+    can), else by the standard library."""
+    try:
+        return orjson.dumps(row, default=_jsonb_obj).decode()
+    except TypeError:
+        return json.dumps({c: _plain(row[c]) for c in columns}, separators=(",", ":"))
 
 
 def _plain(value: Any) -> Any:
@@ -357,14 +369,14 @@ class PostgresStore(SqlStore):
     ) -> None:
         """One INSERT of any number of rows, sent as one JSON parameter: the statement's text
         is the same for every batch (the driver parses it once, not per row count) and the
-        rows cost one `json.dumps`, not a driver adaptation per value."""
+        rows cost one `orjson.dumps` (their JSON columns mostly written already, by
+        `scrub_json`), not a driver adaptation per value."""
         if not rows:
             return
         try:
             payload = orjson.dumps(rows, default=_jsonb_obj).decode()
-        except TypeError:  # what orjson refuses (an int past 64 bits…): the slow way
-            payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
-                                 separators=(",", ":"))
+        except TypeError:  # what orjson refuses (an int past 64 bits…): those rows the slow way
+            payload = "[" + ",".join(_row_json(r, columns) for r in rows) + "]"
         await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
                          {"rows": payload})
 
