@@ -180,7 +180,7 @@ async def test_data_only_the_slow_path_can_write_round_trips_beside_data_the_fas
     as the rows written the fast way, and every value comes back as it went in."""
     owner = await new_owner(store)
     (a, la), (b, lb) = [await held(store, owner.id) for _ in range(2)]
-    big = {"message_id": "m", "n": 2**70, "neg": -(2**65), "text": "ok"}
+    big = {"message_id": "m", "n": 2**70 + 1, "neg": -(2**65) - 3, "text": "ok"}
     looks = {"message_id": "m", "text": "a \\u0000 b \\\\u0000", "none": None,
              "pair": (1, "x")}
     out = await store.commit_many([
