@@ -225,15 +225,16 @@ def _plain(value: Any) -> Any:
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: str | bytes) -> Any:
     """A json or jsonb value as the server sends it, read by orjson (C) rather than the
     standard library (Python): a worker reads several per run. orjson reads an integer past
     64 bits as a float where the standard library keeps it exact, so a value with any run of
     19 digits (even in a string) goes the standard library's way, as does what orjson
     refuses."""
-    if _LONG_DIGITS.search(data) is None:
+    raw = data.encode() if isinstance(data, str) else data  # psycopg hands bytes
+    if _LONG_DIGITS.search(raw) is None:
         try:
-            return orjson.loads(data)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
     return json.loads(data)
