@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
 from ..domain.model import Entry, Event, Lease, NewEvent, Status
 from ._base import Row, Tx, TxState, to_session
-from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, lease_lost
+from ._core import EVENT_COLUMNS, OwnerEvent, lease_lost
 from ._port import Commit, CommitOutcome, Settle, SettleOutcome
 from ._settles import SettleOps, SettleRow, checked_settle, holds
 from ._validation import auto_title, check_event_types
@@ -80,8 +80,7 @@ class CommitOps(SettleOps):
                 await self._stage(tx, st, rows[0], lease, c.stage, None)
             if c.title is not None:
                 await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            await self._insert_logs(tx, en_rows, ev_rows)
             return out
 
         return await self._write(op)
@@ -120,8 +119,7 @@ class CommitOps(SettleOps):
                                      owner_events)
             await self._settle_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
                                      owner_events)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            await self._insert_logs(tx, en_rows, ev_rows)
             if owner_events:
                 await self._owner_events(tx, owner_events)
             return outcomes, st

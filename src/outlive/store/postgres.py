@@ -30,6 +30,7 @@ from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -177,11 +178,27 @@ _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
 
 
 @functools.cache
-def _recordset_insert(table: str, columns: tuple[str, ...]) -> str:
+def _recordset_insert(table: str, columns: tuple[str, ...], param: str = "rows") -> str:
     names = ", ".join(columns)
     types = ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
     return (f"INSERT INTO {table} ({names}) SELECT {names} "
-            f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({types})")
+            f"FROM jsonb_to_recordset(CAST(:{param} AS jsonb)) AS r({types})")
+
+
+_INSERT_LOGS = (f"WITH entries AS ({_recordset_insert('session_entries', ENTRY_COLUMNS, 'en')})"
+                f"\n{_recordset_insert('session_events', EVENT_COLUMNS, 'ev')}")
+"""A write's entries and events in one statement (no constraint ties one table to the other,
+so neither needs to see the other's rows)."""
+
+_OWNER_EVENTS = """\
+WITH o AS (UPDATE owners SET last_event_id = last_event_id + CAST(:n AS bigint) WHERE id = :id
+           RETURNING last_event_id, clock_timestamp() AS now)
+INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
+SELECT :id, o.last_event_id - CAST(:n AS bigint) + r.k, r.session_id, o.now, r.type, r.data
+FROM o, jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(k bigint, session_id text, type text,
+                                                      data jsonb)"""
+"""An owner's events in one statement: their ids reserved under the owner's row lock and the
+time that stamps them taken by the UPDATE, the rows (`k`: 1..n) inserted at those ids."""
 
 
 def _jsonb_obj(value: Any) -> Any:
@@ -202,6 +219,15 @@ def _json_param(value: Any) -> str:
         return orjson.dumps(value).decode()
     except TypeError:  # a title with a lone surrogate, an id past 64 bits: not ours
         return json.dumps(value, separators=(",", ":"))
+
+
+def _rows_json(rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...]) -> str:
+    """Rows for `jsonb_to_recordset`, in one orjson call (their JSON columns mostly written
+    already, by `scrub_json`)."""
+    try:
+        return orjson.dumps(rows, default=_jsonb_obj).decode()
+    except TypeError:  # what orjson refuses (an int past 64 bits…): those rows the slow way
+        return "[" + ",".join(_row_json(r, columns) for r in rows) + "]"
 
 
 def _row_json(row: Mapping[str, Any], columns: tuple[str, ...]) -> str:
@@ -411,12 +437,31 @@ class PostgresStore(SqlStore):
         `scrub_json`), not a driver adaptation per value."""
         if not rows:
             return
-        try:
-            payload = orjson.dumps(rows, default=_jsonb_obj).decode()
-        except TypeError:  # what orjson refuses (an int past 64 bits…): those rows the slow way
-            payload = "[" + ",".join(_row_json(r, columns) for r in rows) + "]"
+        payload = _rows_json(rows, columns)
         await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
                          {"rows": payload})
+
+    async def _insert_logs(self, tx: Tx, en_rows: Sequence[Mapping[str, Any]],
+                           ev_rows: Sequence[Mapping[str, Any]]) -> None:
+        if not en_rows or not ev_rows:
+            await super()._insert_logs(tx, en_rows, ev_rows)
+            return
+        await tx.execute(self.q.dynamic("insert_entries_and_events", _INSERT_LOGS),
+                         {"en": _rows_json(en_rows, ENTRY_COLUMNS),
+                          "ev": _rows_json(ev_rows, EVENT_COLUMNS)})
+
+    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
+        """Per owner in owner order (the lock order of every write), one statement that
+        reserves the ids and inserts the events: no round trip for the ids first."""
+        by_owner: dict[str, list[OwnerEvent]] = {}
+        for ev in events:
+            by_owner.setdefault(ev[0], []).append(ev)
+        for owner in sorted(by_owner):
+            mine = by_owner[owner]
+            rows = [{"k": k, "session_id": sid, "type": type_, "data": data}
+                    for k, (_, sid, type_, data) in enumerate(mine, 1)]
+            await tx.execute(self.q.dynamic("reserve_and_insert_owner_events", _OWNER_EVENTS),
+                             {"id": owner, "n": len(mine), "rows": _json_param(rows)})
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": _json_param(
