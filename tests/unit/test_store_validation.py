@@ -3,12 +3,17 @@ the accepted input becomes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 
 from outlive.domain import InvalidInput, NewEvent, Status, TooLarge
 from outlive.domain.model import MAX_TEXT_CHARS, MAX_TITLE_CHARS, Delivery
+from outlive.domain.status import LeaseState
 from outlive.store import _validation as v
+from outlive.store._base import lifecycle
+from outlive.store._lifecycle import held
 
 SES = "ses_" + "0" * 26
 
@@ -171,3 +176,17 @@ def test_scrub_json_is_scrub_and_its_json(value):
         assert raw == orjson.dumps(expected)
     except TypeError:
         assert raw is None
+
+
+@pytest.mark.parametrize("row", [
+    {"status": "running", "attempt": 2, "fence": 3, "lease_worker": "w", "lease_expired": False,
+     "cancel_requested_at": None, "deleted_at": None, "attention": None},
+    {"status": "running", "attempt": 1, "fence": 1, "lease_worker": "w", "lease_expired": True,
+     "cancel_requested_at": 5.0, "deleted_at": 6.0, "attention": "approval"},
+    {"status": "queued", "attempt": 0, "fence": 0, "lease_worker": None,
+     "lease_expired": None, "cancel_requested_at": None, "deleted_at": None,
+     "attention": "approval"},
+])
+def test_held_is_the_rows_lifecycle_with_the_lease_held(row):
+    """`held` builds at once what `lifecycle` would give with the lease held."""
+    assert held(row) == replace(lifecycle(row), lease=LeaseState.HELD)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
@@ -33,9 +32,11 @@ def _checked(c: Commit) -> Commit:
     """A commit with its event types checked, its title cleaned (raises InvalidInput) and
     its stage's event last among its events (so its seq is allocated with theirs)."""
     check_event_types(c.events)
-    if c.stage is not None:
-        c = replace(c, events=[*c.events, NewEvent("stage", {"stage": c.stage})])
-    return c if c.title is None else replace(c, title=auto_title(c.title))
+    if c.stage is None and c.title is None:
+        return c
+    events = c.events if c.stage is None else [*c.events, NewEvent("stage", {"stage": c.stage})]
+    title = None if c.title is None else auto_title(c.title)
+    return Commit(c.lease, c.entries, events, c.delivered_through, title, c.stage)
 
 
 def _delivered(c: Commit) -> int:
