@@ -36,31 +36,33 @@ def run_statements(dialect: str) -> list[str]:
     # run need not). On PostgreSQL the candidates' statement takes a new session and writes
     # its session_start itself (`claim_take`): the first event is stamped in the claim's
     # only round trip before its COMMIT.
+    # On PostgreSQL a write's entries and events go in one statement, and so do an owner's
+    # events with the reservation of their ids (which waits for no round trip).
     if dialect == "postgres":
         claim, look = ["claim_take"], "claim_take"
+        logs, owned = ["insert_entries_and_events"], ["reserve_and_insert_owner_events"]
     else:
         claim = ["claim_candidates", "update_lifecycle", "insert_events_now"]
         look = "claim_candidates"
+        logs = ["insert_session_entries", "insert_session_events"]
+        owned = ["next_owner_event_id", "insert_owner_event"]
     return [
-        *claim, "next_owner_event_id", "insert_owner_event", *notify, "claimed_sessions",
-        "claimed_inputs",
+        *claim, *owned, *notify, "claimed_sessions", "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn and the
         # automatic title, both set by the one head statement (which takes the seq of the
         # title's event too, after the turn's; its event in the commit's INSERT), then its
-        # owner event (the owner's only one in this transaction: no reservation)
-        "commit_heads", "insert_session_entries", "insert_session_events",
-        "next_owner_event_id", "insert_owner_event", *notify,
+        # owner event (the owner's only one in this transaction: no reservation on SQLite)
+        "commit_heads", *logs, *owned, *notify,
         # commit 2: the model's answer and the tool call
-        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
+        "commit_heads", *logs, *notify,
         # commit 3: the tool result and the second turn
-        "commit_heads", "insert_session_entries", "insert_session_events", *notify,
+        "commit_heads", *logs, *notify,
         # settle (through the group commit too, as a `Settle` item): the rows of the settles
         # locked in one statement, which also says whether their owners have a webhook
         # endpoint (none here: no outbox statement); every end in one UPDATE for all (status,
         # and the seqs of the final answer and session_end, at those the locked row names);
         # the final answer and session_end; the owner's session_status
-        "lock_sessions", "settle_rows", "insert_session_entries",
-        "insert_session_events", "next_owner_event_id", "insert_owner_event",
+        "lock_sessions", "settle_rows", *logs, *owned,
         # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
         *notify, "settled_sessions",
         # the worker, free again, looks for more work

@@ -172,6 +172,29 @@ async def test_a_non_finite_number_in_one_run_fails_no_run_of_its_group_commit(s
     assert entries[-1].data == {"output": None}
 
 
+async def test_data_only_the_slow_path_can_write_round_trips_beside_data_the_fast_one_can(
+        store):
+    """Event and entry data is checked and written by orjson in one pass (`scrub_json`);
+    what orjson cannot write (an int past 64 bits) or only looks dirty (a text holding a
+    backslash and `u0000`, a null beside a tuple) goes the slow way, in the same group commit
+    as the rows written the fast way, and every value comes back as it went in."""
+    owner = await new_owner(store)
+    (a, la), (b, lb) = [await held(store, owner.id) for _ in range(2)]
+    big = {"message_id": "m", "n": 2**70 + 1, "neg": -(2**65) - 3, "text": "ok"}
+    looks = {"message_id": "m", "text": "a \\u0000 b \\\\u0000", "none": None,
+             "pair": (1, "x")}
+    out = await store.commit_many([
+        Commit(la, [("tool_result", big)], [NewEvent("tool_end", big)]),
+        Commit(lb, [("tool_result", looks)], [NewEvent("text_delta", looks)]),
+    ])
+    assert not any(isinstance(o, Exception) for o in out)
+    assert (await store.read_events(a.id))[-1].data == big
+    assert (await store.read_entries(a.id))[-1].data == big
+    as_read = {**looks, "pair": [1, "x"]}
+    assert (await store.read_events(b.id))[-1].data == as_read
+    assert (await store.read_entries(b.id))[-1].data == as_read
+
+
 async def test_sixteen_concurrent_appenders_get_gapless_unique_seqs(store, store_factory):
     owner = await new_owner(store)
     s = await new_session(store, owner.id, prompt=None)

@@ -3,11 +3,17 @@ the accepted input becomes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import orjson
 import pytest
 
 from outlive.domain import InvalidInput, NewEvent, Status, TooLarge
 from outlive.domain.model import MAX_TEXT_CHARS, MAX_TITLE_CHARS, Delivery
+from outlive.domain.status import LeaseState
 from outlive.store import _validation as v
+from outlive.store._base import lifecycle
+from outlive.store._lifecycle import held
 
 SES = "ses_" + "0" * 26
 
@@ -145,3 +151,42 @@ def test_scrub_turns_non_finite_numbers_into_null_and_keeps_the_rest():
         "a": None, "b": [None, 2.5, 3]}
     clean = {"f": 1.5, "i": 2**70}
     assert v.scrub(clean) is clean
+
+
+@pytest.mark.parametrize("value", [
+    {"text": "snow ☃ “q”", "n": [1, 2.5, True, None, {"deep": []}], "s": ""},
+    {"a": ["x\x00", {"b": "\x00y"}], "k": "ok"},
+    {"\ud800": ["a\udfff"], "ok": "é"},
+    {"nan": float("nan"), "l": [float("inf"), -float("inf"), 1.5, None]},
+    {"text": "a \\u0000 b", "none": None},  # a backslash, not a NUL
+    {"big": 2**70, "nul": "\x00"},
+    {"pair": (1, "x"), "none": None},
+    {1: "not a string key"},
+    "plain", 3, None, [],
+])
+def test_scrub_json_is_scrub_and_its_json(value):
+    """The one-pass check says what `scrub` says, and its JSON is that of the clean data
+    (None only where orjson cannot write it); clean data is handed back as it is."""
+    clean, raw = v.scrub_json(value)
+    expected = v.scrub(value)
+    assert repr(clean) == repr(expected)
+    if expected is value:
+        assert clean is value
+    try:
+        assert raw == orjson.dumps(expected)
+    except TypeError:
+        assert raw is None
+
+
+@pytest.mark.parametrize("row", [
+    {"status": "running", "attempt": 2, "fence": 3, "lease_worker": "w", "lease_expired": False,
+     "cancel_requested_at": None, "deleted_at": None, "attention": None},
+    {"status": "running", "attempt": 1, "fence": 1, "lease_worker": "w", "lease_expired": True,
+     "cancel_requested_at": 5.0, "deleted_at": 6.0, "attention": "approval"},
+    {"status": "queued", "attempt": 0, "fence": 0, "lease_worker": None,
+     "lease_expired": None, "cancel_requested_at": None, "deleted_at": None,
+     "attention": "approval"},
+])
+def test_held_is_the_rows_lifecycle_with_the_lease_held(row):
+    """`held` builds at once what `lifecycle` would give with the lease held."""
+    assert held(row) == replace(lifecycle(row), lease=LeaseState.HELD)

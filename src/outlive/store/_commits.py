@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
 from ..domain.model import Entry, Event, Lease, NewEvent, Status
 from ._base import Row, Tx, TxState, to_session
-from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, lease_lost
+from ._core import EVENT_COLUMNS, OwnerEvent, lease_lost
 from ._port import Commit, CommitOutcome, Settle, SettleOutcome
 from ._settles import SettleOps, SettleRow, checked_settle, holds
 from ._validation import auto_title, check_event_types
@@ -33,9 +32,11 @@ def _checked(c: Commit) -> Commit:
     """A commit with its event types checked, its title cleaned (raises InvalidInput) and
     its stage's event last among its events (so its seq is allocated with theirs)."""
     check_event_types(c.events)
-    if c.stage is not None:
-        c = replace(c, events=[*c.events, NewEvent("stage", {"stage": c.stage})])
-    return c if c.title is None else replace(c, title=auto_title(c.title))
+    if c.stage is None and c.title is None:
+        return c
+    events = c.events if c.stage is None else [*c.events, NewEvent("stage", {"stage": c.stage})]
+    title = None if c.title is None else auto_title(c.title)
+    return Commit(c.lease, c.entries, events, c.delivered_through, title, c.stage)
 
 
 def _delivered(c: Commit) -> int:
@@ -80,8 +81,7 @@ class CommitOps(SettleOps):
                 await self._stage(tx, st, rows[0], lease, c.stage, None)
             if c.title is not None:
                 await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            await self._insert_logs(tx, en_rows, ev_rows)
             return out
 
         return await self._write(op)
@@ -120,8 +120,7 @@ class CommitOps(SettleOps):
                                      owner_events)
             await self._settle_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
                                      owner_events)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            await self._insert_logs(tx, en_rows, ev_rows)
             if owner_events:
                 await self._owner_events(tx, owner_events)
             return outcomes, st

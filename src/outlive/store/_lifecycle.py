@@ -4,19 +4,29 @@ owner's `session_status` event, and the lifecycle as a fenced write or a cancel 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..domain.model import ErrorInfo, NewEvent, Status
 from ..domain.status import LeaseState, Lifecycle
-from ._base import Row, lifecycle
+from ._base import Row
 
 __all__ = ["aborts_run", "held", "session_end", "status_data"]
 
 
 def held(row: Row) -> Lifecycle:
-    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds."""
-    return replace(lifecycle(row), lease=LeaseState.HELD)
+    """The lifecycle as a fenced write sees it: (worker, fence) matched, so the lease holds.
+    (`lifecycle(row)` with the lease held, built at once: every settle asks for it.)"""
+    fence = int(row["fence"])
+    return Lifecycle(
+        status=Status(row["status"]),
+        attempt=int(row["attempt"]),
+        fence=fence,
+        lease=LeaseState.HELD,
+        cancel_requested=row["cancel_requested_at"] is not None,
+        deleted=row["deleted_at"] is not None,
+        ever_claimed=fence > 0,
+        awaiting=row["attention"] == "approval" and row["lease_worker"] is None,
+    )
 
 
 def aborts_run(row: Row, after: Lifecycle) -> bool:

@@ -20,7 +20,7 @@ from ..domain.errors import InvalidInput, PendingInput
 from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
-from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent, StoreCore
+from ._core import OwnerEvent, StoreCore
 from ._lifecycle import held, session_end, status_data
 from ._port import Settle
 from ._validation import check_attention, check_event_types, settle_status
@@ -95,8 +95,7 @@ class SettleOps(StoreCore):
             en_rows: list[dict[str, Any]] = []
             owner_events: list[OwnerEvent] = []
             await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events)
-            await self._insert_rows(tx, "session_entries", ENTRY_COLUMNS, en_rows)
-            await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
+            await self._insert_logs(tx, en_rows, ev_rows)
             for owner, sid, type_, data in owner_events:
                 await self._owner_event(tx, owner, sid, type_, data)
             return lease.session_id

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from ..domain.errors import InvalidInput, TooLarge
 from ..domain.model import (
     ATTENTION,
@@ -43,6 +45,7 @@ __all__ = [
     "check_title",
     "parse_mode",
     "scrub",
+    "scrub_json",
     "settle_status",
 ]
 
@@ -260,3 +263,27 @@ def scrub(value: Any) -> Any:
         items = [scrub(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
+
+
+def scrub_json(value: Any) -> tuple[Any, bytes | None]:
+    """`scrub(value)` and its JSON as orjson writes it (None when orjson cannot write it: an
+    int past 64 bits, a key that is not a string, …). Most data is clean, and one pass of
+    orjson over it says so far faster than `scrub`'s walk in Python: it refuses a lone
+    surrogate, writes NUL as the escape `\\u0000` (looked for in its output) and NaN and the
+    infinities as null (so where there is a null, the data read back must equal the data).
+    Anything else goes the slow way. The JSON is written once, for the row that holds it."""
+    try:
+        raw = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return _scrubbed(value)
+    if b"\\u0000" not in raw and (b"null" not in raw or orjson.loads(raw) == value):
+        return value, raw
+    return _scrubbed(value)
+
+
+def _scrubbed(value: Any) -> tuple[Any, bytes | None]:
+    clean = scrub(value)
+    try:
+        return clean, orjson.dumps(clean)
+    except TypeError:
+        return clean, None

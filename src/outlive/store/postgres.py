@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import random
+import re
 import select
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -22,13 +23,14 @@ import orjson
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
@@ -58,6 +60,9 @@ class PostgresDialect:
 
     def json(self, value: Any) -> Any:
         return Jsonb(value)
+
+    def json_raw(self, value: Any, raw: bytes | None) -> Any:
+        return Jsonb(value) if raw is None else orjson.Fragment(raw)
 
     def load_json(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str | bytes) else value
@@ -173,17 +178,65 @@ _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
 
 
 @functools.cache
-def _recordset_insert(table: str, columns: tuple[str, ...]) -> str:
+def _recordset_insert(table: str, columns: tuple[str, ...], param: str = "rows") -> str:
     names = ", ".join(columns)
     types = ", ".join(f"{c} {_COLUMN_TYPES[c]}" for c in columns)
     return (f"INSERT INTO {table} ({names}) SELECT {names} "
-            f"FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r({types})")
+            f"FROM jsonb_to_recordset(CAST(:{param} AS jsonb)) AS r({types})")
+
+
+_INSERT_LOGS = (f"WITH entries AS ({_recordset_insert('session_entries', ENTRY_COLUMNS, 'en')})"
+                f"\n{_recordset_insert('session_events', EVENT_COLUMNS, 'ev')}")
+"""A write's entries and events in one statement (no constraint ties one table to the other,
+so neither needs to see the other's rows)."""
+
+_OWNER_EVENTS = """\
+WITH o AS (UPDATE owners SET last_event_id = last_event_id + CAST(:n AS bigint) WHERE id = :id
+           RETURNING last_event_id, clock_timestamp() AS now)
+INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
+SELECT :id, o.last_event_id - CAST(:n AS bigint) + r.k, r.session_id, o.now, r.type, r.data
+FROM o, jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(k bigint, session_id text, type text,
+                                                      data jsonb)"""
+"""An owner's events in one statement: their ids reserved under the owner's row lock and the
+time that stamps them taken by the UPDATE, the rows (`k`: 1..n) inserted at those ids."""
 
 
 def _jsonb_obj(value: Any) -> Any:
     if isinstance(value, Jsonb):
         return value.obj
     raise TypeError(type(value).__name__)
+
+
+_SETTLE_COLUMNS = ("id", "status", "attempt", "fence", "error_code", "error_message",
+                   "attention", "last_seq", "last_entry_seq")
+"""The fields of a `SettleRow`, as `settle_rows` names them."""
+
+
+def _json_param(value: Any) -> str:
+    """A statement's rows as one JSON parameter (`json_to_recordset`): one orjson call in C
+    instead of an array per column that the driver adapts value by value in Python."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # a title with a lone surrogate, an id past 64 bits: not ours
+        return json.dumps(value, separators=(",", ":"))
+
+
+def _rows_json(rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...]) -> str:
+    """Rows for `jsonb_to_recordset`, in one orjson call (their JSON columns mostly written
+    already, by `scrub_json`)."""
+    try:
+        return orjson.dumps(rows, default=_jsonb_obj).decode()
+    except TypeError:  # what orjson refuses (an int past 64 bits…): those rows the slow way
+        return "[" + ",".join(_row_json(r, columns) for r in rows) + "]"
+
+
+def _row_json(row: Mapping[str, Any], columns: tuple[str, ...]) -> str:
+    """One row as JSON, by orjson if it can (a written column, `orjson.Fragment`, only it
+    can), else by the standard library."""
+    try:
+        return orjson.dumps(row, default=_jsonb_obj).decode()
+    except TypeError:
+        return json.dumps({c: _plain(row[c]) for c in columns}, separators=(",", ":"))
 
 
 def _plain(value: Any) -> Any:
@@ -193,6 +246,28 @@ def _plain(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.isoformat()
     return value
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _loads(data: str | bytes) -> Any:
+    """A json or jsonb value as the server sends it, read by orjson (C) rather than the
+    standard library (Python): a worker reads several per run. orjson reads an integer past
+    64 bits as a float where the standard library keeps it exact, so a value with any run of
+    19 digits (even in a string) goes the standard library's way, as does what orjson
+    refuses."""
+    raw = data.encode() if isinstance(data, str) else data  # psycopg hands bytes
+    if _LONG_DIGITS.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    set_json_loads(_loads, conn)
 
 
 async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -239,6 +314,7 @@ class PostgresStore(SqlStore):
             open=False,
             kwargs=kwargs,
             check=_check_connection,
+            configure=_configure,
             timeout=acquire_timeout,
         )
         self._acquire_timeout = acquire_timeout
@@ -357,34 +433,44 @@ class PostgresStore(SqlStore):
     ) -> None:
         """One INSERT of any number of rows, sent as one JSON parameter: the statement's text
         is the same for every batch (the driver parses it once, not per row count) and the
-        rows cost one `json.dumps`, not a driver adaptation per value."""
+        rows cost one `orjson.dumps` (their JSON columns mostly written already, by
+        `scrub_json`), not a driver adaptation per value."""
         if not rows:
             return
-        try:
-            payload = orjson.dumps(rows, default=_jsonb_obj).decode()
-        except TypeError:  # what orjson refuses (an int past 64 bits…): the slow way
-            payload = json.dumps([{c: _plain(r[c]) for c in columns} for r in rows],
-                                 separators=(",", ":"))
+        payload = _rows_json(rows, columns)
         await tx.execute(self.q.dynamic(f"insert_{table}", _recordset_insert(table, columns)),
                          {"rows": payload})
 
+    async def _insert_logs(self, tx: Tx, en_rows: Sequence[Mapping[str, Any]],
+                           ev_rows: Sequence[Mapping[str, Any]]) -> None:
+        if not en_rows or not ev_rows:
+            await super()._insert_logs(tx, en_rows, ev_rows)
+            return
+        await tx.execute(self.q.dynamic("insert_entries_and_events", _INSERT_LOGS),
+                         {"en": _rows_json(en_rows, ENTRY_COLUMNS),
+                          "ev": _rows_json(ev_rows, EVENT_COLUMNS)})
+
+    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
+        """Per owner in owner order (the lock order of every write), one statement that
+        reserves the ids and inserts the events: no round trip for the ids first."""
+        by_owner: dict[str, list[OwnerEvent]] = {}
+        for ev in events:
+            by_owner.setdefault(ev[0], []).append(ev)
+        for owner in sorted(by_owner):
+            mine = by_owner[owner]
+            rows = [{"k": k, "session_id": sid, "type": type_, "data": data}
+                    for k, (_, sid, type_, data) in enumerate(mine, 1)]
+            await tx.execute(self.q.dynamic("reserve_and_insert_owner_events", _OWNER_EVENTS),
+                             {"id": owner, "n": len(mine), "rows": _json_param(rows)})
+
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
-        return await tx.fetch(
-            self.q.commit_heads,
-            {"ids": [lease.session_id for lease, *_ in items],
-             "workers": [lease.worker for lease, *_ in items],
-             "fences": [lease.fence for lease, *_ in items],
-             "nes": [ne for _, ne, _, _, _ in items], "nns": [nn for _, _, nn, _, _ in items],
-             "ds": [d for _, _, _, d, _ in items], "titles": [t for *_, t in items]},
-        )
+        return await tx.fetch(self.q.commit_heads, {"items": _json_param(
+            [{"id": lease.session_id, "worker": lease.worker, "fence": lease.fence,
+              "ne": ne, "nn": nn, "d": d, "t": t} for lease, ne, nn, d, t in items])})
 
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
-        cols = list(zip(*ends, strict=True))
-        await tx.execute(self.q.settle_rows, {
-            "ids": list(cols[0]), "statuses": list(cols[1]), "attempts": list(cols[2]),
-            "fences": list(cols[3]), "codes": list(cols[4]), "messages": list(cols[5]),
-            "attentions": list(cols[6]), "last_seqs": list(cols[7]),
-            "last_entry_seqs": list(cols[8])})
+        await tx.execute(self.q.settle_rows, {"items": _json_param(
+            [dict(zip(_SETTLE_COLUMNS, end, strict=True)) for end in ends])})
 
     def subscribe(self) -> FanoutSubscription:
         self._listener.start()

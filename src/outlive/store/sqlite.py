@@ -47,6 +47,9 @@ class SqliteDialect:
     def json(self, value: Any) -> Any:
         return json.dumps(value, separators=(",", ":"))
 
+    def json_raw(self, value: Any, raw: bytes | None) -> Any:
+        return self.json(value)  # the text as every other write stores it
+
     def load_json(self, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str | bytes) else value
 

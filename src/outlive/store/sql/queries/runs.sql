@@ -84,6 +84,8 @@ RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_
 
 -- name: commit_heads
 -- dialect: postgres
+-- :items is a JSON list of objects, one per item, with the columns of `h` (one parameter the
+-- worker writes with orjson, rather than seven arrays the driver adapts value by value).
 UPDATE sessions s SET
   last_seq = s.last_seq + h.ne
              + CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 1 ELSE 0 END,
@@ -94,10 +96,8 @@ UPDATE sessions s SET
   title_state = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 'automatic'
                      ELSE s.title_state END,
   updated_at = {now}
-FROM unnest(CAST(:ids AS text[]), CAST(:workers AS text[]), CAST(:fences AS bigint[]),
-            CAST(:nes AS bigint[]), CAST(:nns AS bigint[]), CAST(:ds AS bigint[]),
-            CAST(:titles AS text[]))
-     AS h(id, worker, fence, ne, nn, d, t)
+FROM json_to_recordset(CAST(:items AS json))
+     AS h(id text, worker text, fence bigint, ne bigint, nn bigint, d bigint, t text)
 WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
   AND s.status = 'running' AND h.d <= s.last_input_seq
 RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
@@ -126,17 +126,15 @@ WHERE sessions.id = h.id
 
 -- name: settle_rows
 -- dialect: postgres
+-- :items is a JSON list of objects with the columns of `h`.
 UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
   updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
   cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
   error_code = h.error_code, error_message = h.error_message, attention = h.attention,
   last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
-FROM unnest(CAST(:ids AS text[]), CAST(:statuses AS text[]), CAST(:attempts AS integer[]),
-            CAST(:fences AS bigint[]), CAST(:codes AS text[]), CAST(:messages AS text[]),
-            CAST(:attentions AS text[]), CAST(:last_seqs AS bigint[]),
-            CAST(:last_entry_seqs AS bigint[]))
-     AS h(id, status, attempt, fence, error_code, error_message, attention, last_seq,
-          last_entry_seq)
+FROM json_to_recordset(CAST(:items AS json))
+     AS h(id text, status text, attempt integer, fence bigint, error_code text,
+          error_message text, attention text, last_seq bigint, last_entry_seq bigint)
 WHERE s.id = h.id
 
 -- name: set_last_entry_seq
