@@ -35,15 +35,16 @@ def run_statements(dialect: str) -> list[str]:
     # owner, and read the sessions as taken and the prompts waiting with the COMMIT (so the
     # run need not). On PostgreSQL the candidates' statement takes a new session and writes
     # its session_start itself (`claim_take`): the first event is stamped in the claim's
-    # only round trip before its COMMIT.
+    # only round trip before its COMMIT; planned, whatever the statistics, as the ordered
+    # scan that stops at its limit (`claim_plan`, for the claim's transaction).
     # On PostgreSQL a write's entries and events go in one statement, and so do an owner's
     # events with the reservation of their ids (which waits for no round trip).
     if dialect == "postgres":
-        claim, look = ["claim_take"], "claim_take"
+        claim = look = ["claim_plan", "claim_take"]
         logs, owned = ["insert_entries_and_events"], ["reserve_and_insert_owner_events"]
     else:
         claim = ["claim_candidates", "update_lifecycle", "insert_events_now"]
-        look = "claim_candidates"
+        look = ["claim_candidates"]
         logs = ["insert_session_entries", "insert_session_events"]
         owned = ["next_owner_event_id", "insert_owner_event"]
     return [
@@ -66,7 +67,7 @@ def run_statements(dialect: str) -> list[str]:
         # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
         *notify, "settled_sessions",
         # the worker, free again, looks for more work
-        look,
+        *look,
     ]
 
 

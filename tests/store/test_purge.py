@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 
-from outlive.domain.errors import InvalidInput, NotFound
+from outlive.domain.errors import InvalidInput, LeaseLost, NotFound
 from outlive.domain.model import NewEvent, Status
+from outlive.store import Commit
 from tests.support.storage_scan import file_bytes_mention, rows_mentioning
 from tests.support.store_suite import AnyStore, claim_one, held, new_owner, new_session
 
@@ -164,3 +165,27 @@ async def test_the_owner_log_keeps_its_last_events(store):
     assert [e.id for e in await store.read_owner_events(owner.id)] == [last - 1, last]
     await new_session(store, owner.id)  # ids go on from the counter, never reused
     assert (await store.read_owner_events(owner.id))[-1].id == last + 1
+
+
+async def test_writes_after_a_purge_leave_no_rows_behind(store):
+    """The logs have no foreign keys on PostgreSQL (docs/architecture.md): every row is
+    numbered by an update of its session or owner row in the same transaction, so a write
+    that comes after the purge is refused whole and leaves no orphan."""
+    owner = await new_owner(store)
+    session, lease = await held(store, owner.id)
+    await store.settle(lease, Status.CANCELLED)
+    await store.delete_session(owner.id, session.id, purge_in=0)
+    assert await store.purge_session(session.id)
+    marker = f"late-{uuid.uuid4().hex}"
+    refused = (LeaseLost, NotFound)  # the session is gone
+    with pytest.raises(refused):
+        await store.commit(lease, entries=[("user", {"text": marker})],
+                           events=[NewEvent("text_delta", {"message_id": "m", "text": marker})])
+    [out] = await store.commit_many([Commit(lease, entries=[("user", {"text": marker})],
+                                            events=[NewEvent("stage", {"stage": marker})])])
+    assert isinstance(out, refused)
+    with pytest.raises(refused):
+        await store.set_stage(lease, marker)
+    with pytest.raises(NotFound):
+        await store.post_message(owner.id, session.id, marker)
+    assert rows_mentioning(store, marker) == []

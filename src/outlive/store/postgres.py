@@ -416,7 +416,9 @@ class PostgresStore(SqlStore):
     ) -> tuple[list[Row], set[str]]:
         """One statement locks the candidates and, for a worker's claim (`start`), takes
         the plain queued ones and writes their `session_start`: the first event is stamped
-        in the claim's only round trip before its COMMIT (`claim_take`)."""
+        in the claim's only round trip before its COMMIT (`claim_take`), planned as the
+        ordered scan that stops after `limit` whatever the statistics (`claim_plan`)."""
+        await tx.execute(self.q.claim_plan)
         rows = await tx.fetch(self.q.claim_take, {
             "limit": limit, "worker": worker, "ttl": lease_ttl,
             "max_attempts": max_attempts, "start": start})

@@ -57,8 +57,10 @@ CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'run
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
+-- session_events, session_entries and owner_events have no foreign keys (0010): each row is
+-- numbered by an update of its parent row in the same transaction.
 CREATE TABLE session_events (
-    session_id TEXT NOT NULL REFERENCES sessions (id),
+    session_id TEXT NOT NULL,
     seq        BIGINT NOT NULL,
     ts         TIMESTAMPTZ NOT NULL DEFAULT now(),
     attempt    INTEGER NOT NULL,
@@ -74,7 +76,7 @@ CREATE INDEX session_events_landmarks ON session_events (session_id, seq)
     WHERE type NOT IN ('text_delta', 'thinking_delta');
 
 CREATE TABLE session_entries (
-    session_id TEXT NOT NULL REFERENCES sessions (id),
+    session_id TEXT NOT NULL,
     seq        BIGINT NOT NULL,
     kind       TEXT NOT NULL,
     data       JSONB NOT NULL,
@@ -90,7 +92,7 @@ CREATE TABLE session_snapshots (
 );
 
 CREATE TABLE owner_events (
-    owner_id   TEXT NOT NULL REFERENCES owners (id),
+    owner_id   TEXT NOT NULL,
     id         BIGINT NOT NULL,
     session_id TEXT NOT NULL,
     ts         TIMESTAMPTZ NOT NULL DEFAULT now(),

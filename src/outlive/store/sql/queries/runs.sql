@@ -168,6 +168,18 @@ ORDER BY id {skip_locked}
 UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHERE id = :id
 
 
+-- name: claim_plan
+-- dialect: postgres
+-- Before `claim_take`, for its transaction only: no bitmap scan. A backlog that arrived since
+-- the table's last ANALYZE (or a table never analyzed) looks to the planner like a handful of
+-- claimable rows, and it reads them all through a bitmap and sorts them to keep :limit (11 ms
+-- for 4,000 queued sessions); the ordered scan of `sessions_claimable` stops after :limit,
+-- whatever the statistics say. Per transaction (SET LOCAL), so safe behind a pooler in
+-- transaction mode; it is left off to the claim's COMMIT rather than restored with one more
+-- statement per claim: every other statement of a claim reads sessions, their events and
+-- their owners by key, which an index scan does as well.
+SELECT set_config('enable_bitmapscan', 'off', true)
+
 -- name: claim_take
 -- dialect: postgres
 -- A worker's claim in one statement for its common case: the candidates of

@@ -1,0 +1,107 @@
+"""PostgreSQL plans of the claim when the statistics do not show the backlog (a burst of
+sessions since the table's last ANALYZE, or a table never analyzed): the claim must still
+read about what it takes, not the whole backlog.
+
+The claim's statements are EXPLAINed as the store sends them, inside its own transaction
+(after whatever it set there), in a savepoint rolled back before the real statement runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from outlive.store import PostgresStore, postgres
+from tests.support.databases import cloned
+from tests.support.store_suite import LONG_TTL, new_owner
+
+DATABASES = ("postgres",)
+
+BACKLOG = 2000
+
+
+def _rows_read(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of `table` returned or filtered out, over all their loops."""
+    read = 0
+    if plan.get("Relation Name") == table and "Scan" in plan["Node Type"]:
+        per_loop = plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)
+        read += per_loop * plan.get("Actual Loops", 1)
+        if plan["Node Type"] == "Bitmap Heap Scan":  # what its bitmap handed it
+            read = max(read, sum(p.get("Actual Rows", 0) for p in plan.get("Plans", ())))
+    return read + sum(_rows_read(p, table) for p in plan.get("Plans", ()))
+
+
+@pytest.fixture
+async def explained(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, list[int]]]:
+    """Name of each statement the store fetches -> rows of `sessions` its plan read."""
+    seen: dict[str, list[int]] = {}
+    fetch = postgres._PgTx.fetch
+
+    async def explain_first(self: Any, query: Any, params: Any = None) -> Any:
+        q = postgres._named(query)
+        conn = self._conn
+        await conn.execute("SAVEPOINT explained")
+        cur = await conn.execute(
+            ("EXPLAIN (ANALYZE, FORMAT JSON) " + q.sql).encode(), dict(params or {}))
+        row = await cur.fetchone()
+        await conn.execute("ROLLBACK TO SAVEPOINT explained")
+        doc = row["QUERY PLAN"]
+        plan = (json.loads(doc) if isinstance(doc, str) else doc)[0]["Plan"]
+        seen.setdefault(q.name, []).append(_rows_read(plan, "sessions"))
+        return await fetch(self, query, params)
+
+    monkeypatch.setattr(postgres._PgTx, "fetch", explain_first)
+    yield seen
+
+
+async def _backlog(store: Any, owner: str, *, analyzed_before: bool) -> None:
+    """BACKLOG queued sessions the statistics do not show: on a table never analyzed, or
+    analyzed when it held only ended sessions; autovacuum kept from analyzing meanwhile."""
+    async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+        await conn.execute("ALTER TABLE sessions SET (autovacuum_enabled = false)")
+        insert = ("INSERT INTO sessions (id, owner_id, agent, model, status) "
+                  "SELECT %s || lpad(i::text, 6, '0'), %s, 'demo', 'demo:scripted', %s "
+                  "FROM generate_series(1, %s) AS i")
+        if analyzed_before:
+            await conn.execute(insert, ("ses_0ended", owner, "succeeded", BACKLOG))
+            await conn.execute("ANALYZE sessions")
+        else:
+            cur = await conn.execute(
+                "SELECT reltuples FROM pg_class WHERE relname = 'sessions'")
+            assert (await cur.fetchone())[0] == -1  # never analyzed
+        await conn.execute(insert, ("ses_1queued", owner, "queued", BACKLOG))
+
+
+async def _claim_reads_what_it_takes(store: Any, explained: dict[str, list[int]]) -> None:
+    claims = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
+    # the oldest first, still
+    assert [c.session.id for c in claims] == [f"ses_1queued{i:06d}" for i in range(1, 11)]
+    assert all(c.started for c in claims)
+    # the ten taken (and their updates by key), not a sort of the 2,000 queued
+    [read] = explained["claim_take"]
+    assert read <= 3 * 10, explained
+
+
+async def test_a_claim_on_a_table_never_analyzed_reads_what_it_takes(pg_template, explained):
+    with cloned(pg_template, "outlive_plans") as dsn:  # fresh: no statistics at all
+        store = await PostgresStore(dsn, max_size=2).open()
+        try:
+            owner = await new_owner(store)
+            await _backlog(store, owner.id, analyzed_before=False)
+            await _claim_reads_what_it_takes(store, explained)
+        finally:
+            await store.close()
+
+
+async def test_a_claim_of_a_burst_since_the_last_analyze_reads_what_it_takes(
+        store, explained):
+    owner = await new_owner(store)
+    try:
+        await _backlog(store, owner.id, analyzed_before=True)
+        await _claim_reads_what_it_takes(store, explained)
+    finally:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")
