@@ -5,6 +5,7 @@ scan that asks unwatched runs to stop."""
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +33,8 @@ _OwnerEvent = tuple[str, str, str, dict[str, Any]]
 _Taken = tuple[str, ClaimReason, Lease | None]
 """A session a claim took: its id, why, and its lease (none when the claim ended it)."""
 _STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
+_BUSY_TRIES = 3
+"""Heartbeat passes over the sessions whose rows were locked by another transaction."""
 """Claims whose run begins with `session_start` (the others resume)."""
 
 
@@ -181,23 +184,37 @@ class RunOps(CommitOps):
     async def heartbeat(
         self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
     ) -> list[Held]:
-        mine = [lease for lease in leases if lease.worker == worker]
-        if not mine:
-            return []
+        """Extend this worker's leases. A session whose row another transaction holds just
+        now is beaten again a few milliseconds later (at most `_BUSY_TRIES` times in all);
+        still busy, it is reported held as the database last committed it: its lease runs
+        on until the next heartbeat, and every write is fenced anyway."""
+        todo = [lease for lease in leases if lease.worker == worker]
+        held: dict[str, Held] = {}
+        for attempt in range(_BUSY_TRIES):
+            if not todo:
+                break
+            if attempt:
+                await asyncio.sleep(0.005 * attempt)
 
-        async def op(tx: Tx, st: TxState) -> list[Held]:
-            rows = await self._heartbeat(tx, worker, mine, lease_ttl)
-            return [Held(r["id"], bool(r["cancel"])) for r in rows]
+            async def op(tx: Tx, st: TxState, todo: list[Lease] = todo) -> list[Row]:
+                return await self._heartbeat(tx, worker, todo, lease_ttl)
 
-        return await self._write(op)
+            busy: set[str] = set()
+            for r in await self._write(op):
+                held[r["id"]] = Held(r["id"], bool(r["cancel"]))
+                if r["busy"]:
+                    busy.add(r["id"])
+            todo = [lease for lease in todo if lease.session_id in busy]
+        return list(held.values())
 
     @abc.abstractmethod
     async def _heartbeat(
         self, tx: Tx, worker: str, leases: Sequence[Lease], ttl: float
     ) -> list[Row]:
         """Extend every lease still matching (worker, fence) with the dialect's `heartbeat`
-        query (the leases travel as one parameter, each database's own way); return id and
-        cancel flag."""
+        query (the leases travel as one parameter, each database's own way); return id,
+        cancel flag and `busy` (held, but its row locked by another transaction: not
+        extended this time)."""
 
     async def cancel_abandoned(self) -> list[str]:
         async def op(tx: Tx, st: TxState) -> list[str]:

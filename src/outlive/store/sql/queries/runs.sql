@@ -32,15 +32,33 @@ WHERE lease_worker = :worker AND status = 'running' AND EXISTS (
   SELECT 1 FROM json_each(:pairs) j
   WHERE json_extract(j.value, '$[0]') = sessions.id
     AND json_extract(j.value, '$[1]') = sessions.fence)
-RETURNING id, cancel_requested_at IS NOT NULL AS cancel
+RETURNING id, cancel_requested_at IS NOT NULL AS cancel, 0 AS busy
 
 -- name: heartbeat
 -- dialect: postgres
-UPDATE sessions s SET lease_expires_at = {now} + {secs(:ttl)}
-FROM unnest(CAST(:ids AS text[]), CAST(:fences AS bigint[])) AS h(id, fence)
-WHERE s.id = h.id AND s.fence = h.fence AND s.lease_worker = :worker
-  AND s.status = 'running'
-RETURNING s.id, s.cancel_requested_at IS NOT NULL AS cancel
+-- A heartbeat never waits for a row lock: it locked its rows in whatever order its plan read
+-- them, so waiting made it one side of a deadlock with the worker's own group commit (which
+-- locks heads, then settles) about once a minute under load, and each cost both
+-- transactions the server's deadlock_timeout (1 s). A row another transaction holds is
+-- skipped and returned `busy` if the lease was still this worker's when the statement
+-- began: not lost, to be beaten again in a moment (`RunOps.heartbeat`).
+WITH h AS (
+  SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:fences AS bigint[])) AS h(id, fence)
+), mine AS (
+  SELECT s.id FROM sessions s JOIN h ON s.id = h.id AND s.fence = h.fence
+  WHERE s.lease_worker = :worker AND s.status = 'running'
+  FOR UPDATE OF s SKIP LOCKED
+), beat AS (
+  UPDATE sessions s SET lease_expires_at = {now} + {secs(:ttl)}
+  FROM mine WHERE s.id = mine.id
+  RETURNING s.id, s.cancel_requested_at IS NOT NULL AS cancel
+)
+SELECT id, cancel, false AS busy FROM beat
+UNION ALL
+SELECT s.id, s.cancel_requested_at IS NOT NULL, true
+FROM sessions s JOIN h ON s.id = h.id AND s.fence = h.fence
+WHERE s.lease_worker = :worker AND s.status = 'running'
+  AND s.id NOT IN (SELECT id FROM beat)
 
 -- name: commit_head
 -- The hot path of every turn: fence check, both seq allocations and the delivery cursor.
