@@ -95,7 +95,17 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _deltas(text: str, thinking: bool) -> tuple[TextDelta | ThinkingDelta, ...]:
+    """The stream events of a script text, built once: the events are immutable, and a
+    thousand sessions stream the same few answers."""
+    kind = ThinkingDelta if thinking else TextDelta
+    return tuple(kind(piece) for piece in _split(text))
+
+
+@functools.lru_cache(maxsize=512)
 def _words(text: str) -> int:
+    """Cached: every turn counts the whole conversation again, and its texts repeat."""
     return len(text.split())
 
 
@@ -123,21 +133,32 @@ class DemoProvider:
             await self._wait(delay)
         self._simulate_failure(messages, settings)
         turn = plan_turn(messages, tools)
-        for piece in pieces(turn.thinking):
-            delay = pacer.piece(piece)
-            if delay is not None:
-                await self._wait(delay)
-            yield ThinkingDelta(piece)
-        for piece in pieces(turn.text):
-            delay = pacer.piece(piece)
-            if delay is not None:
-                await self._wait(delay)
-            yield TextDelta(piece)
-        for call in turn.tool_calls:
-            delay = pacer.wait(TOOL_CALL_SECONDS)
-            if delay is not None:
-                await self._wait(delay)
-            yield ToolCallEvent(call)
+        thinking, text = _deltas(turn.thinking, True), _deltas(turn.text, False)
+        if speed == 0:
+            # Nothing to schedule: the same pieces and yields as `_Pacer` at speed 0 (control
+            # every `YIELD_EVERY` pieces, and before each tool call), without its calls.
+            count = 0
+            for part in (thinking, text):
+                for event in part:
+                    count += 1
+                    if count % YIELD_EVERY == 0:
+                        await self._wait(0.0)
+                    yield event
+            for call in turn.tool_calls:
+                await self._wait(0.0)
+                yield ToolCallEvent(call)
+        else:
+            for part in (thinking, text):
+                for event in part:
+                    delay = pacer.piece(event.text)
+                    if delay is not None:
+                        await self._wait(delay)
+                    yield event
+            for call in turn.tool_calls:
+                delay = pacer.wait(TOOL_CALL_SECONDS)
+                if delay is not None:
+                    await self._wait(delay)
+                yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
 
     def planned_seconds(self, turn: DemoTurn, speed: float | None = None) -> float:
