@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..domain.model import Entry, Event
-from ..domain.resume import visible
+from ..domain.resume import HistoryEntry, visible
 from ..providers import Message, ToolCall
 from ..tools import ToolResult
 
@@ -87,7 +87,7 @@ class MessageLog:
         return list(self._messages)
 
 
-def _message(e: Entry) -> Message | None:
+def _message(e: HistoryEntry) -> Message | None:
     """The message of one visible entry (None: a kind the model does not see)."""
     d = e.data
     if e.kind == "user":
