@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import enum
 import os
 import threading
@@ -242,7 +241,9 @@ class Page:
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_TO_CROCKFORD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD)
+_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
+"""The two characters of every ten bits."""
+_SHIFTS = tuple(range(120, -1, -10))
 _id_lock = threading.Lock()
 _last_ms = 0
 _last_rand = 0
@@ -260,7 +261,6 @@ def new_id(prefix: str) -> str:
             _last_rand = int.from_bytes(os.urandom(10), "big") >> 1
         _last_ms = ms
         value = (ms << 80) | (_last_rand & ((1 << 80) - 1))
-    # 130 bits as 26 Crockford characters: base32 of the value in 20 bytes (the first six
-    # of its 32 characters are the zero bits above it), mapped to Crockford's alphabet.
-    encoded = base64.b32encode(value.to_bytes(20, "big")).decode("ascii")[6:]
-    return f"{prefix}_{encoded.translate(_TO_CROCKFORD)}"
+    # 130 bits as 26 Crockford characters, most significant first: ten bits (two
+    # characters) per step.
+    return f"{prefix}_{''.join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])}"
