@@ -196,11 +196,16 @@ def _context(messages: list[Message], tools: list[ToolSpec]) -> _Context | None:
         return None
     since = messages[idx + 1 :]
     asked: str | None = None
-    prev = latest_user_index(messages[:idx])
-    for m in messages[(prev + 1 if prev is not None else 0) : idx]:
-        for c in m.tool_calls:
+    for i in range(idx - 1, -1, -1):  # the answers between the previous user message and it
+        m = messages[i]
+        if m.role == "user":
+            break
+        for c in reversed(m.tool_calls):
             if c.name == ASK_USER:
                 asked = str(c.arguments.get("question") or QUESTION)
+                break
+        if asked is not None:
+            break
     prompt = messages[idx].text
     return _Context(
         prompt=prompt,

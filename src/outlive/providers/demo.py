@@ -190,7 +190,7 @@ class DemoProvider:
         idx = latest_user_index(messages)
         if idx is None:
             return
-        match = _PROVIDER_ERROR.search(messages[idx].text.lower())
+        match = _failure_asked(messages[idx].text)
         if match is None:
             return
         if match.group(1):
@@ -217,7 +217,8 @@ class DemoProvider:
         seen = 0
         for m in messages:
             seen += _words(m.text)
-            seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
+            if m.tool_calls:
+                seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
         out = _words(turn.thinking) + _words(turn.text)
         out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
         return Usage(input_tokens=seen, output_tokens=out)
@@ -259,6 +260,13 @@ class _Pacer:
         if self._count % YIELD_EVERY == 0:  # behind schedule: catch up, yielding now and then
             return 0.0
         return None
+
+
+@functools.lru_cache(maxsize=256)
+def _failure_asked(text: str) -> re.Match[str] | None:
+    """Whether (and how) a user message asks for provider errors; cached, as every call of
+    a session asks again of the same message."""
+    return _PROVIDER_ERROR.search(text.lower())
 
 
 def _check_speed(speed: float) -> float:
