@@ -493,7 +493,8 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
     ctx = _context(messages, tools)
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
-    kind, think = _scenario(ctx.prompt)
+    prompt = ctx.prompt
+    kind, think = _scenario(prompt) if len(prompt) <= 4096 else _scenario.__wrapped__(prompt)
     if kind == "call":
         named = _CALL.match(ctx.prompt)
         assert named is not None

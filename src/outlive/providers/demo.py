@@ -103,9 +103,14 @@ def _deltas(text: str, thinking: bool) -> tuple[TextDelta | ThinkingDelta, ...]:
     return tuple(kind(piece) for piece in _split(text))
 
 
-@functools.lru_cache(maxsize=512)
 def _words(text: str) -> int:
-    """Cached: every turn counts the whole conversation again, and its texts repeat."""
+    """Cached for short texts: every turn counts the whole conversation again, and its texts
+    repeat (a long one is counted afresh rather than kept)."""
+    return _short_words(text) if len(text) <= 4096 else len(text.split())
+
+
+@functools.lru_cache(maxsize=512)
+def _short_words(text: str) -> int:
     return len(text.split())
 
 
@@ -262,10 +267,16 @@ class _Pacer:
         return None
 
 
-@functools.lru_cache(maxsize=256)
 def _failure_asked(text: str) -> re.Match[str] | None:
-    """Whether (and how) a user message asks for provider errors; cached, as every call of
-    a session asks again of the same message."""
+    """Whether (and how) a user message asks for provider errors; cached for short messages,
+    as every call of a session asks again of the same message."""
+    if len(text) > 4096:
+        return _PROVIDER_ERROR.search(text.lower())
+    return _short_failure_asked(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _short_failure_asked(text: str) -> re.Match[str] | None:
     return _PROVIDER_ERROR.search(text.lower())
 
 
