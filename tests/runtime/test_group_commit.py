@@ -8,7 +8,7 @@ import asyncio
 from prometheus_client import REGISTRY
 
 from outlive.domain import Status
-from outlive.domain.model import NewEvent
+from outlive.domain.model import ErrorInfo, NewEvent
 from outlive.runtime.group_commit import GroupCommitter
 from tests.support.databases import raw_execute
 from tests.support.sessions import all_events, event_appears, settled
@@ -104,3 +104,26 @@ async def test_a_run_cancelled_while_its_write_waits_still_has_it_written(store,
     assert stages == ["a", "b", "c"]
     # each of the run's writes is timed, the cancelled one too
     assert REGISTRY.get_sample_value("outlive_event_append_seconds_count") == timed + 2
+
+
+async def test_a_run_cancelled_while_its_settle_waits_still_settles(store, owner):
+    """The settle is the committer's future too, queued at once (no shield's task): the
+    run's task cancelled while it waits does not stop it, and the session ends settled."""
+    from outlive.runtime.writes import RunWrites
+
+    s = await store.create_session(owner, agent="demo", model="demo:scripted", prompt="hi")
+    (claim,) = await store.claim("w1", limit=1, lease_ttl=30)
+    assert claim.lease is not None
+    g = GroupCommitter(store)
+    writes = RunWrites(g, claim.lease)
+    before = asyncio.all_tasks()
+    run = asyncio.create_task(writes.settle(Status.FAILED, ErrorInfo("test", "stop"),
+                                            events=[NewEvent("stage", {"stage": "z"})]))
+    await asyncio.sleep(0)  # queued: the run and the committer's flusher, no shield's task
+    assert [t.get_name() for t in asyncio.all_tasks() - before - {run}] == ["group-commit"]
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    ended = await settled(store, s.id, timeout=5)
+    assert ended.status is Status.FAILED
+    types = [e.type for e in await store.read_events(s.id)]
+    assert types[-2:] == ["stage", "session_end"]

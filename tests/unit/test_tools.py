@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from outlive.providers import ToolCall, ToolSpec
 from outlive.tools import (
+    CancelEvent,
     Tool,
     ToolContext,
     ToolFailure,
@@ -180,7 +181,8 @@ async def test_exception_becomes_a_failed_result() -> None:
     assert result.model_text() == '{"error": "ValueError: it broke"}'
 
 
-async def test_timeout_cancels_the_tool_and_fails() -> None:
+@pytest.mark.parametrize("event", [CancelEvent, asyncio.Event])  # the watched and the plain signal
+async def test_timeout_cancels_the_tool_and_fails(event: type[asyncio.Event]) -> None:
     cleaned = asyncio.Event()
 
     @tool(name="sleepy", timeout=0.05)
@@ -191,14 +193,17 @@ async def test_timeout_cancels_the_tool_and_fails() -> None:
             cleaned.set()
 
     started = time.monotonic()
-    result = await ToolRegistry([sleepy]).run(call("sleepy"), ctx())
+    result = await ToolRegistry([sleepy]).run(call("sleepy"), ctx(cancel=event()))
     assert time.monotonic() - started < 1
     assert not result.ok and result.error == "timed out after 0.05s"
     assert cleaned.is_set()
     assert result.duration_ms >= 50
 
 
-async def test_cancelling_the_caller_propagates_and_cancels_the_tool() -> None:
+@pytest.mark.parametrize("event", [CancelEvent, asyncio.Event])  # the watched and the plain signal
+async def test_cancelling_the_caller_propagates_and_cancels_the_tool(
+    event: type[asyncio.Event],
+) -> None:
     started = asyncio.Event()
     seen: list[str] = []
 
@@ -211,7 +216,7 @@ async def test_cancelling_the_caller_propagates_and_cancels_the_tool() -> None:
             seen.append("cancelled")
             raise
 
-    task = asyncio.create_task(ToolRegistry([hang]).run(call("hang"), ctx()))
+    task = asyncio.create_task(ToolRegistry([hang]).run(call("hang"), ctx(cancel=event())))
     await started.wait()
     t0 = time.monotonic()
     task.cancel()
@@ -221,7 +226,8 @@ async def test_cancelling_the_caller_propagates_and_cancels_the_tool() -> None:
     assert seen == ["cancelled"]
 
 
-async def test_cancel_signal_interrupts_the_tool() -> None:
+@pytest.mark.parametrize("event", [CancelEvent, asyncio.Event])  # the watched and the plain signal
+async def test_cancel_signal_interrupts_the_tool(event: type[asyncio.Event]) -> None:
     started = asyncio.Event()
 
     @tool(name="hang")
@@ -229,7 +235,7 @@ async def test_cancel_signal_interrupts_the_tool() -> None:
         started.set()
         await asyncio.sleep(10)
 
-    context = ctx()
+    context = ctx(cancel=event())
     task = asyncio.create_task(ToolRegistry([hang]).run(call("hang"), context))
     await started.wait()
     t0 = time.monotonic()
@@ -240,14 +246,15 @@ async def test_cancel_signal_interrupts_the_tool() -> None:
     assert result.to_dict()["interrupted"] is True
 
 
-async def test_cancel_signal_set_before_the_call_skips_the_tool() -> None:
+@pytest.mark.parametrize("event", [CancelEvent, asyncio.Event])  # the watched and the plain signal
+async def test_cancel_signal_set_before_the_call_skips_the_tool(event: type[asyncio.Event]) -> None:
     ran: list[bool] = []
 
     @tool(name="never")
     async def never(args: NoArgs, ctx: ToolContext) -> None:
         ran.append(True)
 
-    context = ctx()
+    context = ctx(cancel=event())
     context.cancel.set()
     result = await ToolRegistry([never]).run(call("never"), context)
     assert result.interrupted and not ran
@@ -478,3 +485,17 @@ def test_needs_approval_is_a_flag_or_a_check_on_the_validated_arguments() -> Non
     assert registry.needs_approval(ToolCall("c", "send_message", {"text": "x"}), ctx)
     assert not registry.needs_approval(ToolCall("c", "lookup", {"query": "x"}), ctx)
     assert not registry.needs_approval(ToolCall("c", "missing", {}), ctx)
+
+
+async def test_a_cancel_event_calls_back_once_and_forgets_on_request() -> None:
+    event = CancelEvent()
+    seen: list[str] = []
+    forget = event.on_set(lambda: seen.append("a"))
+    event.on_set(lambda: seen.append("b"))
+    forget()
+    event.set()
+    event.set()
+    assert seen == ["b"] and event.is_set()
+    event.on_set(lambda: seen.append("late"))  # set already: called at once
+    assert seen == ["b", "late"]
+    await asyncio.wait_for(event.wait(), 1)  # still an asyncio.Event to the tools

@@ -241,6 +241,9 @@ class Page:
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [high + low for high in _CROCKFORD for low in _CROCKFORD]
+"""The two characters of every ten bits."""
+_SHIFTS = tuple(range(120, -1, -10))
 _id_lock = threading.Lock()
 _last_ms = 0
 _last_rand = 0
@@ -258,8 +261,6 @@ def new_id(prefix: str) -> str:
             _last_rand = int.from_bytes(os.urandom(10), "big") >> 1
         _last_ms = ms
         value = (ms << 80) | (_last_rand & ((1 << 80) - 1))
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return f"{prefix}_{''.join(reversed(chars))}"
+    # 130 bits as 26 Crockford characters, most significant first: ten bits (two
+    # characters) per step.
+    return f"{prefix}_{''.join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])}"

@@ -7,9 +7,11 @@ crash recovery. `DemoProvider` (demo.py) only adds pacing and simulated failures
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,15 +138,29 @@ class DemoTurn:
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
 class _Context:
-    prompt: str
-    lowered: str
-    step: int
-    results: list[Message]
-    offered: frozenset[str]
-    digest: str
-    asked: str | None
+    """What the script reads of the conversation. The digest (a hash of the whole history)
+    is taken only when a turn names a tool call, as few turns do."""
+
+    __slots__ = ("_digest", "_messages", "asked", "offered", "prompt", "results", "step")
+
+    def __init__(
+        self, prompt: str, step: int, results: list[Message],
+        offered: frozenset[str], messages: list[Message], asked: str | None,
+    ) -> None:
+        self.prompt = prompt
+        self.step = step
+        self.results = results
+        self.offered = offered
+        self.asked = asked
+        self._messages = messages
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = conversation_digest(self._messages)
+        return self._digest
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         return ToolCall(f"call_{self.digest[:12]}_{self.step}", name, arguments)
@@ -180,21 +196,29 @@ def _context(messages: list[Message], tools: list[ToolSpec]) -> _Context | None:
         return None
     since = messages[idx + 1 :]
     asked: str | None = None
-    prev = latest_user_index(messages[:idx])
-    for m in messages[(prev + 1 if prev is not None else 0) : idx]:
-        for c in m.tool_calls:
+    for i in range(idx - 1, -1, -1):  # the answers between the previous user message and it
+        m = messages[i]
+        if m.role == "user":
+            break
+        for c in reversed(m.tool_calls):
             if c.name == ASK_USER:
                 asked = str(c.arguments.get("question") or QUESTION)
+                break
+        if asked is not None:
+            break
     prompt = messages[idx].text
     return _Context(
         prompt=prompt,
-        lowered=prompt.lower(),
         step=sum(1 for m in since if m.role == "assistant"),
         results=[m for m in since if m.role == "tool"],
-        offered=frozenset(t.name for t in tools),
-        digest=conversation_digest(messages),
+        offered=_offered(tools),
+        messages=messages,
         asked=asked,
     )
+
+
+def _offered(tools: list[ToolSpec]) -> frozenset[str]:
+    return frozenset(t.name for t in tools)
 
 
 def wants_thinking(prompt: str) -> bool:
@@ -469,28 +493,42 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
     ctx = _context(messages, tools)
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
-    low = ctx.lowered
-    named = _CALL.match(ctx.prompt)
-    if named is not None:
+    prompt = ctx.prompt
+    kind, think = _scenario(prompt) if len(prompt) <= 4096 else _scenario.__wrapped__(prompt)
+    if kind == "call":
+        named = _CALL.match(ctx.prompt)
+        assert named is not None
         turn = _call_named(ctx, named)
-    elif _ASK.search(low):
-        turn = _ask(ctx)
-    elif _FAIL.search(low):
-        turn = _fail(ctx)
-    elif _LONG.search(low):
-        turn = _long(ctx)
-    elif _SEND.search(low):
-        turn = _send(ctx)
-    elif _COUNT.search(low):
-        turn = _count(ctx)
-    elif _LENGTH.search(low):
-        turn = _length(ctx)
-    elif _MARKDOWN.search(low):
+    elif kind == "markdown":
         turn = DemoTurn(MARKDOWN_ANSWER, "stop") if ctx.step == 0 else _done(ctx)
+    elif kind is not None:
+        turn = _SCENARIOS[kind](ctx)
     elif ctx.asked is not None:
         turn = _answer(ctx)
     else:
         turn = _plain(ctx)
-    if _THINK.search(low):
+    if think:
         turn = DemoTurn(turn.text, turn.stop_reason, _thinking(ctx, turn), turn.tool_calls)
     return turn
+
+
+_SCENARIOS: dict[str, Callable[[_Context], DemoTurn]] = {
+    "ask": _ask, "fail": _fail, "long": _long, "send": _send, "count": _count, "length": _length,
+}
+
+
+@functools.lru_cache(maxsize=256)
+def _scenario(prompt: str) -> tuple[str | None, bool]:
+    """Which script a prompt picks (None: the plain one, or the answer to a question), and
+    whether it thinks aloud; cached, as every turn of a session asks again."""
+    low = prompt.lower()
+    kind: str | None = None
+    if _CALL.match(prompt) is not None:
+        kind = "call"
+    else:
+        for name, pattern in (("ask", _ASK), ("fail", _FAIL), ("long", _LONG), ("send", _SEND),
+                              ("count", _COUNT), ("length", _LENGTH), ("markdown", _MARKDOWN)):
+            if pattern.search(low):
+                kind = name
+                break
+    return kind, bool(_THINK.search(low))

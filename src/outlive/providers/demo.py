@@ -95,7 +95,22 @@ def _split(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=64)
+def _deltas(text: str, thinking: bool) -> tuple[TextDelta | ThinkingDelta, ...]:
+    """The stream events of a script text, built once: the events are immutable, and a
+    thousand sessions stream the same few answers."""
+    kind = ThinkingDelta if thinking else TextDelta
+    return tuple(kind(piece) for piece in _split(text))
+
+
 def _words(text: str) -> int:
+    """Cached for short texts: every turn counts the whole conversation again, and its texts
+    repeat (a long one is counted afresh rather than kept)."""
+    return _short_words(text) if len(text) <= 4096 else len(text.split())
+
+
+@functools.lru_cache(maxsize=512)
+def _short_words(text: str) -> int:
     return len(text.split())
 
 
@@ -123,21 +138,32 @@ class DemoProvider:
             await self._wait(delay)
         self._simulate_failure(messages, settings)
         turn = plan_turn(messages, tools)
-        for piece in pieces(turn.thinking):
-            delay = pacer.piece(piece)
-            if delay is not None:
-                await self._wait(delay)
-            yield ThinkingDelta(piece)
-        for piece in pieces(turn.text):
-            delay = pacer.piece(piece)
-            if delay is not None:
-                await self._wait(delay)
-            yield TextDelta(piece)
-        for call in turn.tool_calls:
-            delay = pacer.wait(TOOL_CALL_SECONDS)
-            if delay is not None:
-                await self._wait(delay)
-            yield ToolCallEvent(call)
+        thinking, text = _deltas(turn.thinking, True), _deltas(turn.text, False)
+        if speed == 0:
+            # Nothing to schedule: the same pieces and yields as `_Pacer` at speed 0 (control
+            # every `YIELD_EVERY` pieces, and before each tool call), without its calls.
+            count = 0
+            for part in (thinking, text):
+                for event in part:
+                    count += 1
+                    if count % YIELD_EVERY == 0:
+                        await self._wait(0.0)
+                    yield event
+            for call in turn.tool_calls:
+                await self._wait(0.0)
+                yield ToolCallEvent(call)
+        else:
+            for part in (thinking, text):
+                for event in part:
+                    delay = pacer.piece(event.text)
+                    if delay is not None:
+                        await self._wait(delay)
+                    yield event
+            for call in turn.tool_calls:
+                delay = pacer.wait(TOOL_CALL_SECONDS)
+                if delay is not None:
+                    await self._wait(delay)
+                yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
 
     def planned_seconds(self, turn: DemoTurn, speed: float | None = None) -> float:
@@ -169,7 +195,7 @@ class DemoProvider:
         idx = latest_user_index(messages)
         if idx is None:
             return
-        match = _PROVIDER_ERROR.search(messages[idx].text.lower())
+        match = _failure_asked(messages[idx].text)
         if match is None:
             return
         if match.group(1):
@@ -196,7 +222,8 @@ class DemoProvider:
         seen = 0
         for m in messages:
             seen += _words(m.text)
-            seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
+            if m.tool_calls:
+                seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
         out = _words(turn.thinking) + _words(turn.text)
         out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
         return Usage(input_tokens=seen, output_tokens=out)
@@ -238,6 +265,19 @@ class _Pacer:
         if self._count % YIELD_EVERY == 0:  # behind schedule: catch up, yielding now and then
             return 0.0
         return None
+
+
+def _failure_asked(text: str) -> re.Match[str] | None:
+    """Whether (and how) a user message asks for provider errors; cached for short messages,
+    as every call of a session asks again of the same message."""
+    if len(text) > 4096:
+        return _PROVIDER_ERROR.search(text.lower())
+    return _short_failure_asked(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _short_failure_asked(text: str) -> re.Match[str] | None:
+    return _PROVIDER_ERROR.search(text.lower())
 
 
 def _check_speed(speed: float) -> float:

@@ -133,14 +133,14 @@ class GroupCommitter:
                 later.append(w)
         return batch, later
 
-    async def settle(
+    def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
         attention: str | None = None,
-    ) -> Session:
-        out = await self._submit(Settle(lease, status, error, events, entries, attention))
-        assert isinstance(out, Session)
-        return out
+    ) -> asyncio.Future[Session]:
+        """Queued at once, like `commit`: the future is the session as the settle left it,
+        and cancelling it does not stop the settle."""
+        return self._submit(Settle(lease, status, error, events, entries, attention))
 
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         await self.store.park(lease, reason=reason)

@@ -7,11 +7,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..domain.model import Entry, Event
-from ..domain.resume import visible
+from ..domain.resume import HistoryEntry, visible
 from ..providers import Message, ToolCall
 from ..tools import ToolResult
 
-__all__ = ["assistant_entry", "model_messages", "tool_result_entry", "user_entry"]
+__all__ = ["MessageLog", "assistant_entry", "model_messages", "tool_result_entry", "user_entry"]
 
 
 def user_entry(event: Event) -> tuple[str, dict[str, Any]]:
@@ -57,22 +57,51 @@ def model_messages(system_prompt: str, entries: Iterable[Entry]) -> list[Message
     """What the model sees: the system prompt, then every entry but aborted answers."""
     out = [Message.system(system_prompt)] if system_prompt else []
     for e in visible(list(entries)):
-        d = e.data
-        if e.kind == "user":
-            out.append(Message.user(d.get("text", "")))
-        elif e.kind == "assistant":
-            calls = [
-                ToolCall(c["call_id"], c["name"], dict(c.get("arguments") or {}))
-                for c in d.get("tool_calls") or []
-            ]
-            out.append(Message.assistant(d.get("text", ""), calls,
-                                         list(d.get("reasoning") or [])))
-        elif e.kind == "tool_result":
-            ok = bool(d.get("ok"))
-            body = d.get("result") if ok else {"error": d.get("error")}
-            out.append(
-                Message.tool_result(
-                    d["call_id"], json.dumps(body, ensure_ascii=False), is_error=not ok
-                )
-            )
+        m = _message(e)
+        if m is not None:
+            out.append(m)
     return out
+
+
+class MessageLog:
+    """`model_messages` of a run's growing history, kept up to date rather than rebuilt for
+    every model call: the history only grows (`RunWrites.commit` extends it), and whether an
+    entry is visible, and its message, depend on that entry alone."""
+
+    def __init__(self, system_prompt: str) -> None:
+        self._system = [Message.system(system_prompt)] if system_prompt else []
+        self._messages: list[Message] = list(self._system)
+        self._history: list[Entry] | None = None
+        self._seen = 0
+
+    def messages(self, history: list[Entry]) -> list[Message]:
+        """`model_messages(system_prompt, history)`, as a new list."""
+        if history is not self._history or len(history) < self._seen:
+            self._history, self._seen = history, 0  # a new history: start again
+            self._messages = list(self._system)
+        for e in visible(history[self._seen :]):
+            m = _message(e)
+            if m is not None:
+                self._messages.append(m)
+        self._seen = len(history)
+        return list(self._messages)
+
+
+def _message(e: HistoryEntry) -> Message | None:
+    """The message of one visible entry (None: a kind the model does not see)."""
+    d = e.data
+    if e.kind == "user":
+        return Message.user(d.get("text", ""))
+    if e.kind == "assistant":
+        calls = [
+            ToolCall(c["call_id"], c["name"], dict(c.get("arguments") or {}))
+            for c in d.get("tool_calls") or []
+        ]
+        return Message.assistant(d.get("text", ""), calls, list(d.get("reasoning") or []))
+    if e.kind == "tool_result":
+        ok = bool(d.get("ok"))
+        body = d.get("result") if ok else {"error": d.get("error")}
+        return Message.tool_result(
+            d["call_id"], json.dumps(body, ensure_ascii=False), is_error=not ok
+        )
+    return None

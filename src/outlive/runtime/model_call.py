@@ -29,7 +29,7 @@ from ..providers import (
 )
 from .activity import Abort, Supervisor
 from .agents import Agent
-from .history import model_messages
+from .history import MessageLog
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
 from .writes import RunWrites
@@ -57,6 +57,9 @@ class ModelCaller:
         self.settings = settings
         self.writes = writes
         self.activity = activity
+        self._log = MessageLog(agent.system_prompt)
+        self._tools: list[ToolSpec] | None = None
+        self._settings: ModelSettings | None = None
 
     async def call(self, message_id: str) -> TurnBuffer:
         """The answer, or the part of it streamed before a cancel or an interrupt. A failure
@@ -68,14 +71,8 @@ class ModelCaller:
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
-            messages = model_messages(self.agent.system_prompt, self.writes.history)
-            tools = self.agent.tools.specs() if len(self.agent.tools) else []
-            settings = ModelSettings(
-                model=self.model_name,
-                max_tokens=self.agent.max_tokens,
-                temperature=self.agent.temperature,
-                extra={**self.agent.extra, "session_id": self.session_id},
-            )
+            messages = self._log.messages(self.writes.history)
+            tools, settings = self._request()
             act = asyncio.create_task(
                 self._stream(buf, messages, tools, settings, deadline),
                 name=f"model:{self.session_id}")
@@ -110,6 +107,18 @@ class ModelCaller:
             await self.writes.emit(NewEvent("turn_start", {"turn": 0, "message_id": message_id,
                                                            "retry": attempt}))
 
+    def _request(self) -> tuple[list[ToolSpec], ModelSettings]:
+        """The tools and settings of every call of the run (the agent does not change)."""
+        if self._tools is None or self._settings is None:
+            self._tools = self.agent.tools.specs() if len(self.agent.tools) else []
+            self._settings = ModelSettings(
+                model=self.model_name,
+                max_tokens=self.agent.max_tokens,
+                temperature=self.agent.temperature,
+                extra={**self.agent.extra, "session_id": self.session_id},
+            )
+        return list(self._tools), self._settings
+
     async def _stream(
         self, buf: TurnBuffer, messages: list[Message], tools: list[ToolSpec],
         settings: ModelSettings, deadline: float,
@@ -122,7 +131,9 @@ class ModelCaller:
             with watch:
                 async for ev in stream:
                     watch.last = time.monotonic()
-                    if isinstance(ev, TextDelta):
+                    if type(ev) is TextDelta:  # nearly every event: the cheapest test first
+                        buf.add_text(ev.text)
+                    elif isinstance(ev, TextDelta):
                         buf.add("text", ev.text)
                     elif isinstance(ev, ThinkingDelta):
                         buf.add("thinking", ev.text)

@@ -15,7 +15,6 @@ import contextlib
 import enum
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from .. import metrics
@@ -100,6 +99,9 @@ class Run:
         self._check = _Check.IDLE
         self._asked = False
         """The last answer asked the person a question: a settle now waits on them."""
+        self._title_pending = claim.session.title_state is TitleState.PENDING
+        """The automatic title is still to be set (from the first message delivered); a
+        flag of the run's own rather than a copy of the whole session when it is set."""
         self.log = logging.LoggerAdapter(
             log, {"session_id": self.lease.session_id, "worker": self.lease.worker,
                   "fence": self.lease.fence, "attempt": claim.session.attempt},
@@ -264,7 +266,7 @@ class Run:
 
     def _title_from(self, deliver: Sequence[Event]) -> str | None:
         """The automatic title, from the first message the run delivers, set once."""
-        if self.session.title_state is not TitleState.PENDING or not deliver:
+        if not self._title_pending or not deliver:
             return None
         text = " ".join(str(deliver[0].data.get("text", "")).split())
         if not text:
@@ -331,7 +333,7 @@ class Run:
         if through is not None:
             self.inbox.delivered(through)
         if title is not None:
-            self.session = replace(self.session, title_state=TitleState.AUTOMATIC)
+            self._title_pending = False
         buf = await self.model_caller.call(message_id)
         if buf.aborted is not None:
             status = "cancelled" if buf.aborted is Abort.CANCEL else "interrupted"

@@ -43,6 +43,9 @@ class TurnBuffer:
         self._waiting_bytes = 0
         self._room = asyncio.Event()
         self._room.set()
+        self.full = False
+        """More output waits to be written than the run may hold: stop reading the model
+        (a plain attribute, read after every streamed piece)."""
         self._text: list[str] = []
         self._thinking: list[str] = []
         self._pending: list[tuple[str, list[str]]] = []
@@ -74,15 +77,26 @@ class TurnBuffer:
         self._waiting_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
         if self._waiting_bytes >= self.limit_bytes:
             self._room.clear()
+            self.full = True
+
+    def add_text(self, text: str) -> None:
+        """`add("text", text)`, on the path of nearly every streamed piece."""
+        if not text:
+            return
+        self._text.append(text)
+        pending = self._pending
+        if pending and pending[-1][0] == "text":
+            pending[-1][1].append(text)
+        else:
+            pending.append(("text", [text]))
+        self._waiting_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
+        if self._waiting_bytes >= self.limit_bytes:
+            self._room.clear()
+            self.full = True
 
     def pending(self) -> bool:
         """Output waits to be written: a flush has something to do."""
         return bool(self._pending)
-
-    @property
-    def full(self) -> bool:
-        """More output waits to be written than the run may hold: stop reading the model."""
-        return not self._room.is_set()
 
     async def room(self) -> None:
         """Return once a flush has drained the buffer."""
@@ -98,6 +112,7 @@ class TurnBuffer:
         self._pending = []
         self._waiting_bytes = 0
         self._room.set()
+        self.full = False
         if events:
             self.flushed_any = True
         return events

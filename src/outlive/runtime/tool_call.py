@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from ..domain.model import NewEvent
 from ..providers import ToolCall
-from ..tools import ToolContext, ToolRegistry, ToolResult
+from ..tools import CancelEvent, ToolContext, ToolRegistry, ToolResult
 from .activity import Supervisor
 from .history import tool_result_entry
 from .writes import EntryDraft, RunWrites
@@ -87,7 +87,7 @@ class ToolRunner:
                         await self.writes.set_title(value)
                 await self.writes.emit(*events)
 
-        cancel = asyncio.Event()
+        cancel = CancelEvent()
         if self.activity.cancelled:
             cancel.set()
         ctx = ToolContext(self.session_id, call.call_id, cancel=cancel, progress=progress,

@@ -54,11 +54,11 @@ class LeaseWrites(Protocol):
         title: str | None = None,
         stage: str | None = None,
     ) -> Awaitable[tuple[list[Entry], list[Event]]]: ...
-    async def settle(
+    def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
         attention: str | None = None,
-    ) -> Session: ...
+    ) -> Awaitable[Session]: ...
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
@@ -170,9 +170,11 @@ class RunWrites:
         entries, events = self._take(entries, events)
         try:
             self._check_open()
-            await asyncio.shield(self.sink.settle(self.lease, status, error=error,
-                                                  events=events, entries=entries,
-                                                  attention=attention))
+            pending = self.sink.settle(self.lease, status, error=error, events=events,
+                                       entries=entries, attention=attention)
+            # As in `commit`: the group committer's future is queued already (and settles
+            # even if cancelled); a coroutine (the Store's) is shielded in a task of its own.
+            await (pending if isinstance(pending, asyncio.Future) else asyncio.shield(pending))
         except PendingInput:
             self._entries, self._events = held
             raise

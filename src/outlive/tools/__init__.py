@@ -2,6 +2,7 @@
 registry that runs them, and the demo agent's tools."""
 
 from ._registry import (
+    CancelEvent,
     InvalidArguments,
     Tool,
     ToolContext,
@@ -15,6 +16,7 @@ from ._registry import (
 from .demo import demo_tools
 
 __all__ = [
+    "CancelEvent",
     "InvalidArguments",
     "Tool",
     "ToolContext",

@@ -55,6 +55,41 @@ async def _ignore(_: str) -> None:
     return None
 
 
+class CancelEvent(asyncio.Event):
+    """A tool's cancel signal: an `asyncio.Event` that also calls back when set, so the
+    registry can watch it without a task of its own waiting on it for every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        if self.is_set():
+            return
+        super().set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_set(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call `callback` once when the event is set (at once if it is); returns a function
+        that forgets it."""
+        if self.is_set():
+            callback()
+            return _nothing
+        self._callbacks.append(callback)
+
+        def forget() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return forget
+
+
+def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may know and do besides its arguments.
@@ -67,7 +102,7 @@ class ToolContext:
 
     session_id: str
     call_id: str
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel: asyncio.Event = field(default_factory=CancelEvent)
     progress: Callback = _ignore
     set_stage: Callback = _ignore
     set_title: Callback = _ignore
@@ -350,20 +385,14 @@ class ToolRegistry:
             return ToolResult.failure("interrupted", elapsed(), interrupted=True)
 
         work = asyncio.create_task(bound(ctx), name=f"tool:{t.name}:{ctx.call_id}")
-        stop = asyncio.create_task(ctx.cancel.wait(), name=f"tool-cancel:{ctx.call_id}")
-        try:
-            done, _ = await asyncio.wait(
-                (work, stop), timeout=t.timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:
-            await _abort(work, stop)
-            raise
-        if work not in done:
-            await _abort(work, stop)
-            if stop in done:
+        if isinstance(ctx.cancel, CancelEvent):
+            stopped = await _race(work, ctx.cancel, t.timeout)
+        else:
+            stopped = await _race_task(work, ctx.cancel, t.timeout)
+        if stopped is not None:
+            if stopped:
                 return ToolResult.failure("interrupted", elapsed(), interrupted=True)
             return ToolResult.failure(f"timed out after {t.timeout:g}s", elapsed())
-        stop.cancel()
         if work.cancelled():
             return ToolResult.failure("CancelledError: the tool cancelled itself", elapsed())
         error = work.exception()
@@ -382,11 +411,60 @@ class ToolRegistry:
         return ToolResult(True, value, None, elapsed())
 
 
-async def _abort(work: asyncio.Task[Any], stop: asyncio.Task[Any]) -> None:
-    """Cancel the tool and wait (briefly) for its cleanup, so nothing outlives the call."""
+async def _race(work: asyncio.Task[Any], cancel: CancelEvent, limit: float) -> bool | None:
+    """Wait for the tool, its cancel or its timeout, whichever comes first, on one future:
+    None when the tool finished, else whether it was cancelled (False: timed out); a stopped
+    tool is aborted first. A cancel of the calling task aborts the tool, then propagates."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(*_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    work.add_done_callback(wake)
+    forget = cancel.on_set(wake)
+    timer = loop.call_later(limit, wake)
+    try:
+        await waiter
+    except BaseException:
+        await _abort(work)
+        raise
+    finally:
+        timer.cancel()
+        forget()
+        work.remove_done_callback(wake)
+    if work.done():
+        return None
+    cancelled = cancel.is_set()
+    await _abort(work)
+    return cancelled
+
+
+async def _race_task(work: asyncio.Task[Any], cancel: asyncio.Event, limit: float
+                     ) -> bool | None:
+    """`_race` for a plain `asyncio.Event` (a context a caller built itself): a task waits
+    on it."""
+    stop = asyncio.create_task(cancel.wait(), name="tool-cancel")
+    try:
+        done, _ = await asyncio.wait(
+            (work, stop), timeout=limit, return_when=asyncio.FIRST_COMPLETED
+        )
+    except BaseException:
+        stop.cancel()
+        await _abort(work)
+        raise
     stop.cancel()
+    if work in done:
+        return None
+    await _abort(work)
+    return stop in done
+
+
+async def _abort(work: asyncio.Task[Any]) -> None:
+    """Cancel the tool and wait (briefly) for its cleanup, so nothing outlives the call."""
     work.cancel()
-    await asyncio.wait((work, stop), timeout=CLEANUP_GRACE)
+    await asyncio.wait((work,), timeout=CLEANUP_GRACE)
     if work.done():
         _consume(work)
     else:
