@@ -11,12 +11,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
+from ..domain.errors import LeaseLost
 from ..domain.model import (
     Entry,
     ErrorInfo,
     Event,
+    Lease,
     OwnerEvent,
     Session,
     Status,
@@ -220,3 +222,30 @@ def to_owner_event(d: Dialect, row: Row) -> OwnerEvent:
 
 def epoch(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(float(value), UTC)
+
+
+TEXT_REF = "$entry"
+"""In a compacted `message_end`, `{"text": {"$entry": seq}}` stands for the text of the
+assistant entry at `seq`, which holds the same answer (docs/retention.md)."""
+
+
+def entry_ref(event: Event) -> int | None:
+    """The entry seq a compacted `message_end` takes its text from (None: it has its own)."""
+    return text_ref(event.data) if event.type == "message_end" else None
+
+
+def text_ref(holder: Any) -> int | None:
+    text = holder.get("text") if isinstance(holder, dict) else None
+    if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
+        return int(text[TEXT_REF])
+    return None
+
+
+def lease_lost(lease: Lease) -> LeaseLost:
+    return LeaseLost(
+        f"session {lease.session_id} is no longer held by {lease.worker} at fence {lease.fence}"
+    )
+
+
+def raise_lost(lease: Lease) -> NoReturn:
+    raise lease_lost(lease)

@@ -15,8 +15,8 @@ from typing import Any, NoReturn
 
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
 from ..domain.model import Entry, Event, Lease, NewEvent, Status
-from ._base import Row, Tx, TxState, to_session
-from ._core import EVENT_COLUMNS, OwnerEvent, lease_lost
+from ._base import Row, Tx, TxState, lease_lost, to_session
+from ._core import EVENT_COLUMNS, OwnerEvent
 from ._port import Commit, CommitOutcome, Settle, SettleOutcome
 from ._settles import SettleOps, SettleRow, checked_settle, holds
 from ._validation import auto_title, check_event_types

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 import orjson
 
 from ..domain.approvals import CANCELLED
-from ..domain.errors import LeaseLost, NotFound
+from ..domain.errors import NotFound
 from ..domain.model import (
     TERMINAL,
     Entry,
@@ -33,7 +33,21 @@ from ..domain.model import (
 )
 from ..domain.status import Action, Lifecycle, transition
 from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
-from ._base import Dialect, QueryHook, Row, Tx, TxState, lifecycle, to_event, to_session
+from ._base import (
+    TEXT_REF,
+    Dialect,
+    QueryHook,
+    Row,
+    Tx,
+    TxState,
+    entry_ref,
+    lease_lost,
+    lifecycle,
+    raise_lost,
+    text_ref,
+    to_event,
+    to_session,
+)
 from ._lifecycle import session_end, status_data
 from ._port import Subscription
 from ._queries import Queries, queries_for
@@ -53,23 +67,6 @@ OWNER_EVENT_COLUMNS = ("owner_id", "id", "session_id", "ts", "type", "data")
 
 OwnerEvent = tuple[str, str, str, dict[str, Any]]
 """An owner event not yet written: owner, session, type, data."""
-
-
-TEXT_REF = "$entry"
-"""In a compacted `message_end`, `{"text": {"$entry": seq}}` stands for the text of the
-assistant entry at `seq`, which holds the same answer (docs/retention.md)."""
-
-
-def entry_ref(event: Event) -> int | None:
-    """The entry seq a compacted `message_end` takes its text from (None: it has its own)."""
-    return _text_ref(event.data) if event.type == "message_end" else None
-
-
-def _text_ref(holder: Any) -> int | None:
-    text = holder.get("text") if isinstance(holder, dict) else None
-    if isinstance(text, dict) and isinstance(text.get(TEXT_REF), int):
-        return int(text[TEXT_REF])
-    return None
 
 
 @functools.cache
@@ -130,7 +127,7 @@ class StoreCore(abc.ABC):
         items = state.get("items") if isinstance(state, dict) else None
         if not isinstance(items, list):
             return state
-        refs = [_text_ref(item) for item in items]
+        refs = [text_ref(item) for item in items]
         wanted = [r for r in refs if r is not None]
         if not wanted:
             return state
@@ -170,14 +167,14 @@ class StoreCore(abc.ABC):
             or int(row["fence"]) != lease.fence
             or row["status"] != Status.RUNNING
         ):
-            _lost(lease)
+            raise_lost(lease)
         return row
 
     async def _raise_lost(self, tx: Tx, lease: Lease) -> NoReturn:
         """A fenced write matched no row: the session is gone, or the lease is."""
         if not await tx.fetch(self.q.session_exists, {"id": lease.session_id}):
             raise NotFound(f"session {lease.session_id} not found")
-        _lost(lease)
+        raise_lost(lease)
 
     async def _apply(self, tx: Tx, row: Row, new: Lifecycle, *, lease_ttl: float | None = None,
                      **extra: Any) -> None:
@@ -496,13 +493,3 @@ class StoreCore(abc.ABC):
     async def _consume_inputs(self, tx: Tx, session_id: str) -> None:
         """Messages waiting when a session is cancelled were cancelled with it."""
         await tx.execute(self.q.consume_inputs, {"id": session_id})
-
-
-def lease_lost(lease: Lease) -> LeaseLost:
-    return LeaseLost(
-        f"session {lease.session_id} is no longer held by {lease.worker} at fence {lease.fence}"
-    )
-
-
-def _lost(lease: Lease) -> NoReturn:
-    raise lease_lost(lease)

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..domain.model import TERMINAL, Status
 from ..domain.reducer import REDUCER_VERSION, empty_state, fold
-from ._base import Row, Tx, TxState
-from ._core import TEXT_REF, StoreCore
+from ._base import TEXT_REF, Row, Tx, TxState
+from ._core import StoreCore
 
 __all__ = ["COMPACTED_TYPES", "TEXT_DELTAS", "RetentionOps"]
 
