@@ -1,8 +1,8 @@
 """Typed tools (pydantic arguments, timeout, cancel signal, progress, idempotency key), the
 registry that runs them, and the demo agent's tools."""
 
+from ._cancel import CancelEvent
 from ._registry import (
-    CancelEvent,
     InvalidArguments,
     Tool,
     ToolContext,

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ..domain.tool_calls import ToolCall, ToolSpec
+from ._cancel import CancelEvent, race, race_task
 
 __all__ = [
     "ApprovalCheck",
@@ -45,45 +46,11 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 Callback = Callable[[str], Awaitable[None]]
 
-CLEANUP_GRACE = 2.0
-"""How long an aborted tool may spend in its `finally` blocks before the registry moves on."""
-
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 async def _ignore(_: str) -> None:
     return None
-
-
-class CancelEvent(asyncio.Event):
-    """A tool's cancel signal: an `asyncio.Event` that also calls back when set, so the
-    registry can watch it without a task of its own waiting on it for every call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._callbacks: list[Callable[[], object]] = []
-
-    def set(self) -> None:
-        if self.is_set():
-            return
-        super().set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def on_set(self, callback: Callable[[], object]) -> Callable[[], None]:
-        """Call `callback` once when the event is set (at once if it is); returns a function
-        that forgets it."""
-        if self.is_set():
-            callback()
-            return _nothing
-        self._callbacks.append(callback)
-
-        def forget() -> None:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
-
-        return forget
 
 
 def _nothing() -> None:
@@ -386,9 +353,9 @@ class ToolRegistry:
 
         work = asyncio.create_task(bound(ctx), name=f"tool:{t.name}:{ctx.call_id}")
         if isinstance(ctx.cancel, CancelEvent):
-            stopped = await _race(work, ctx.cancel, t.timeout)
+            stopped = await race(work, ctx.cancel, t.timeout)
         else:
-            stopped = await _race_task(work, ctx.cancel, t.timeout)
+            stopped = await race_task(work, ctx.cancel, t.timeout)
         if stopped is not None:
             if stopped:
                 return ToolResult.failure("interrupted", elapsed(), interrupted=True)
@@ -409,73 +376,6 @@ class ToolRegistry:
                 f"TypeError: result of tool {t.name!r} is not JSON-serialisable: {err}", elapsed()
             )
         return ToolResult(True, value, None, elapsed())
-
-
-async def _race(work: asyncio.Task[Any], cancel: CancelEvent, limit: float) -> bool | None:
-    """Wait for the tool, its cancel or its timeout, whichever comes first, on one future:
-    None when the tool finished, else whether it was cancelled (False: timed out); a stopped
-    tool is aborted first. A cancel of the calling task aborts the tool, then propagates."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake(*_: object) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    work.add_done_callback(wake)
-    forget = cancel.on_set(wake)
-    timer = loop.call_later(limit, wake)
-    try:
-        await waiter
-    except BaseException:
-        await _abort(work)
-        raise
-    finally:
-        timer.cancel()
-        forget()
-        work.remove_done_callback(wake)
-    if work.done():
-        return None
-    cancelled = cancel.is_set()
-    await _abort(work)
-    return cancelled
-
-
-async def _race_task(work: asyncio.Task[Any], cancel: asyncio.Event, limit: float
-                     ) -> bool | None:
-    """`_race` for a plain `asyncio.Event` (a context a caller built itself): a task waits
-    on it."""
-    stop = asyncio.create_task(cancel.wait(), name="tool-cancel")
-    try:
-        done, _ = await asyncio.wait(
-            (work, stop), timeout=limit, return_when=asyncio.FIRST_COMPLETED
-        )
-    except BaseException:
-        stop.cancel()
-        await _abort(work)
-        raise
-    stop.cancel()
-    if work in done:
-        return None
-    await _abort(work)
-    return stop in done
-
-
-async def _abort(work: asyncio.Task[Any]) -> None:
-    """Cancel the tool and wait (briefly) for its cleanup, so nothing outlives the call."""
-    work.cancel()
-    await asyncio.wait((work,), timeout=CLEANUP_GRACE)
-    if work.done():
-        _consume(work)
-    else:
-        log.warning("tool task %s ignored cancellation for %.1fs", work.get_name(), CLEANUP_GRACE)
-        work.add_done_callback(_consume)
-
-
-def _consume(task: asyncio.Task[Any]) -> None:
-    """Retrieve an aborted task's exception so asyncio does not report it as unhandled."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _jsonable(value: Any) -> Any:
