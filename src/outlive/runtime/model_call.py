@@ -131,9 +131,7 @@ class ModelCaller:
             with watch:
                 async for ev in stream:
                     watch.last = time.monotonic()
-                    if type(ev) is TextDelta:  # nearly every event: the cheapest test first
-                        buf.add_text(ev.text)
-                    elif isinstance(ev, TextDelta):
+                    if isinstance(ev, TextDelta):
                         buf.add("text", ev.text)
                     elif isinstance(ev, ThinkingDelta):
                         buf.add("thinking", ev.text)

@@ -79,21 +79,6 @@ class TurnBuffer:
             self._room.clear()
             self.full = True
 
-    def add_text(self, text: str) -> None:
-        """`add("text", text)`, on the path of nearly every streamed piece."""
-        if not text:
-            return
-        self._text.append(text)
-        pending = self._pending
-        if pending and pending[-1][0] == "text":
-            pending[-1][1].append(text)
-        else:
-            pending.append(("text", [text]))
-        self._waiting_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
-        if self._waiting_bytes >= self.limit_bytes:
-            self._room.clear()
-            self.full = True
-
     def pending(self) -> bool:
         """Output waits to be written: a flush has something to do."""
         return bool(self._pending)
