@@ -11,6 +11,9 @@ two ways networks do:
 * `cut()`: every open connection is reset once; new ones work at once (a blip).
 
 `heal()` forwards again; black-holed bytes then flow on (as after a wake-up).
+
+`answers` counts the round trips a client waited for: how often bytes came back from
+upstream after the client last sent some (meaningful with one connection through the proxy).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class TcpProxy:
         self.accepted = 0
         """Connections accepted so far: a client's reconnects show here."""
         self.cuts = 0
+        self.answers = 0
+        """Upstream replies that followed bytes from a client: its round trips."""
+        self._sent_last = False
 
     @property
     def port(self) -> int:
@@ -117,8 +123,8 @@ class TcpProxy:
         self._conns.discard(entry)
         entry = (writer, up_writer)
         self._conns.add(entry)
-        pumps = [self._spawn(self._pump(reader, up_writer)),
-                 self._spawn(self._pump(up_reader, writer))]
+        pumps = [self._spawn(self._pump(reader, up_writer, upstream=True)),
+                 self._spawn(self._pump(up_reader, writer, upstream=False))]
         await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
         self._conns.discard(entry)
         for w in (writer, up_writer):
@@ -131,7 +137,8 @@ class TcpProxy:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
+                    upstream: bool) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
                 await self._flowing.wait()
@@ -141,6 +148,9 @@ class TcpProxy:
                 await self._flowing.wait()  # bytes read during a black hole wait here
                 if self.mode is Mode.DROP:
                     return
+                if not upstream and self._sent_last:
+                    self.answers += 1
+                self._sent_last = upstream
                 dst.write(data)
                 await dst.drain()
 

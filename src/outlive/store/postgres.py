@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import orjson
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import AsyncConnectionPool
@@ -365,25 +366,40 @@ class PostgresStore(SqlStore):
         for attempt in range(5):
             st = TxState()
             try:
-                # Pipeline mode: statements whose results are not read (BEGIN, INSERTs, the
-                # NOTIFY, COMMIT) go out without waiting a round trip each.
-                async with self._pool.connection(self._wait()) as conn, conn.pipeline():
-                    async with conn.transaction():
-                        tx = _PgTx(conn, self.on_query)
-                        result = await fn(tx, st)
-                        if st.notices:  # one commit's notices: a few payloads at most
-                            for payload in encode_notices(list(st.notices.values())):
-                                await tx.execute(self.q.notify,
-                                                 {"channel": CHANNEL, "payload": payload})
-                        # queued: they come back with the COMMIT
-                        lasts = [await tx.send(*read) for read in st.last_reads]
-                    st.last_rows = [list(await cur.fetchall()) for cur in lasts]
-                return result
+                async with self._pool.connection(self._wait()) as conn:
+                    return await self._in_one_flush(conn, fn, st)
             except _RETRYABLE:
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.01 * (attempt + 1) * (1 + random.random()))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _in_one_flush(self, conn: psycopg.AsyncConnection[Any],
+                            fn: Callable[[Tx, TxState], Awaitable[T]], st: TxState) -> T:
+        """One transaction in pipeline mode with BEGIN and COMMIT sent as plain statements:
+        everything whose result is not read (BEGIN, INSERTs, the NOTIFY, COMMIT, the reads
+        that come back with it) goes out in one flush and costs one round trip.
+        `conn.transaction()` costs three more in pipeline mode: it syncs after BEGIN, before
+        COMMIT and after it. On an error the server skips the rest up to the Sync (the
+        COMMIT too), so whatever is left open is rolled back here."""
+        try:
+            async with conn.pipeline():
+                await conn.execute(b"BEGIN")
+                tx = _PgTx(conn, self.on_query)
+                result = await fn(tx, st)
+                if st.notices:  # one commit's notices: a few payloads at most
+                    for payload in encode_notices(list(st.notices.values())):
+                        await tx.execute(self.q.notify, {"channel": CHANNEL, "payload": payload})
+                lasts = [await tx.send(*read) for read in st.last_reads]
+                await conn.execute(b"COMMIT")
+        except BaseException:
+            if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                                TransactionStatus.INERROR):
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute(b"ROLLBACK")
+            raise
+        st.last_rows = [list(await cur.fetchall()) for cur in lasts]
+        return result
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()
