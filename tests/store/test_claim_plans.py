@@ -1,9 +1,10 @@
-"""PostgreSQL plans of the claim when the statistics do not show the backlog (a burst of
-sessions since the table's last ANALYZE, or a table never analyzed): the claim must still
-read about what it takes, not the whole backlog.
+"""PostgreSQL plans of the worker's statements when the statistics do not show the backlog (a
+burst of sessions since the table's last ANALYZE, or a table never analyzed): the claim must
+still read about what it takes, and a group commit, a heartbeat and a group of settles about
+the rows they write, not the whole backlog.
 
-The claim's statements are EXPLAINed as the store sends them, inside its own transaction
-(after whatever it set there), in a savepoint rolled back before the real statement runs."""
+The statements are EXPLAINed as the store sends them, inside its own transaction (after
+whatever it set there), in a savepoint rolled back before the real statement runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from outlive.store import PostgresStore, postgres
+from outlive.domain.model import ErrorInfo, NewEvent, Status
+from outlive.store import Commit, PostgresStore, Settle, postgres
 from tests.support.databases import cloned
 from tests.support.store_suite import LONG_TTL, new_owner
 
@@ -34,13 +36,19 @@ def _rows_read(plan: dict[str, Any], table: str) -> int:
     return read + sum(_rows_read(p, table) for p in plan.get("Plans", ()))
 
 
+EXPLAINED_WRITES = {"settle_rows"}
+"""Statements sent with `execute` (no rows read back) that are EXPLAINed too."""
+
+
 @pytest.fixture
 async def explained(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, list[int]]]:
-    """Name of each statement the store fetches -> rows of `sessions` its plan read."""
+    """Name of each statement the store fetches (and of `EXPLAINED_WRITES`) -> rows of
+    `sessions` its plan read."""
     seen: dict[str, list[int]] = {}
     fetch = postgres._PgTx.fetch
+    execute = postgres._PgTx.execute
 
-    async def explain_first(self: Any, query: Any, params: Any = None) -> Any:
+    async def explain(self: Any, query: Any, params: Any) -> None:
         q = postgres._named(query)
         conn = self._conn
         await conn.execute("SAVEPOINT explained")
@@ -51,9 +59,18 @@ async def explained(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, 
         doc = row["QUERY PLAN"]
         plan = (json.loads(doc) if isinstance(doc, str) else doc)[0]["Plan"]
         seen.setdefault(q.name, []).append(_rows_read(plan, "sessions"))
+
+    async def explain_first(self: Any, query: Any, params: Any = None) -> Any:
+        await explain(self, query, params)
         return await fetch(self, query, params)
 
+    async def explain_write(self: Any, query: Any, params: Any = None) -> None:
+        if postgres._named(query).name in EXPLAINED_WRITES:
+            await explain(self, query, params)
+        await execute(self, query, params)
+
     monkeypatch.setattr(postgres._PgTx, "fetch", explain_first)
+    monkeypatch.setattr(postgres._PgTx, "execute", explain_write)
     yield seen
 
 
@@ -85,6 +102,23 @@ async def _claim_reads_what_it_takes(store: Any, explained: dict[str, list[int]]
     assert read <= 3 * 10, explained
 
 
+async def _runs_read_what_they_write(store: Any, explained: dict[str, list[int]]) -> None:
+    """A group commit of ten runs' writes, their heartbeat and their settles, beside the
+    2,000 queued sessions (ten held: each statement reads about the ten it writes)."""
+    claims = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
+    leases = [c.lease for c in claims]
+    out = await store.commit_many(
+        [Commit(lease, events=[NewEvent("stage", {"stage": "x"})]) for lease in leases])
+    assert not [o for o in out if isinstance(o, Exception)]
+    assert len(await store.heartbeat("w1", leases, lease_ttl=LONG_TTL)) == 10
+    out = await store.commit_many(
+        [Settle(lease, Status.FAILED, error=ErrorInfo("test", "done")) for lease in leases])
+    assert not [o for o in out if isinstance(o, Exception)]
+    for name in ("commit_heads", "heartbeat", "settle_rows"):
+        assert explained.get(name), (name, explained)
+        assert max(explained[name]) <= 3 * 10, (name, explained)
+
+
 async def test_a_claim_on_a_table_never_analyzed_reads_what_it_takes(pg_template, explained):
     with cloned(pg_template, "outlive_plans") as dsn:  # fresh: no statistics at all
         store = await PostgresStore(dsn, max_size=2).open()
@@ -92,6 +126,7 @@ async def test_a_claim_on_a_table_never_analyzed_reads_what_it_takes(pg_template
             owner = await new_owner(store)
             await _backlog(store, owner.id, analyzed_before=False)
             await _claim_reads_what_it_takes(store, explained)
+            await _runs_read_what_they_write(store, explained)
         finally:
             await store.close()
 
@@ -102,6 +137,7 @@ async def test_a_claim_of_a_burst_since_the_last_analyze_reads_what_it_takes(
     try:
         await _backlog(store, owner.id, analyzed_before=True)
         await _claim_reads_what_it_takes(store, explained)
+        await _runs_read_what_they_write(store, explained)
     finally:
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
             await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")

@@ -41,12 +41,14 @@ RETURNING id, cancel_requested_at IS NOT NULL AS cancel, 0 AS busy
 -- locks heads, then settles) about once a minute under load, and each cost both
 -- transactions the server's deadlock_timeout (1 s). A row another transaction holds is
 -- skipped and returned `busy` if the lease was still this worker's when the statement
--- began: not lost, to be beaten again in a moment (`RunOps.heartbeat`).
+-- began: not lost, to be beaten again in a moment (`RunOps.heartbeat`). The ids are also an
+-- index condition, so the plan reads the worker's rows, not every running session.
 WITH h AS (
   SELECT * FROM unnest(CAST(:ids AS text[]), CAST(:fences AS bigint[])) AS h(id, fence)
 ), mine AS (
   SELECT s.id FROM sessions s JOIN h ON s.id = h.id AND s.fence = h.fence
-  WHERE s.lease_worker = :worker AND s.status = 'running'
+  WHERE s.id = ANY(CAST(:ids AS text[])) AND s.lease_worker = :worker
+    AND s.status = 'running'
   FOR UPDATE OF s SKIP LOCKED
 ), beat AS (
   UPDATE sessions s SET lease_expires_at = {now} + {secs(:ttl)}
@@ -57,7 +59,7 @@ SELECT id, cancel, false AS busy FROM beat
 UNION ALL
 SELECT s.id, s.cancel_requested_at IS NOT NULL, true
 FROM sessions s JOIN h ON s.id = h.id AND s.fence = h.fence
-WHERE s.lease_worker = :worker AND s.status = 'running'
+WHERE s.id = ANY(CAST(:ids AS text[])) AND s.lease_worker = :worker AND s.status = 'running'
   AND s.id NOT IN (SELECT id FROM beat)
 
 -- name: commit_head
@@ -104,6 +106,9 @@ RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_
 -- dialect: postgres
 -- :items is a JSON list of objects, one per item, with the columns of `h` (one parameter the
 -- worker writes with orjson, rather than seven arrays the driver adapts value by value).
+-- The `id = ANY(ARRAY(...))` restates the join as an index condition: the planner guesses
+-- 100 rows for any json_to_recordset and would otherwise join by scanning every queued and
+-- running session (tests/store/test_claim_plans.py), a cost that grew with the backlog.
 UPDATE sessions s SET
   last_seq = s.last_seq + h.ne
              + CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 1 ELSE 0 END,
@@ -116,7 +121,8 @@ UPDATE sessions s SET
   updated_at = {now}
 FROM json_to_recordset(CAST(:items AS json))
      AS h(id text, worker text, fence bigint, ne bigint, nn bigint, d bigint, t text)
-WHERE s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
+WHERE s.id = ANY(ARRAY(SELECT x.id FROM json_to_recordset(CAST(:items AS json)) AS x(id text)))
+  AND s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
   AND s.status = 'running' AND h.d <= s.last_input_seq
 RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.owner_id,
           s.title_state, {now} AS now
@@ -144,7 +150,8 @@ WHERE sessions.id = h.id
 
 -- name: settle_rows
 -- dialect: postgres
--- :items is a JSON list of objects with the columns of `h`.
+-- :items is a JSON list of objects with the columns of `h`; the ids restated as an index
+-- condition, as in `commit_heads`.
 UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
   updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
   cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
@@ -153,7 +160,8 @@ UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
 FROM json_to_recordset(CAST(:items AS json))
      AS h(id text, status text, attempt integer, fence bigint, error_code text,
           error_message text, attention text, last_seq bigint, last_entry_seq bigint)
-WHERE s.id = h.id
+WHERE s.id = ANY(ARRAY(SELECT x.id FROM json_to_recordset(CAST(:items AS json)) AS x(id text)))
+  AND s.id = h.id
 
 -- name: set_last_entry_seq
 UPDATE sessions SET last_entry_seq = :last WHERE id = :id
