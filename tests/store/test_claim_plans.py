@@ -36,17 +36,18 @@ def _rows_read(plan: dict[str, Any], table: str) -> int:
     return read + sum(_rows_read(p, table) for p in plan.get("Plans", ()))
 
 
-EXPLAINED_WRITES = {"settle_rows"}
-"""Statements sent with `execute` (no rows read back) that are EXPLAINed too."""
+EXPLAINED_SENT = {"settle_rows", "claimed_inputs"}
+"""Statements sent with `execute` or `send` (no rows waited for) that are EXPLAINed too."""
 
 
 @pytest.fixture
 async def explained(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, list[int]]]:
-    """Name of each statement the store fetches (and of `EXPLAINED_WRITES`) -> rows of
-    `sessions` its plan read."""
+    """Name of each statement the store fetches (and of `EXPLAINED_SENT`) -> rows of
+    `sessions` its plan read (and under "name:events", rows of `session_events`)."""
     seen: dict[str, list[int]] = {}
     fetch = postgres._PgTx.fetch
     execute = postgres._PgTx.execute
+    send = postgres._PgTx.send
 
     async def explain(self: Any, query: Any, params: Any) -> None:
         q = postgres._named(query)
@@ -59,18 +60,25 @@ async def explained(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, 
         doc = row["QUERY PLAN"]
         plan = (json.loads(doc) if isinstance(doc, str) else doc)[0]["Plan"]
         seen.setdefault(q.name, []).append(_rows_read(plan, "sessions"))
+        seen.setdefault(f"{q.name}:events", []).append(_rows_read(plan, "session_events"))
 
     async def explain_first(self: Any, query: Any, params: Any = None) -> Any:
         await explain(self, query, params)
         return await fetch(self, query, params)
 
     async def explain_write(self: Any, query: Any, params: Any = None) -> None:
-        if postgres._named(query).name in EXPLAINED_WRITES:
+        if postgres._named(query).name in EXPLAINED_SENT:
             await explain(self, query, params)
         await execute(self, query, params)
 
+    async def explain_sent(self: Any, query: Any, params: Any) -> Any:
+        if postgres._named(query).name in EXPLAINED_SENT:
+            await explain(self, query, params)
+        return await send(self, query, params)
+
     monkeypatch.setattr(postgres._PgTx, "fetch", explain_first)
     monkeypatch.setattr(postgres._PgTx, "execute", explain_write)
+    monkeypatch.setattr(postgres._PgTx, "send", explain_sent)
     yield seen
 
 
@@ -90,6 +98,20 @@ async def _backlog(store: Any, owner: str, *, analyzed_before: bool) -> None:
                 "SELECT reltuples FROM pg_class WHERE relname = 'sessions'")
             assert (await cur.fetchone())[0] == -1  # never analyzed
         await conn.execute(insert, ("ses_1queued", owner, "queued", BACKLOG))
+        # each queued session's prompt, beside an event log ten times the backlog
+        await conn.execute(
+            "ALTER TABLE session_events SET (autovacuum_enabled = false)")
+        await conn.execute(
+            "INSERT INTO session_events (session_id, seq, attempt, fence, type, data) "
+            "SELECT 'ses_0log' || (i / 10), i %% 10 + 1, 0, 0, 'stage', '{}' "
+            "FROM generate_series(0, %s) AS i", (10 * BACKLOG - 1,))
+        await conn.execute(
+            "INSERT INTO session_events (session_id, seq, attempt, fence, type, data) "
+            "SELECT id, 1, 0, 0, 'user_message', '{\"text\": \"hi\"}' FROM sessions "
+            "WHERE id LIKE 'ses_1queued%%'")
+        await conn.execute(
+            "UPDATE sessions SET last_seq = 1, last_input_seq = 1 "
+            "WHERE id LIKE 'ses_1queued%%'")
 
 
 async def _claim_reads_what_it_takes(store: Any, explained: dict[str, list[int]]) -> None:
@@ -97,8 +119,12 @@ async def _claim_reads_what_it_takes(store: Any, explained: dict[str, list[int]]
     # the oldest first, still
     assert [c.session.id for c in claims] == [f"ses_1queued{i:06d}" for i in range(1, 11)]
     assert all(c.started for c in claims)
+    assert all([e.seq for e in c.inputs or ()] == [1] for c in claims)
     # the ten taken (and their updates by key), not a sort of the 2,000 queued
     [read] = explained["claim_take"]
+    assert read <= 3 * 10, explained
+    # their prompts, not the whole event log
+    [read] = explained["claimed_inputs:events"]
     assert read <= 3 * 10, explained
 
 
@@ -108,7 +134,8 @@ async def _runs_read_what_they_write(store: Any, explained: dict[str, list[int]]
     claims = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
     leases = [c.lease for c in claims]
     out = await store.commit_many(
-        [Commit(lease, events=[NewEvent("stage", {"stage": "x"})]) for lease in leases])
+        [Commit(lease, events=[NewEvent("stage", {"stage": "x"})], delivered_through=1)
+         for lease in leases])
     assert not [o for o in out if isinstance(o, Exception)]
     assert len(await store.heartbeat("w1", leases, lease_ttl=LONG_TTL)) == 10
     out = await store.commit_many(
@@ -141,3 +168,4 @@ async def test_a_claim_of_a_burst_since_the_last_analyze_reads_what_it_takes(
     finally:
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
             await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")
+            await conn.execute("ALTER TABLE session_events RESET (autovacuum_enabled)")

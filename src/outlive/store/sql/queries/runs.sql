@@ -19,9 +19,22 @@ SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
 SELECT {session_row} FROM sessions s WHERE s.id {in_ids}
 
 -- name: claimed_inputs
+-- dialect: sqlite
 -- The user messages waiting in the sessions a claim took, so their runs need not read them.
 SELECT e.* FROM session_events e JOIN sessions s ON s.id = e.session_id
 WHERE e.session_id {in_ids} AND e.seq > s.delivered_input_seq AND e.type = 'user_message'
+ORDER BY e.session_id, e.seq
+
+-- name: claimed_inputs
+-- dialect: postgres
+-- As above, read per session from its cursor on (the ORDER BY keeps the subquery a lateral
+-- index range scan): as a join, the planner scanned the whole event log whenever its
+-- statistics had not caught up with its growth (tests/store/test_claim_plans.py).
+SELECT e.* FROM sessions s
+CROSS JOIN LATERAL (SELECT * FROM session_events
+                    WHERE session_id = s.id AND seq > s.delivered_input_seq
+                      AND type = 'user_message' ORDER BY seq) AS e
+WHERE s.id {in_ids}
 ORDER BY e.session_id, e.seq
 
 -- name: heartbeat
