@@ -1,4 +1,5 @@
-"""The NOTIFY payload: a commit's notices as compact JSON, ids and flag bits only.
+"""The NOTIFY payload: a commit's notices as compact JSON, ids and flag bits only; and the
+LISTEN connection that receives them (`Listener`).
 
 Kept apart so the one rule about its size lives in one place: PostgreSQL refuses a payload of
 8,000 bytes or more, and the transaction that sent it fails. A commit touching many sessions
@@ -11,14 +12,23 @@ NOTIFY.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
+import random
 from collections.abc import Sequence
 
 import orjson
+import psycopg
 
+from ._fanout import Fanout
 from ._port import Notice
 
-__all__ = ["CHANNEL", "MAX_PAYLOADS", "PAYLOAD_LIMIT", "decode_notices", "encode_notices"]
+__all__ = ["CHANNEL", "MAX_PAYLOADS", "PAYLOAD_LIMIT", "Listener", "decode_notices",
+           "encode_notices"]
+
+log = logging.getLogger("outlive.store.postgres")
 
 CHANNEL = "outlive"
 
@@ -71,3 +81,55 @@ def decode_notices(payload: str) -> list[Notice]:
         out.append(Notice(sid, owner, bool(flags & 1), bool(flags & 2), bool(flags & 4),
                           bool(flags & 8)))
     return out
+
+
+class Listener:
+    """One LISTEN connection per Store, feeding its fan-out; reconnects forever."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self._task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+        # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
+        self.fanout = Fanout(complete=self.connected.is_set)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="outlive-listen")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        delay = 0.1
+        first = True
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True
+                ) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.connected.set()
+                    if not first:  # anything may have happened while we were away
+                        self.fanout.rescan()
+                    first, delay = False, 0.1
+                    async for n in conn.notifies():
+                        try:
+                            self.fanout.publish(decode_notices(n.payload))
+                        except (ValueError, TypeError):
+                            log.warning("ignored malformed notification %r", n.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database went away: wait and reconnect
+                self.connected.clear()
+                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 5.0)

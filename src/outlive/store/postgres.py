@@ -33,9 +33,9 @@ from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
 from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
 from ._engine import SqlStore
-from ._fanout import Fanout, FanoutSubscription
+from ._fanout import FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
-from ._pg_payload import CHANNEL, decode_notices, encode_notices
+from ._pg_payload import CHANNEL, Listener, decode_notices, encode_notices
 from ._settles import SettleRow
 
 __all__ = ["PostgresStore", "decode_notices", "encode_notices"]
@@ -119,58 +119,6 @@ def _translated() -> Iterator[None]:
         if isinstance(exc, _RETRYABLE):  # retried by `_write`; past that, not an outage
             raise
         raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
-
-
-class _Listener:
-    """One LISTEN connection per Store, feeding its fan-out; reconnects forever."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self._task: asyncio.Task[None] | None = None
-        self.connected = asyncio.Event()
-        # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
-        self.fanout = Fanout(complete=self.connected.is_set)
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def start(self) -> None:
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="outlive-listen")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        delay = 0.1
-        first = True
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self.dsn, autocommit=True
-                ) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    self.connected.set()
-                    if not first:  # anything may have happened while we were away
-                        self.fanout.rescan()
-                    first, delay = False, 0.1
-                    async for n in conn.notifies():
-                        try:
-                            self.fanout.publish(decode_notices(n.payload))
-                        except (ValueError, TypeError):
-                            log.warning("ignored malformed notification %r", n.payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the database went away: wait and reconnect
-                self.connected.clear()
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
-                await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 5.0)
 
 
 _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
@@ -321,7 +269,7 @@ class PostgresStore(SqlStore):
         self._acquire_timeout = acquire_timeout
         self._outage_timeout = outage_timeout
         self._opened = False
-        self._listener = _Listener(self.listen_dsn)
+        self._listener = Listener(self.listen_dsn)
 
     async def open(self) -> PostgresStore:
         if not self._opened:
