@@ -129,15 +129,16 @@ async def test_a_worker_refuses_a_private_target_at_delivery(harness: Harness, t
     """The API checked the name when the endpoint was made; it may resolve elsewhere now, so
     the worker checks again (here the row is written past the API, as a changed DNS would)."""
     server = await harness.serve()
-    await harness.worker(**{**QUICK_WEBHOOKS, "allow_private_webhooks": False})
     receiver = await Receiver(tmp_path).start()
     try:
         owner = await server.store.ensure_owner("private")
         hook = await server.store.create_webhook(owner.id, url=receiver.url,
                                                  events=["session.cancelled"],
                                                  secret=new_secret())
+        # cancelled while queued, before a worker could run it to its end first
         s = await server.store.create_session(owner.id, agent="demo", model="demo:scripted")
         await server.store.request_cancel(owner.id, s.id)
+        await harness.worker(**{**QUICK_WEBHOOKS, "allow_private_webhooks": False})
 
         async def refused() -> list | None:
             rows = await server.store.list_deliveries(owner.id, hook.id)
@@ -156,13 +157,14 @@ async def test_a_receiver_that_never_answers_is_given_up_after_the_attempt_limit
         harness: Harness, tmp_path: Path):
     """Past `webhook_attempts` the delivery is `failed` in the log and is tried no more."""
     server = await harness.serve()
-    await harness.worker(**{**QUICK_WEBHOOKS, "webhook_attempts": 3})
     receiver = Receiver(tmp_path)  # nothing ever listens on its port
     owner = await server.store.ensure_owner("gone")
     hook = await server.store.create_webhook(owner.id, url=receiver.url,
                                              events=["session.cancelled"], secret=new_secret())
+    # cancelled while queued, before a worker could run it to its end first
     s = await server.store.create_session(owner.id, agent="demo", model="demo:scripted")
     await server.store.request_cancel(owner.id, s.id)
+    await harness.worker(**{**QUICK_WEBHOOKS, "webhook_attempts": 3})
 
     async def given_up() -> list | None:
         rows = await server.store.list_deliveries(owner.id, hook.id)
