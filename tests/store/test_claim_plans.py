@@ -142,8 +142,10 @@ async def _runs_read_what_they_write(store: Any, explained: dict[str, list[int]]
         [Settle(lease, Status.FAILED, error=ErrorInfo("test", "done")) for lease in leases])
     assert not [o for o in out if isinstance(o, Exception)]
     for name in ("commit_heads", "heartbeat", "settle_rows"):
+        # by key: the ten rows (and their versions the updates left), in each part of the
+        # statement; never the backlog
         assert explained.get(name), (name, explained)
-        assert max(explained[name]) <= 3 * 10, (name, explained)
+        assert max(explained[name]) <= 10 * 10, (name, explained)
 
 
 async def test_a_claim_on_a_table_never_analyzed_reads_what_it_takes(pg_template, explained):
@@ -169,3 +171,39 @@ async def test_a_claim_of_a_burst_since_the_last_analyze_reads_what_it_takes(
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
             await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")
             await conn.execute("ALTER TABLE session_events RESET (autovacuum_enabled)")
+
+
+async def test_a_claim_beside_thousands_of_held_sessions_reads_what_it_takes(store, explained):
+    """Held leases are no candidates: beside 2,000 running sessions (older than the rest, so
+    a walk in id order passes them all first) a claim reads the few queued, the few whose
+    lease ended and the few with none, not the running ones, and leaves alone those waiting
+    on an approval."""
+    owner = await new_owner(store)
+    insert = ("INSERT INTO sessions (id, owner_id, agent, model, status, attempt, fence, "
+              "lease_worker, lease_expires_at, attention) "
+              "SELECT %s || lpad(i::text, 6, '0'), %s, 'demo', 'demo:scripted', %s, %s, %s, "
+              "%s, now() + %s * interval '1 second', %s FROM generate_series(1, %s) AS i")
+    try:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE sessions SET (autovacuum_enabled = false)")
+            await conn.execute(insert, ("ses_0held", owner.id, "running", 1, 1, "w0", 3600,
+                                        None, BACKLOG))
+            await conn.execute(insert, ("ses_1lapsed", owner.id, "running", 1, 1, "gone",
+                                        -60, None, 3))
+            await conn.execute(insert, ("ses_2parked", owner.id, "running", 1, 1, None, None,
+                                        None, 2))
+            await conn.execute(insert, ("ses_3approval", owner.id, "running", 1, 1, None,
+                                        None, "approval", 2))
+            await conn.execute(insert, ("ses_4queued", owner.id, "queued", 0, 0, None, None,
+                                        None, 5))
+        claims = await store.claim("w1", limit=20, lease_ttl=LONG_TTL, start=True)
+        assert sorted(c.session.id for c in claims) == sorted(
+            [f"ses_1lapsed{i:06d}" for i in range(1, 4)]
+            + [f"ses_2parked{i:06d}" for i in range(1, 3)]
+            + [f"ses_4queued{i:06d}" for i in range(1, 6)])
+        assert all(c.lease is not None and c.lease.worker == "w1" for c in claims)
+        [read] = explained["claim_take"]
+        assert read <= 3 * 20, explained
+    finally:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")

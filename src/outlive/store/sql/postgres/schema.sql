@@ -49,11 +49,18 @@ CREATE TABLE sessions (
     attention           TEXT,
     compacted_through   BIGINT NOT NULL DEFAULT 0,
     purge_after         TIMESTAMPTZ,
-    ended_at            TIMESTAMPTZ
+    ended_at            TIMESTAMPTZ,
+    CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
-CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
+-- A claim's two searches (0011): the queued sessions in id order, and the running ones it
+-- may take by the end of their lease (no lease: minus infinity); and the abandon sweep's.
+CREATE INDEX sessions_queued ON sessions (id) WHERE status = 'queued';
+CREATE INDEX sessions_lease_ends ON sessions ((COALESCE(lease_expires_at, '-infinity')))
+    WHERE status = 'running' AND (attention IS NULL OR attention <> 'approval');
+CREATE INDEX sessions_abandonable ON sessions (id)
+    WHERE status = 'running' AND abandon_after IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 

@@ -212,9 +212,9 @@ UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHE
 -- Before `claim_take`, for its transaction only: no bitmap scan. A backlog that arrived since
 -- the table's last ANALYZE (or a table never analyzed) looks to the planner like a handful of
 -- claimable rows, and it reads them all through a bitmap and sorts them to keep :limit (11 ms
--- for 4,000 queued sessions); the ordered scan of `sessions_claimable` stops after :limit,
--- whatever the statistics say. Per transaction (SET LOCAL), so safe behind a pooler in
--- transaction mode; it is left off to the claim's COMMIT rather than restored with one more
+-- for 4,000 queued sessions); the ordered scans of `sessions_queued` and
+-- `sessions_lease_ends` stop after :limit, whatever the statistics say. Per transaction
+-- (SET LOCAL), so safe behind a pooler in transaction mode; it is left off to the claim's COMMIT rather than restored with one more
 -- statement per claim: every other statement of a claim reads sessions, their events and
 -- their owners by key, which an index scan does as well.
 SELECT set_config('enable_bitmapscan', 'off', true)
@@ -228,12 +228,22 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 -- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
 -- the database clock after its row was updated. The store checks each taken row against
 -- the machine (`RunOps._taken`); every other candidate goes the general way.
-WITH c AS (
-  SELECT {session_row} FROM sessions s
-  WHERE s.status = 'queued'
-     OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
-         AND (s.attention IS NULL OR s.attention <> 'approval'))
+-- The candidates are searched in two parts, each an ordered scan of its own index (0011) that
+-- stops at the limit, so a claim reads what it takes however many sessions run: the oldest
+-- queued sessions, and the running ones nobody holds, longest unheld first (no lease at all,
+-- then the lease that ended first), the two merged oldest first. `now()` (the claim's start):
+-- an index condition needs a stable time. Rows either part locks and the merge leaves out
+-- stay untouched until the COMMIT.
+WITH q AS (
+  SELECT {session_row} FROM sessions s WHERE s.status = 'queued'
   ORDER BY s.id LIMIT :limit {skip_locked}
+), o AS (
+  SELECT {session_row} FROM sessions s
+  WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention <> 'approval')
+    AND COALESCE(s.lease_expires_at, '-infinity') < now()
+  ORDER BY COALESCE(s.lease_expires_at, '-infinity') LIMIT :limit {skip_locked}
+), c AS (
+  SELECT * FROM q UNION ALL SELECT * FROM o ORDER BY id LIMIT :limit
 ), u AS (
   UPDATE sessions s
   SET status = 'running', attempt = s.attempt + 1, fence = s.fence + 1, updated_at = {now},
