@@ -214,9 +214,10 @@ UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHE
 -- claimable rows, and it reads them all through a bitmap and sorts them to keep :limit (11 ms
 -- for 4,000 queued sessions); the ordered scans of `sessions_queued` and
 -- `sessions_lease_ends` stop after :limit, whatever the statistics say. Per transaction
--- (SET LOCAL), so safe behind a pooler in transaction mode; it is left off to the claim's COMMIT rather than restored with one more
--- statement per claim: every other statement of a claim reads sessions, their events and
--- their owners by key, which an index scan does as well.
+-- (SET LOCAL), so safe behind a pooler in transaction mode; it is left off to the claim's
+-- COMMIT rather than restored with one more statement per claim: every other statement of a
+-- claim reads sessions, their events and their owners by key, which an index scan does as
+-- well.
 SELECT set_config('enable_bitmapscan', 'off', true)
 
 -- name: claim_take
