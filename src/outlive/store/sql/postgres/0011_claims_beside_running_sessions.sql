@@ -1,8 +1,8 @@
 -- A claim looks for queued sessions and for running ones nobody holds (parked, or their lease
 -- lapsed). Through `sessions_claimable` it walked every running session in id order to find
 -- them, a cost that grew with the sessions running (0.55 ms per claim with 2,000 running, on
--- every claim of every idle worker). It is replaced by indexes a claim reads only what it
--- takes through: the queued sessions in id order, and the running ones a claim may take (not
+-- every claim of every idle worker). Two indexes replace it, through which a claim reads only
+-- what it takes: the queued sessions in id order, and the running ones a claim may take (not
 -- those waiting on an approval) by the end of their lease (no lease: minus infinity). No other
 -- index's condition follows from the claim's, so the planner cannot walk the running sessions
 -- in another order instead. The abandon sweep gets its own. A lease is whole or absent, which

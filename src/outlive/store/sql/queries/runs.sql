@@ -120,8 +120,8 @@ RETURNING sessions.id, last_seq, last_entry_seq, last_input_seq, attempt, owner_
 -- :items is a JSON list of objects, one per item, with the columns of `h` (one parameter the
 -- worker writes with orjson, rather than seven arrays the driver adapts value by value).
 -- The `id = ANY(ARRAY(...))` restates the join as an index condition: the planner guesses
--- 100 rows for any json_to_recordset and would otherwise join by scanning every queued and
--- running session (tests/store/test_claim_plans.py), a cost that grew with the backlog.
+-- 100 rows for any json_to_recordset and would otherwise join by scanning the sessions
+-- (tests/store/test_claim_plans.py), a cost that grew with the backlog.
 UPDATE sessions s SET
   last_seq = s.last_seq + h.ne
              + CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 1 ELSE 0 END,
@@ -222,8 +222,9 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 
 -- name: claim_take
 -- dialect: postgres
--- A worker's claim in one statement for its common case: the candidates of
--- `claim_candidates`, locked, as they were (`taken` says which this statement took); of
+-- A worker's claim in one statement for its common case: the sessions `claim_candidates`
+-- describes (those nobody holds chosen longest unheld first, below), locked, as they were
+-- (`taken` says which this statement took); of
 -- them, with `:start`, each queued session no cancel, deletion, attention or attempt cap
 -- stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
 -- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
