@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from .events import (
+    EVENT_TYPES,
+    OWNER_EVENT_TYPES,
+    Event,
+    NewEvent,
+    OwnerPayload,
+    Unknown,
+    parse_owner,
+)
 
 __all__ = [
     "ATTENTION",
@@ -81,42 +92,6 @@ class ClaimReason(enum.StrEnum):
     CRASH = "crash"
     HANDOFF = "handoff"
     FOLLOW_UP = "follow_up"
-
-
-EVENT_TYPES = frozenset(
-    {
-        "session_start",
-        "session_resumed",
-        "session_interrupted",
-        "session_end",
-        "user_message",
-        "user_question",
-        "approval_requested",
-        "approval_decided",
-        "turn_start",
-        "text_delta",
-        "thinking_delta",
-        "message_end",
-        "tool_start",
-        "tool_progress",
-        "tool_end",
-        "stage",
-        "title",
-        "incomplete",
-        "error",
-    }
-)
-
-OWNER_EVENT_TYPES = frozenset(
-    {
-        "session_created",
-        "session_status",
-        "session_deleted",
-        "session_active_stage",
-        "session_cancel_requested",
-        "session_title",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -192,23 +167,6 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class NewEvent:
-    type: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Event:
-    session_id: str
-    seq: int
-    ts: datetime
-    attempt: int
-    fence: int
-    type: str
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class Entry:
     session_id: str
     seq: int
@@ -225,6 +183,11 @@ class OwnerEvent:
     ts: datetime
     type: str
     data: dict[str, Any]
+
+    @functools.cached_property
+    def payload(self) -> OwnerPayload | Unknown:
+        """`data` as its type's payload, parsed on first use (`events.parse_owner`)."""
+        return parse_owner(self.type, self.data)
 
 
 @dataclass(frozen=True)

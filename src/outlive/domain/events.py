@@ -1,0 +1,501 @@
+"""Every event type of the session log and of the owner log, each with its typed payload.
+
+The log's wire format is `{seq, ts, type, data}` with `data` a JSON object, and it does not
+change: a payload encodes to exactly the `data` its writer put in the log before payloads had
+types (fields a writer only sets sometimes are omitted when unset), and every log written
+before, including ones with odd or missing fields, still reads.
+
+Writers build a payload and turn it into a `NewEvent` with `.new()`; readers get the payload
+of a stored `Event` with `.payload` (parsed once) and use attributes. Adding a field is an edit
+here and in the renderers that show it; the JSON Schema beside the web reducer
+(`web/events.schema.json`) is generated from these types (`json_schema()`), and tests hold
+both reducers to it.
+
+Reading is tolerant, because a log outlives the code that wrote it: a field that is missing
+or of the wrong type reads as its neutral value (`""`, `0`, `False`, an empty list or
+mapping, `None`), an unknown field is ignored, and an event type this version does not know
+reads as `Unknown` (which every reader skips).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+__all__ = [
+    "EVENT_TYPES",
+    "OWNER_EVENT_TYPES",
+    "PAYLOADS",
+    "UNSET",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "Error",
+    "ErrorBody",
+    "Event",
+    "EventPayload",
+    "Incomplete",
+    "MessageEnd",
+    "NewEvent",
+    "OwnerPayload",
+    "Payload",
+    "SessionActiveStage",
+    "SessionCancelRequested",
+    "SessionCreated",
+    "SessionDeleted",
+    "SessionEnd",
+    "SessionInterrupted",
+    "SessionResumed",
+    "SessionStart",
+    "SessionStatus",
+    "SessionTitle",
+    "Stage",
+    "TextDelta",
+    "ThinkingDelta",
+    "Title",
+    "ToolEnd",
+    "ToolProgress",
+    "ToolStart",
+    "TurnStart",
+    "Unknown",
+    "UnsetType",
+    "Usage",
+    "UserMessage",
+    "UserQuestion",
+    "json_schema",
+    "parse",
+    "parse_owner",
+]
+
+
+class Payload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The `data` of one event type. `TYPE` is the event's `type` on the wire.
+
+    Fields without a default are written on every event of the type; fields with a default
+    are left out of `data` while they hold it (`UNSET` where `None` is a value of its own)."""
+
+    TYPE: ClassVar[str]
+
+    def new(self) -> NewEvent:
+        """The event to append, with this payload as its `data`."""
+        return NewEvent(self.TYPE, self.data())
+
+    def data(self) -> dict[str, Any]:
+        """This payload as the JSON object it is on the wire."""
+        return typing.cast(dict[str, Any], msgspec.to_builtins(self))
+
+
+# ---- nested values ------------------------------------------------------------------------
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a run failed, as a `session_end` or an owner `session_status` carries it."""
+
+    code: str | None = None
+    message: str | None = None
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one model call used, as its provider reported it."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+# ---- the session log ----------------------------------------------------------------------
+
+
+class SessionStart(Payload, frozen=True, kw_only=True):
+    """A run began: a new session, a follow-up, or a claim after a crash or handoff."""
+
+    TYPE: ClassVar[str] = "session_start"
+    reason: str | None
+    attempt: int | None
+
+
+class SessionResumed(Payload, frozen=True, kw_only=True):
+    """A worker took over a run another worker left: what it repaired."""
+
+    TYPE: ClassVar[str] = "session_resumed"
+    reason: str | None
+    attempt: int | None
+    repaired_tool_calls: list[str]
+
+
+class SessionInterrupted(Payload, frozen=True, kw_only=True):
+    """A worker parked the run (shutdown) for another to resume."""
+
+    TYPE: ClassVar[str] = "session_interrupted"
+    reason: str | None
+    attempt: int | None
+
+
+class SessionEnd(Payload, frozen=True, kw_only=True):
+    """A run settled. `status` is terminal (a reader takes anything else as `failed`)."""
+
+    TYPE: ClassVar[str] = "session_end"
+    status: str
+    error: ErrorBody | str | None = None
+    reason: str | None = None
+    attention: str | None = None
+    dropped_inputs: list[int] = msgspec.field(default_factory=list)
+    """User messages that waited undelivered and were cancelled with the run."""
+
+
+class UserMessage(Payload, frozen=True, kw_only=True):
+    """A person's message: the prompt (`delivery: start`) or a follow-up."""
+
+    TYPE: ClassVar[str] = "user_message"
+    text: str
+    delivery: str
+    client_request_id: str | None = None
+
+
+class UserQuestion(Payload, frozen=True, kw_only=True):
+    """The model asked the person (the run ends on it with attention `question`)."""
+
+    TYPE: ClassVar[str] = "user_question"
+    question: str
+    options: list[Any]
+    call_id: str | None
+
+
+class ApprovalRequested(Payload, frozen=True, kw_only=True):
+    """A tool call waits for a person's decision (docs/approvals.md)."""
+
+    TYPE: ClassVar[str] = "approval_requested"
+    approval_id: str | None
+    call_id: str | None
+    tool: str | None
+    args: dict[str, Any]
+    expires_at: str | None
+
+
+class ApprovalDecided(Payload, frozen=True, kw_only=True):
+    """A person (or the expiry) decided an approval: `approve` or `deny`."""
+
+    TYPE: ClassVar[str] = "approval_decided"
+    approval_id: str | None
+    call_id: str | None
+    tool: str | None
+    decision: str | None
+    always: bool
+    reason: str | None = None
+
+
+class TurnStart(Payload, frozen=True, kw_only=True):
+    """A model call began. `inputs` names the user messages it delivers to the model."""
+
+    TYPE: ClassVar[str] = "turn_start"
+    turn: int | None
+    message_id: str | None
+    inputs: list[int] | None = None
+    inputs_through: int | None = None
+    """The last delivered message, in logs written before `inputs`."""
+    retry: int | None = None
+
+
+class TextDelta(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "text_delta"
+    message_id: str | None
+    text: str
+
+    def new(self) -> NewEvent:  # the most written event: skip the generic encoder
+        return NewEvent(self.TYPE, {"message_id": self.message_id, "text": self.text})
+
+
+class ThinkingDelta(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "thinking_delta"
+    message_id: str | None
+    text: str
+
+    def new(self) -> NewEvent:
+        return NewEvent(self.TYPE, {"message_id": self.message_id, "text": self.text})
+
+
+class MessageEnd(Payload, frozen=True, kw_only=True):
+    """A model call ended; `text` is the whole answer and outranks its deltas."""
+
+    TYPE: ClassVar[str] = "message_end"
+    message_id: str | None
+    text: str | None
+    stop_reason: str | None
+    usage: Usage | None = None
+
+
+class ToolStart(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "tool_start"
+    call_id: str | None
+    tool: str | None
+    arguments: dict[str, Any]
+    rerun: bool = False
+    """An idempotent call a resumed run runs again (docs/architecture.md §5)."""
+
+
+class ToolProgress(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "tool_progress"
+    call_id: str | None
+    message: Any
+
+
+class ToolEnd(Payload, frozen=True, kw_only=True):
+    """A tool call's receipt. A failure carries `error`, never `result`; `interrupted` wins
+    over `ok` (the call was cut off by a cancel, a crash or a denial)."""
+
+    TYPE: ClassVar[str] = "tool_end"
+    call_id: str | None
+    ok: bool
+    duration_ms: int | float | None
+    result: Any | UnsetType = UNSET
+    error: Any | UnsetType = UNSET
+    interrupted: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.ok and not self.interrupted
+
+
+class Stage(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "stage"
+    stage: str | None
+
+
+class Title(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "title"
+    title: str | None
+
+
+class Incomplete(Payload, frozen=True, kw_only=True):
+    """The run stopped short: `max_turns` or the model's `length` limit."""
+
+    TYPE: ClassVar[str] = "incomplete"
+    reason: str | None
+
+
+class Error(Payload, frozen=True, kw_only=True):
+    """Something went wrong in the run; `retrying` when the run tries again."""
+
+    TYPE: ClassVar[str] = "error"
+    code: str | None
+    message: str | None
+    retrying: bool = False
+    attempt: int | None = None
+    retry_in_ms: int | None = None
+
+
+# ---- the owner log --------------------------------------------------------------------------
+
+
+class SessionCreated(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "session_created"
+    status: str
+    attempt: int
+    title: str | None
+
+
+class SessionStatus(Payload, frozen=True, kw_only=True):
+    """A session's status changed; `attention` and `error` only when there is one."""
+
+    TYPE: ClassVar[str] = "session_status"
+    status: str
+    attempt: int
+    attention: str | None = None
+    error: ErrorBody | None = None
+
+
+class SessionDeleted(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "session_deleted"
+
+
+class SessionActiveStage(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "session_active_stage"
+    stage: str | None
+
+
+class SessionCancelRequested(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "session_cancel_requested"
+    reason: str | None
+
+
+class SessionTitle(Payload, frozen=True, kw_only=True):
+    TYPE: ClassVar[str] = "session_title"
+    title: str | None
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """An event of a type this version does not know (a newer writer's): readers skip it."""
+
+    type: str
+    data: Mapping[str, Any]
+
+
+EventPayload = (
+    SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
+    | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
+    | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error
+)
+OwnerPayload = (
+    SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage
+    | SessionCancelRequested | SessionTitle
+)
+
+_SESSION_TYPES: tuple[type[Payload], ...] = typing.get_args(EventPayload)
+_OWNER_TYPES: tuple[type[Payload], ...] = typing.get_args(OwnerPayload)
+
+PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in _SESSION_TYPES}
+"""The session log's payload type of every event type."""
+_OWNER_PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in _OWNER_TYPES}
+
+EVENT_TYPES = frozenset(PAYLOADS)
+OWNER_EVENT_TYPES = frozenset(_OWNER_PAYLOADS)
+
+
+# ---- the envelopes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append: the store gives it its seq, time, attempt and fence."""
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stored event of a session's log."""
+
+    session_id: str
+    seq: int
+    ts: datetime
+    attempt: int
+    fence: int
+    type: str
+    data: dict[str, Any]
+
+    @functools.cached_property
+    def payload(self) -> EventPayload | Unknown:
+        """`data` as its type's payload, parsed on first use (see the module docstring)."""
+        return parse(self.type, self.data)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+
+def parse(event_type: str, data: Any) -> EventPayload | Unknown:
+    """The payload of a session event; never raises (see the module docstring)."""
+    cls = PAYLOADS.get(event_type)
+    if cls is None:
+        return Unknown(event_type, data if isinstance(data, Mapping) else {})
+    return typing.cast(EventPayload, _convert(cls, data))
+
+
+def parse_owner(event_type: str, data: Any) -> OwnerPayload | Unknown:
+    """The payload of an owner event; never raises."""
+    cls = _OWNER_PAYLOADS.get(event_type)
+    if cls is None:
+        return Unknown(event_type, data if isinstance(data, Mapping) else {})
+    return typing.cast(OwnerPayload, _convert(cls, data))
+
+
+_FIELD_PATH = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
+_MISSING = re.compile(r"missing required field `([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def _convert(cls: type[Payload], data: Any) -> Payload:
+    if not isinstance(data, Mapping):
+        data = {}
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError:
+        pass
+    # The slow path, for logs with fields of the wrong type or missing: replace each field
+    # the error names by its neutral value, one at a time, until the payload converts.
+    fixed = {k: v for k, v in data.items() if isinstance(k, str)}
+    for _ in range(len(cls.__struct_fields__) + 1):
+        try:
+            return msgspec.convert(fixed, cls)
+        except msgspec.ValidationError as exc:
+            name = _bad_field(str(exc))
+            if name is None or name not in cls.__struct_fields__:
+                break
+            fixed[name] = _neutral(_hints(cls)[name])
+    return msgspec.convert({n: _neutral(h) for n, h in _required(cls).items()}, cls)
+
+
+def _bad_field(message: str) -> str | None:
+    match = _MISSING.search(message) or _FIELD_PATH.search(message)
+    return match.group(1) if match else None
+
+
+@functools.cache
+def _hints(cls: type[Payload]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {name: hints[name] for name in cls.__struct_fields__}
+
+
+@functools.cache
+def _required(cls: type[Payload]) -> dict[str, Any]:
+    hints = _hints(cls)
+    optional = len(cls.__struct_defaults__)
+    names = cls.__struct_fields__
+    return {name: hints[name] for name in names[: len(names) - optional]}
+
+
+def _neutral(hint: Any) -> Any:
+    """The value a missing or malformed field reads as."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        if type(None) in args or UnsetType in args or Any in args:
+            return None
+        return _neutral(args[0])
+    origin = typing.get_origin(hint) or hint
+    if origin is bool:
+        return False
+    if origin in (int, float):
+        return 0
+    if origin is str:
+        return ""
+    if origin is list:
+        return []
+    if origin is dict:
+        return {}
+    return None
+
+
+# ---- the schema -------------------------------------------------------------------------------
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of both logs' events, `{type, data}` per event type, generated from
+    the payload types (checked in as `web/events.schema.json`)."""
+    payloads = (*_SESSION_TYPES, *_OWNER_TYPES)
+    (refs, defs) = msgspec.json.schema_components(payloads, ref_template="#/$defs/{name}")
+
+    def branch(cls: type[Payload], ref: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "required": ["type", "data"],
+                "properties": {"type": {"const": cls.TYPE}, "data": ref}}
+
+    session = [branch(c, r) for c, r in zip(_SESSION_TYPES, refs, strict=False)]
+    owner = [branch(c, r) for c, r in zip(_OWNER_TYPES, refs[len(_SESSION_TYPES):],
+                                          strict=True)]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "outlive events",
+        "description": "Generated from src/outlive/domain/events.py: do not edit by hand.",
+        "$defs": {
+            **defs,
+            "SessionEvent": {"oneOf": session},
+            "OwnerEvent": {"oneOf": owner},
+        },
+        "oneOf": [{"$ref": "#/$defs/SessionEvent"}, {"$ref": "#/$defs/OwnerEvent"}],
+    }
