@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from .. import __version__
-from ..store import Store
+from ..store import ApiStore
 from ..web import mount as mount_web
 from . import _approvals, _events, _login, _meta, _metrics, _sessions, _webhooks, agui, aisdk
 from . import openai as openai_surface
@@ -48,7 +48,7 @@ Every error body is `{"error": {"code", "message", ...}}`."""
 
 
 def create_app(
-    store: Store,
+    store: ApiStore,
     *,
     catalog: AgentCatalog,
     settings: ApiSettings | None = None,

@@ -35,7 +35,7 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
-from ..store import Owner, Store
+from ..store import CredentialStore, Owner
 from ._context import ApiContext, ApiSettings, Ctx
 from ._errors import ApiError
 from ._keys import hash_key, looks_like_key
@@ -98,7 +98,7 @@ class Credential:
 class Authenticator:
     """Resolves credentials to owners through the Store, with a short in-process cache."""
 
-    def __init__(self, store: Store, settings: ApiSettings) -> None:
+    def __init__(self, store: CredentialStore, settings: ApiSettings) -> None:
         self._store = store
         self._settings = settings
         self._ttl = settings.key_cache_ttl

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
-from ..store import Store
+from ..store import ApiStore
 from ._catalog import AgentCatalog
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class ApiSettings:
 
 @dataclass
 class ApiContext:
-    store: Store
+    store: ApiStore
     catalog: AgentCatalog
     settings: ApiSettings
     auth: Authenticator

@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Event, OwnerEvent
-from ..store import Store, Subscription
+from ..store import EventLogStore, Subscription
 from ._context import ApiSettings
 from ._snapshots import Snapshots
 
@@ -158,7 +158,7 @@ class _Topic(Generic[T]):
 
 
 class Hub:
-    def __init__(self, store: Store, snapshots: Snapshots, settings: ApiSettings) -> None:
+    def __init__(self, store: EventLogStore, snapshots: Snapshots, settings: ApiSettings) -> None:
         self._store = store
         self._snapshots = snapshots
         self._settings = settings

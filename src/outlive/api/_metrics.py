@@ -46,7 +46,7 @@ from prometheus_client import (
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import metrics as process_metrics
-from ..store import Store
+from ..store import HealthStore
 from ._context import ApiContext, Ctx
 from ._errors import ApiError, error_responses
 from ._schemas import HealthOut
@@ -88,7 +88,7 @@ class ApiMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    async def count_sessions(self, store: Store, ttl: float) -> None:
+    async def count_sessions(self, store: HealthStore, ttl: float) -> None:
         """Refresh `outlive_sessions{status}` unless it was read less than `ttl` ago (one
         `COUNT ... GROUP BY` per `ttl` however often, and however many at once, scrape)."""
         async with self._counting:

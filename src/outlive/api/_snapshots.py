@@ -32,7 +32,7 @@ from typing import Any
 
 from ..domain.model import Event
 from ..domain.reducer import REDUCER_VERSION, empty_state, fold
-from ..store import Store
+from ..store import EventLogStore
 
 __all__ = ["Snapshots"]
 
@@ -53,7 +53,7 @@ class _Cached:
 class Snapshots:
     """Computes, caches and saves transcript snapshots for one API process."""
 
-    def __init__(self, store: Store, *, every: int = 500, cache_size: int = 256) -> None:
+    def __init__(self, store: EventLogStore, *, every: int = 500, cache_size: int = 256) -> None:
         self._store = store
         self.every = every
         self._size = max(1, cache_size)

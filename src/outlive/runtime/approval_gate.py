@@ -18,7 +18,7 @@ from typing import NamedTuple
 from ..domain.approvals import Approval, Decision, denial_error, rule_for
 from ..domain.model import NewEvent
 from ..providers import ToolCall
-from ..store import Store
+from ..store import ApprovalStore
 from ..tools import ToolContext, ToolRegistry, ToolResult
 from .history import tool_result_entry
 from .writes import EntryDraft
@@ -57,7 +57,8 @@ class ApprovalGate:
     """One run's view of its session's approvals, read at most once: while the run holds
     the lease the session is not waiting, so no decision can land behind its back."""
 
-    def __init__(self, store: Store, session_id: str, tools: ToolRegistry, fence: int) -> None:
+    def __init__(self, store: ApprovalStore, session_id: str, tools: ToolRegistry, fence: int
+                 ) -> None:
         self.store = store
         self.session_id = session_id
         self.tools = tools

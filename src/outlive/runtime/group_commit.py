@@ -29,7 +29,7 @@ from typing import Any
 
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
-from ..store import Commit, Settle, Store
+from ..store import Commit, RunStore, Settle
 from .writes import EntryDraft
 
 __all__ = ["GroupCommitter"]
@@ -51,7 +51,7 @@ class GroupCommitter:
     their stages and titles) and settles are grouped; parks, approvals and titles set alone
     go straight to the store."""
 
-    def __init__(self, store: Store, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: RunStore, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
         self.max_batch = max_batch
         self._queue: list[_Waiting] = []

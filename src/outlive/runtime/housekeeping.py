@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..store import Store
+from ..store import RetentionStore
 from .settings import RuntimeSettings
 
 __all__ = ["SweepResult", "expire_approvals", "sweep"]
@@ -45,7 +45,7 @@ async def _until_done(batch: Callable[[], Awaitable[int]]) -> int:
     return total
 
 
-async def expire_approvals(store: Store, settings: RuntimeSettings) -> int:
+async def expire_approvals(store: RetentionStore, settings: RuntimeSettings) -> int:
     """Deny, with reason `expired`, every approval nobody decided in time: each such session
     becomes claimable and its run tells the model (the worker's abandon scan calls this)."""
     n = await _until_done(lambda: store.expire_approvals(limit=settings.sweep_batch))
@@ -54,7 +54,7 @@ async def expire_approvals(store: Store, settings: RuntimeSettings) -> int:
     return n
 
 
-async def sweep(store: Store, settings: RuntimeSettings) -> SweepResult:
+async def sweep(store: RetentionStore, settings: RuntimeSettings) -> SweepResult:
     """One pass over everything the settings ask to bound."""
     deleted = await _until_done(lambda: store.purge_due(limit=settings.sweep_batch))
     # owners may have a retention of their own (`outlive owners retain`) when the server has none

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 from ..domain.model import Delivery, Event, Session
-from ..store import Store
+from ..store import RunnerStore
 
 __all__ = ["Inbox", "to_deliver"]
 
@@ -31,7 +31,7 @@ class Inbox:
     pokes every run), a notice is the only reason to read again: a run of many turns does not
     read its session once a second for nothing."""
 
-    def __init__(self, store: Store, claimed: Session, backstop_interval: float | None,
+    def __init__(self, store: RunnerStore, claimed: Session, backstop_interval: float | None,
                  claimed_inputs: Sequence[Event] | None = None, *,
                  notices_complete: bool = False) -> None:
         """`claimed_inputs`: the messages the claim read with the session, if it did."""

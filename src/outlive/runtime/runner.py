@@ -34,7 +34,7 @@ from ..domain.model import (
 )
 from ..domain.resume import plan_resume
 from ..providers import ModelProvider, ToolCall
-from ..store import Store
+from ..store import RunnerStore
 from ..tools import ToolResult
 from .activity import Abort, Supervisor
 from .agents import Agent
@@ -67,7 +67,7 @@ class Run:
 
     def __init__(
         self,
-        store: Store,
+        store: RunnerStore,
         claim: Claim,
         agent: Agent,
         provider: ModelProvider,

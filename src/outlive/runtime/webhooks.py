@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..domain.webhooks import is_private, signature_headers
-from ..store import Store, TakenDelivery
+from ..store import DeliveryStore, TakenDelivery
 from .settings import RuntimeSettings
 
 __all__ = ["WebhookSender", "backoff", "resolves_private"]
@@ -50,7 +50,7 @@ async def resolves_private(url: str) -> bool:
 
 
 class WebhookSender:
-    def __init__(self, store: Store, settings: RuntimeSettings) -> None:
+    def __init__(self, store: DeliveryStore, settings: RuntimeSettings) -> None:
         self.store = store
         self.settings = settings
         self.lease = 2 * settings.webhook_timeout + 1.0

@@ -19,7 +19,7 @@ from ..domain.errors import OutliveError
 from ..domain.model import Claim, ErrorInfo, Status, new_id
 from ..mcp import McpPool, McpUnavailable
 from ..providers import ProviderRegistry
-from ..store import Store, Subscription
+from ..store import Subscription, WorkerStore
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
@@ -40,7 +40,7 @@ def default_worker_id() -> str:
 class Worker:
     def __init__(
         self,
-        store: Store,
+        store: WorkerStore,
         agents: AgentRegistry,
         providers: ProviderRegistry,
         settings: RuntimeSettings | None = None,

@@ -1,7 +1,8 @@
-"""The Store port: every durable operation outlive performs, each one transaction.
+"""The Store ports: every durable operation outlive performs, each one transaction.
 
-The runtime and the API depend on this Protocol only; the SQLite and PostgreSQL adapters
-implement it with identical behaviour, proven by one conformance suite run on both.
+One Protocol per role (`SessionStore`, `EventLogStore`, `RunStore`, ...), so a caller names
+the few operations it uses; `Store` is their union, which the SQLite and PostgreSQL adapters
+implement with identical behaviour, proven by one conformance suite run on both.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from ..domain.model import (
 )
 
 __all__ = [
-    "ApiKey", "Commit", "CommitOutcome", "Held", "Notice", "Owner", "Settle", "SettleOutcome",
-    "Store", "Subscription", "TakenDelivery", "Webhook", "WebhookDelivery",
+    "PORTS", "ApiKey", "ApiStore", "ApprovalStore", "Commit", "CommitOutcome",
+    "ConnectionStore", "CredentialStore", "DeliveryStore", "EventLogStore", "HealthStore",
+    "Held", "Notice", "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore",
+    "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription", "TakenDelivery",
+    "Webhook", "WebhookDelivery", "WebhookStore", "WorkerStore",
 ]
 
 
@@ -183,8 +187,8 @@ class Subscription(Protocol):
         ...
 
 
-class Store(Protocol):
-    """Durable sessions. Owner-scoped calls raise `NotFound` alike for missing and foreign ids."""
+class ConnectionStore(Protocol):
+    """The adapter itself: for composition roots (open, migrate, close), never for callers."""
 
     @property
     def dialect(self) -> str: ...
@@ -192,21 +196,40 @@ class Store(Protocol):
     async def migrate(self) -> int: ...
     async def close(self) -> None: ...
 
-    # owners and keys
+
+class HealthStore(Protocol):
+    """What `/healthz` and `/metrics` ask of the database."""
+
+    async def ping(self) -> None: ...
+    async def count_by_status(self) -> dict[str, int]: ...
+
+
+class OwnerStore(Protocol):
+    """Owners and their API keys, as the operator manages them (the CLI, the demo)."""
+
     async def ensure_owner(self, name: str) -> Owner: ...
     async def create_api_key(self, owner_id: str, key_hash: str, label: str | None) -> str: ...
-    async def owner_for_key(self, key_hash: str) -> Owner | None: ...
     async def list_owners(self) -> list[OwnerSettings]: ...
     async def set_owner_retention(self, name: str, retain: float | None) -> OwnerSettings: ...
     async def list_api_keys(self) -> list[ApiKey]: ...
     async def revoke_api_key(self, key_id: str) -> bool: ...
+
+
+class CredentialStore(Protocol):
+    """Who a request is: an API key's owner, and the web page's logins made from a key."""
+
+    async def owner_for_key(self, key_hash: str) -> Owner | None: ...
     async def create_login(self, key_hash: str, token_hash: str, *, max_age: float
                            ) -> Owner | None: ...
     async def owner_for_login(self, token_hash: str, *, idle: float, max_age: float
                               ) -> Owner | None: ...
     async def end_login(self, token_hash: str) -> bool: ...
 
-    # sessions (owner-scoped)
+
+class SessionStore(Protocol):
+    """Sessions as their owner sees them. Owner-scoped calls raise `NotFound` alike for
+    missing and foreign ids; `purge_session` takes a session its owner just deleted."""
+
     async def create_session(
         self,
         owner_id: str,
@@ -246,12 +269,15 @@ class Store(Protocol):
         mode: Delivery | str = Delivery.STEER,
         client_request_id: str | None = None,
     ) -> PostResult: ...
-    async def touch_watched(self, session_ids: Sequence[str]) -> None: ...
+    async def purge_session(self, session_id: str) -> bool: ...
 
-    # events, entries, snapshots
-    async def append_events(
-        self, session_id: str, events: Sequence[NewEvent], *, lease: Lease | None = None
-    ) -> list[Event]: ...
+
+class EventLogStore(Protocol):
+    """Reading the logs: a session's head and events, the owner's lifecycle log, the folded
+    snapshots cached beside them, the notices that say when to read again, and the
+    watched-at bump of the sessions being streamed (what `abandon_after` counts from)."""
+
+    async def load_session(self, session_id: str) -> Session: ...
     async def read_events(
         self,
         session_id: str,
@@ -266,9 +292,43 @@ class Store(Protocol):
     async def read_events_many(
         self, after: Mapping[str, int], *, limit: int = 1000
     ) -> dict[str, list[Event]]: ...
-    async def append_entries(
-        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[Entry]: ...
+    async def read_owner_events(
+        self, owner_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[OwnerEvent]: ...
+    async def last_owner_event_id(self, owner_id: str) -> int: ...
+    async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
+    async def load_snapshot(
+        self, session_id: str, *, at_most: int | None = None
+    ) -> tuple[int, dict[str, Any]] | None: ...
+
+    async def touch_watched(self, session_ids: Sequence[str]) -> None: ...
+    def subscribe(self) -> Subscription: ...
+    async def wait_listening(self) -> None:
+        """Return once notices flow (PostgreSQL: the LISTEN connection is up)."""
+        ...
+
+
+class RunStore(Protocol):
+    """A worker's runs: claims, heartbeats and every write fenced by a run's lease."""
+
+    async def claim(
+        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
+        start: bool = False,
+    ) -> list[Claim]:
+        """Lease up to `limit` claimable sessions. `start`: write the `session_start` of each
+        new run or follow-up in the claim's own transaction (`Claim.started`), as a worker
+        does, so the first event needs no write of its own."""
+        ...
+    async def heartbeat(
+        self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
+    ) -> list[Held]: ...
+    async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
+    async def settle(
+        self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
+        events: Sequence[NewEvent] = (),
+        entries: Sequence[tuple[str, dict[str, Any]]] = (),
+        attention: str | None = None,
+    ) -> Session: ...
     async def commit(
         self,
         lease: Lease,
@@ -288,58 +348,36 @@ class Store(Protocol):
         `PendingInput`) writes nothing and gets its error as its outcome; the others
         commit."""
         ...
+    async def append_events(
+        self, session_id: str, events: Sequence[NewEvent], *, lease: Lease | None = None
+    ) -> list[Event]: ...
+    async def append_entries(
+        self, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]: ...
     async def read_entries(self, session_id: str) -> list[Entry]: ...
-    async def save_snapshot(self, session_id: str, seq: int, state: dict[str, Any]) -> None: ...
-    async def load_snapshot(
-        self, session_id: str, *, at_most: int | None = None
-    ) -> tuple[int, dict[str, Any]] | None: ...
-    async def read_owner_events(
-        self, owner_id: str, *, after: int = 0, limit: int = 1000
-    ) -> list[OwnerEvent]: ...
-    async def last_owner_event_id(self, owner_id: str) -> int: ...
-
-    # workers (fenced)
-    async def load_session(self, session_id: str) -> Session: ...
-    async def claim(
-        self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
-        start: bool = False,
-    ) -> list[Claim]:
-        """Lease up to `limit` claimable sessions. `start`: write the `session_start` of each
-        new run or follow-up in the claim's own transaction (`Claim.started`), as a worker
-        does, so the first event needs no write of its own."""
-        ...
-    async def heartbeat(
-        self, worker: str, leases: Sequence[Lease], *, lease_ttl: float
-    ) -> list[Held]: ...
-    async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
-    async def settle(
-        self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
-        events: Sequence[NewEvent] = (),
-        entries: Sequence[tuple[str, dict[str, Any]]] = (),
-        attention: str | None = None,
-    ) -> Session: ...
     async def undelivered_inputs(self, session_id: str) -> list[Event]: ...
-
-    # approvals (docs/approvals.md)
+    async def mark_delivered(self, lease: Lease, seq: int) -> None: ...
+    async def set_stage(self, lease: Lease, stage: str) -> None: ...
+    async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
     ) -> Approval | None: ...
+
+
+class ApprovalStore(Protocol):
+    """A session's approvals: read by the run's gate and the API, decided by the owner."""
+
+    async def approvals(self, session_id: str) -> list[Approval]: ...
     async def decide_approval(
         self, owner_id: str, session_id: str, approval_id: str, decision: Decision | str, *,
         reason: str | None = None, always: bool = False,
     ) -> Approval: ...
-    async def approvals(self, session_id: str) -> list[Approval]: ...
-    async def expire_approvals(self, *, limit: int = 50) -> int: ...
-    async def mark_delivered(self, lease: Lease, seq: int) -> None: ...
-    async def set_stage(self, lease: Lease, stage: str) -> None: ...
-    async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
-    async def cancel_abandoned(self) -> list[str]: ...
-    async def count_by_status(self) -> dict[str, int]: ...
 
-    async def ping(self) -> None: ...
 
-    # webhooks (docs/webhooks.md)
+class WebhookStore(Protocol):
+    """An owner's webhook endpoints and their delivery log (docs/webhooks.md)."""
+
     async def create_webhook(
         self, owner_id: str, *, url: str, events: list[str], secret: str
     ) -> Webhook: ...
@@ -348,23 +386,60 @@ class Store(Protocol):
     async def list_deliveries(
         self, owner_id: str, webhook_id: str, *, limit: int = 100
     ) -> list[WebhookDelivery]: ...
+
+
+class DeliveryStore(Protocol):
+    """The webhook outbox as a worker sends it: take due deliveries, record each outcome."""
+
     async def take_deliveries(self, *, limit: int, lease: float) -> list[TakenDelivery]: ...
     async def record_delivery(
         self, taken: TakenDelivery, *, state: str, status: int | None = None,
         error: str | None = None, retry_in: float | None = None,
     ) -> None: ...
 
-    # bounded storage (docs/retention.md): each call is one bounded batch
+
+class RetentionStore(Protocol):
+    """Housekeeping (docs/retention.md): each call is one bounded batch."""
+
     async def purge_due(self, *, limit: int = 50) -> int: ...
-    async def purge_session(self, session_id: str) -> bool: ...
     async def purge_expired(self, *, older_than: float | None, limit: int = 50) -> int: ...
     async def count_expired(self, *, older_than: float | None) -> int: ...
     async def compact_finished(self, *, older_than: float, limit: int = 20) -> int: ...
     async def compact_session(self, session_id: str) -> bool: ...
     async def trim_owner_events(self, *, keep: int, limit: int = 5000) -> int: ...
+    async def cancel_abandoned(self) -> list[str]: ...
+    async def expire_approvals(self, *, limit: int = 50) -> int: ...
 
-    # wakeups
-    def subscribe(self) -> Subscription: ...
-    async def wait_listening(self) -> None:
-        """Return once notices flow (PostgreSQL: the LISTEN connection is up)."""
-        ...
+
+# -- roles: the unions a composition root hands out ---------------------------------------
+
+
+class RunnerStore(RunStore, EventLogStore, ApprovalStore, Protocol):
+    """What one run uses: its fenced writes, its session's head, its approvals."""
+
+
+class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, Protocol):
+    """What a worker process uses: its runs, the webhook outbox and housekeeping."""
+
+
+class ApiStore(
+    CredentialStore, SessionStore, EventLogStore, ApprovalStore, WebhookStore, HealthStore,
+    Protocol,
+):
+    """What the API process uses: never a lease's writes, the outbox or housekeeping."""
+
+
+class Store(
+    ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
+    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, Protocol,
+):
+    """Every port: what an adapter implements and a composition root holds. Callers name
+    the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
+    to that)."""
+
+
+PORTS: tuple[type[Any], ...] = (
+    ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
+    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore,
+)
+"""Every port, each operation in exactly one (tests/store/test_ports.py)."""
