@@ -7,7 +7,9 @@ line. Three things fail the test, each reported as `path:line: message`:
 * an edge between units that `MAY_IMPORT` below does not allow;
 * a private name (`_x`, a module or an attribute) imported from outside the package that owns
   it, and any absolute `outlive...` import (inside the package, imports are relative);
-* an import cycle between modules.
+* an import cycle between modules;
+* a module of the API or the runtime naming a Store port its unit's role (`PORT_ROLES`) is not
+  made of, or the whole `Store` (only composition roots hold that): each names the ports it uses.
 
 What counts as an edge:
 
@@ -79,6 +81,16 @@ FORBIDDEN = {
     "mcp": {"store", "runtime", "api", "providers"},
 }
 """The arrows the design names explicitly; `MAY_IMPORT` must exclude every one of them."""
+
+PORT_ROLES: dict[str, str] = {
+    "api": "ApiStore",
+    "runtime": "WorkerStore",
+}
+"""The Store role (a union of ports in `store/_port.py`) each non-root unit that imports the
+store works with: its modules may name that role and the ports and roles it is made of, never
+the whole `Store` (its union with every other port) nor a port outside the role."""
+
+WHOLE_STORE = "Store"
 
 
 @dataclass(frozen=True)
@@ -263,6 +275,66 @@ def cycles(root: Path, found_imports: list[Import]) -> list[str]:
     return found
 
 
+def store_ports(root: Path) -> dict[str, set[str]]:
+    """Every Store port and role in `store/_port.py` -> the ports and roles it extends: the
+    Protocols `Store` is made of, and the Protocols made only of those (the roles)."""
+    source = root / "store" / "_port.py"
+    if not source.exists():
+        return {}
+    tree = ast.parse(source.read_text())
+    bases = {
+        node.name: {b.id for b in node.bases if isinstance(b, ast.Name)} - {"Protocol"}
+        for node in tree.body if isinstance(node, ast.ClassDef)
+    }
+    ports = {name: set() for name in bases.get(WHOLE_STORE, set())}
+    ports[WHOLE_STORE] = set(bases.get(WHOLE_STORE, set()))
+    grew = True
+    while grew:  # roles: unions of ports and of other roles
+        grew = False
+        for name, extends in bases.items():
+            if name not in ports and extends and extends <= ports.keys():
+                ports[name] = extends
+                grew = True
+    return ports
+
+
+def _made_of(ports: dict[str, set[str]], role: str) -> set[str]:
+    found = {role}
+    for base in ports.get(role, set()):
+        found |= _made_of(ports, base)
+    return found
+
+
+def _names_used(path: Path) -> Iterator[tuple[str, int]]:
+    """Every name a module imports from anywhere (type-checking imports too: an annotation
+    names a port whether or not the import runs) and every attribute it reads (`store.X`)."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                PACKAGE)):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Attribute):
+            yield node.attr, node.lineno
+
+
+def port_violations(root: Path) -> list[str]:
+    ports = store_ports(root)
+    found = []
+    for name, path in modules(root).items():
+        role = PORT_ROLES.get(unit(name))
+        if role is None:
+            continue
+        allowed = _made_of(ports, role) - {WHOLE_STORE}
+        for used, line in _names_used(path):
+            if used not in ports or used in allowed:
+                continue
+            where = f"{path.relative_to(root.parent)}:{line}: {name} names {used}"
+            if used == WHOLE_STORE:
+                found.append(f"{where}, the whole Store: {unit(name)} names the ports it uses")
+            else:
+                found.append(f"{where}: not a port of {unit(name)}'s role {role}")
+    return found
+
+
 def violations(root: Path) -> list[str]:
     """Every broken rule once (`from x import a, b` is one message, not two)."""
     found_imports = imports(root)
@@ -270,6 +342,7 @@ def violations(root: Path) -> list[str]:
         *arrow_violations(root, found_imports),
         *privacy_violations(root, found_imports),
         *cycles(root, found_imports),
+        *port_violations(root),
     ]
     return list(dict.fromkeys(found))
 
@@ -282,6 +355,16 @@ def test_the_rules_table_forbids_every_arrow_the_design_names() -> None:
         assert not MAY_IMPORT[src] & banned, (src, MAY_IMPORT[src] & banned)
     units = {unit(m) for m in modules(SRC / PACKAGE)}
     assert units == set(MAY_IMPORT), "every unit needs a row in MAY_IMPORT, and only those"
+
+
+def test_every_unit_that_may_use_the_store_has_a_role_made_of_its_ports() -> None:
+    ports = store_ports(SRC / PACKAGE)
+    assert len(ports[WHOLE_STORE]) > 1, "the Store is one port again, or the parse broke"
+    users = {src for src, allowed in MAY_IMPORT.items()
+             if allowed is not ANY and "store" in allowed}
+    assert users == set(PORT_ROLES), "every non-root unit that uses the store needs a role"
+    for role in PORT_ROLES.values():
+        assert role in ports and WHOLE_STORE not in _made_of(ports, role), role
 
 
 def test_the_import_graph_is_well_formed() -> None:
@@ -353,7 +436,7 @@ def test_private_names_and_absolute_imports_are_reported(tmp_path: Path) -> None
         "outlive.providers._port, private to outlive.providers",
     ]
     tree = Copy(tmp_path / "again")
-    line = tree.append("runtime/_probe.py", "from ..store import Store, _internals")
+    line = tree.append("runtime/_probe.py", "from ..store import RunStore, _internals")
     assert tree.added() == [
         f"outlive/runtime/_probe.py:{line}: outlive.runtime._probe imports "
         "outlive.store._internals, private to outlive.store"
@@ -373,3 +456,32 @@ def test_an_import_cycle_is_reported_edge_by_edge(tmp_path: Path) -> None:
         "outlive/domain/b.py:3 outlive.domain.b -> outlive.domain.c; "
         "outlive/domain/c.py:2 outlive.domain.c -> outlive.domain.a (inside a function)"
     ]
+
+
+def test_naming_the_whole_store_or_another_roles_port_is_reported(tmp_path: Path) -> None:
+    tree = Copy(tmp_path)
+    line = tree.append("api/_meta.py", "from ..store import EventLogStore, Store")
+    assert tree.added() == [
+        f"outlive/api/_meta.py:{line}: outlive.api._meta names Store, the whole Store: "
+        "api names the ports it uses"
+    ]
+    tree = Copy(tmp_path / "again")
+    line = tree.append("runtime/_probe.py", """
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from ..store import SessionStore
+        from .. import store
+        def later(s: store.Store) -> None: ...
+    """)
+    assert tree.added() == [
+        f"outlive/runtime/_probe.py:{line + 2}: outlive.runtime._probe names SessionStore: "
+        "not a port of runtime's role WorkerStore",
+        f"outlive/runtime/_probe.py:{line + 4}: outlive.runtime._probe names Store, the whole "
+        "Store: runtime names the ports it uses",
+    ]
+
+
+def test_a_composition_root_may_hold_the_whole_store(tmp_path: Path) -> None:
+    tree = Copy(tmp_path)
+    tree.append("_embedded.py", "from .store import RunStore, SessionStore, Store")
+    assert tree.added() == []
