@@ -19,11 +19,11 @@ from ..domain.approvals import (
     decided_event_data,
 )
 from ..domain.errors import InvalidInput, NotFound
-from ..domain.model import Lease, NewEvent, Status
+from ..domain.model import Entry, Lease, NewEvent, Status
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle
+from ._core import StoreCore
 from ._lifecycle import held, status_data
-from ._runs import RunOps
 from ._validation import check_event_types
 
 __all__ = ["ApprovalOps"]
@@ -31,7 +31,7 @@ __all__ = ["ApprovalOps"]
 _MAX_REASON = 2000
 
 
-class ApprovalOps(RunOps):
+class ApprovalOps(StoreCore):
     def _to_approval(self, row: Row) -> Approval:
         requested = self.d.ts(row["requested_at"])
         expires = self.d.ts(row["expires_at"])
@@ -185,3 +185,13 @@ class ApprovalOps(RunOps):
             return n
 
         return await self._write(op)
+
+    async def _insert_entries(
+        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        if not entries:
+            return []
+        first = int(row["last_entry_seq"]) + 1
+        await tx.execute(self.q.set_last_entry_seq,
+                         {"last": first + len(entries) - 1, "id": lease.session_id})
+        return await self._insert_entry_rows(tx, lease, entries, first)

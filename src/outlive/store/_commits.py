@@ -1,5 +1,6 @@
 """A run's fenced commits: history entries, their events and the delivery cursor in one
-write, alone (`commit`) or many runs' at once (`commit_many`, the worker's group commit).
+write, alone (`commit`) or many runs' at once (`commit_many`, the worker's group commit);
+and the automatic title, alone (`set_auto_title`) or with a commit.
 
 A group commit costs a fixed number of statements whatever its size: one `commit_heads`
 UPDATE checks every item's fence and allocates its seqs, then multi-row INSERTs write every
@@ -83,6 +84,16 @@ class CommitOps(SettleOps):
                 await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
             await self._insert_logs(tx, en_rows, ev_rows)
             return out
+
+        return await self._write(op)
+
+    async def set_auto_title(self, lease: Lease, title: str) -> bool:
+        clean = auto_title(title)
+        if clean is None:
+            return False
+
+        async def op(tx: Tx, st: TxState) -> bool:
+            return await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
 
         return await self._write(op)
 

@@ -1,13 +1,16 @@
 """`SqlStore`: every Store operation, composed from its areas, each written once.
 
-Areas follow the Store port's own sections; each is a mixin over `StoreCore` (the adapter
-seam and the in-transaction steps they share). The adapters subclass `SqlStore` and add only
-transactions, notices, error translation and their one dialect-specific statement.
+Each area is a mixin over `StoreCore` (the adapter seam and the in-transaction steps they
+share), none over another but the commits over the settles (a group commit settles too).
+Areas follow the SQL they share; the ports (`_port.py`) follow who calls what. The adapters
+subclass `SqlStore` and add only transactions, notices, error translation and their one
+dialect-specific statement.
 """
 
 from __future__ import annotations
 
 from ._approvals import ApprovalOps
+from ._commits import CommitOps
 from ._eventlog import EventLogOps
 from ._keys import KeyOps
 from ._retention import RetentionOps
@@ -18,5 +21,7 @@ from ._webhooks import WebhookOps
 __all__ = ["SqlStore"]
 
 
-class SqlStore(SessionOps, EventLogOps, ApprovalOps, RunOps, KeyOps, RetentionOps, WebhookOps):
-    """The shared implementation of the Store port; adapters supply the `StoreCore` seam."""
+class SqlStore(
+    SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps, WebhookOps
+):
+    """The shared implementation of every Store port; adapters supply the `StoreCore` seam."""

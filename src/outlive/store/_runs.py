@@ -1,6 +1,6 @@
-"""Runs: claims and leases, then a run's fenced writes besides its commits (`_commits.py`)
-and its settle (`_settles.py`): the delivery cursor, stage and title, park; and the abandon
-scan that asks unwatched runs to stop."""
+"""Runs: claims and leases, then a run's fenced writes besides its commits and title
+(`_commits.py`) and its settle (`_settles.py`): the delivery cursor, stage, park; and the
+abandon scan that asks unwatched runs to stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from ..domain.errors import InvalidInput
 from ..domain.model import (
     Claim,
     ClaimReason,
-    Entry,
     ErrorInfo,
     Event,
     Lease,
@@ -22,10 +21,9 @@ from ..domain.model import (
 )
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
-from ._commits import CommitOps
+from ._core import StoreCore
 from ._lifecycle import held, session_end, status_data
 from ._port import Held
-from ._validation import auto_title
 
 __all__ = ["RunOps"]
 
@@ -38,7 +36,7 @@ _BUSY_TRIES = 3
 """Claims whose run begins with `session_start` (the others resume)."""
 
 
-class RunOps(CommitOps):
+class RunOps(StoreCore):
     async def claim(
         self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
         start: bool = False,
@@ -258,16 +256,6 @@ class RunOps(CommitOps):
 
         await self._write(op)
 
-    async def set_auto_title(self, lease: Lease, title: str) -> bool:
-        clean = auto_title(title)
-        if clean is None:
-            return False
-
-        async def op(tx: Tx, st: TxState) -> bool:
-            return await self._auto_title(tx, st, await self._fenced(tx, lease), lease, clean)
-
-        return await self._write(op)
-
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._fenced(tx, lease)
@@ -282,13 +270,3 @@ class RunOps(CommitOps):
             st.notify(lease.session_id, row["owner_id"], work=True, events=True)
 
         await self._write(op)
-
-    async def _insert_entries(
-        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[Entry]:
-        if not entries:
-            return []
-        first = int(row["last_entry_seq"]) + 1
-        await tx.execute(self.q.set_last_entry_seq,
-                         {"last": first + len(entries) - 1, "id": lease.session_id})
-        return await self._insert_entry_rows(tx, lease, entries, first)
