@@ -1,5 +1,8 @@
-"""Wiring shared by the CLI and tests: database URL, agents and model routes from options
-and the environment."""
+"""Wiring shared by the CLI and tests: database URL, agents and model routes from options.
+
+The command line reads its options' environment variables itself (typer's `envvar=`, in
+`cli/options.py`); only `listen_database_url` looks at the environment, for the commands that
+have no `--listen-db` (`migrate`, `keys`, `owners`)."""
 
 from __future__ import annotations
 
@@ -27,12 +30,14 @@ DEFAULT_DB = "sqlite:///./outlive.db"
 
 
 def database_url(option: str | None) -> str:
-    return option or os.environ.get("OUTLIVE_DB") or DEFAULT_DB
+    """`--db` (or `OUTLIVE_DB`, which typer reads for it), else the SQLite file here."""
+    return option or DEFAULT_DB
 
 
 def listen_database_url(option: str | None) -> str | None:
     """A direct PostgreSQL URL for LISTEN when `--db` goes through a pooler in transaction
-    mode (PgBouncer); None when `--db` is direct."""
+    mode (PgBouncer); None when `--db` is direct. `OUTLIVE_LISTEN_DB` is read here for the
+    commands without a `--listen-db` option."""
     return option or os.environ.get("OUTLIVE_LISTEN_DB") or None
 
 
@@ -67,10 +72,10 @@ def build_providers(
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:
     """The built-in demo agent, then every agent the user's modules register; a name ending
-    in `.toml` is an agents file (`runtime.agent_file`)."""
+    in `.toml` is an agents file (`runtime.agent_file`). (`--agents`, or `OUTLIVE_AGENTS`
+    through it, names the modules.)"""
     registry = AgentRegistry([demo_agent(demo_speed)])
-    env = os.environ.get("OUTLIVE_AGENTS", "")
-    for name in [*modules, *[m for m in env.split(",") if m.strip()]]:
+    for name in modules:
         if name.strip().endswith(".toml"):
             load_agents_file(name.strip(), registry, demo_speed=demo_speed)
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from outlive._cli_transcript import TranscriptWriter, event_json, item_lines
+from outlive.cli.transcript import TranscriptWriter, event_json, item_lines
 
 
 def feed_all(events: list[tuple[str, dict[str, object]]]) -> str:

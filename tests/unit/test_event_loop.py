@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from outlive._loop import loop_factory, run
-from outlive.cli import worker
+from outlive.cli.event_loop import loop_factory, run
+from outlive.cli.worker import worker
 
 HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
 

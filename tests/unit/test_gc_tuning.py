@@ -1,4 +1,4 @@
-"""The server processes' garbage-collection thresholds (`outlive._gc`)."""
+"""The server processes' garbage-collection thresholds (`outlive.cli.gc_tuning`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from outlive._gc import SERVER_THRESHOLDS, tune_for_server
+from outlive.cli.gc_tuning import SERVER_THRESHOLDS, tune_for_server
 
 
 @pytest.fixture
@@ -31,12 +31,12 @@ def test_serve_and_worker_tune_before_they_run() -> None:
     """Both long-running commands set the thresholds before their loop starts (a stub of
     the loop runner reports them and stops the command there)."""
     probe = (
-        "import asyncio, gc, sys\n"
+        "import gc, sys\n"
         "import outlive.cli as cli\n"
+        "import outlive.cli.event_loop as event_loop\n"
         "def stop(main, *a, **k):\n"
         "    main.close(); print(gc.get_threshold()); sys.exit(0)\n"
-        "cli.run_loop = stop\n"
-        "asyncio.run = stop\n"
+        "event_loop.run = stop\n"
         "sys.argv = ['outlive', *sys.argv[1:]]\n"
         "cli.main()\n"
     )

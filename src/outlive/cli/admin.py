@@ -11,16 +11,11 @@ from typing import Annotated, TypeVar
 import typer
 from rich.console import Console
 
-from .config import database_url, listen_database_url, parse_duration
-from .store import Store, open_store
+from ..config import database_url, listen_database_url, parse_duration
+from ..store import Store, open_store
+from .options import DbOption
 
-__all__ = ["DbOption", "keys_app", "owners_app"]
-
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="Database URL: sqlite:///path.db or postgresql://… "
-                              "[env OUTLIVE_DB; default sqlite:///./outlive.db]"),
-]
+__all__ = ["keys_app", "owners_app"]
 
 keys_app = typer.Typer(help="Manage API keys (only their hashes are stored).",
                        no_args_is_help=True, rich_markup_mode=None)
@@ -51,7 +46,7 @@ def keys_create(
     db: DbOption = None,
 ) -> None:
     """Create a key for OWNER; prints it once, alone on the last line."""
-    from .api import hash_key, new_key
+    from ..api import hash_key, new_key
 
     key = new_key()
 
@@ -111,7 +106,7 @@ def owners_retain(
     db: DbOption = None,
 ) -> None:
     """Set OWNER's own retention; it overrides the server's --retain (docs/retention.md)."""
-    from .domain.errors import NotFound
+    from ..domain.errors import NotFound
 
     text = duration.strip().lower()
     retain: float | None

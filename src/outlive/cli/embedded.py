@@ -11,10 +11,11 @@ from pathlib import Path
 
 import uvicorn
 
-from .api import ApiSettings, create_app, hash_key, new_key
-from .config import build_agents, build_providers
-from .runtime import Catalog, RuntimeSettings, Worker
-from .store import Store, open_store
+from ..api import ApiSettings, create_app, hash_key, new_key
+from ..config import build_agents, build_providers
+from ..runtime import Catalog, Worker
+from ..store import Store, open_store
+from .settings import WorkerOptions, runtime_settings
 
 __all__ = ["Embedded", "embedded"]
 
@@ -29,8 +30,10 @@ class Embedded:
 
 @contextlib.asynccontextmanager
 async def embedded(db_url: str | Path, *, demo_speed: float = 8.0,
-                   lease_ttl: float = 10.0) -> AsyncIterator[Embedded]:
-    """Start everything, yield where to reach it, then stop it all (runs are parked)."""
+                   options: WorkerOptions | None = None) -> AsyncIterator[Embedded]:
+    """Start everything, yield where to reach it, then stop it all (runs are parked).
+    The worker's settings come from `options` as `outlive worker`'s do (its defaults when
+    None)."""
     url = str(db_url)
     if "://" not in url:
         url = f"sqlite:///{url}"
@@ -44,7 +47,7 @@ async def embedded(db_url: str | Path, *, demo_speed: float = 8.0,
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                                            lifespan="on", timeout_graceful_shutdown=2))
     serving = asyncio.create_task(server.serve())
-    worker = Worker(store, agents, providers, RuntimeSettings(lease_ttl=lease_ttl))
+    worker = Worker(store, agents, providers, runtime_settings(options or WorkerOptions()))
     working = asyncio.create_task(worker.run())
     try:
         while not server.started:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import httpx
 
-from .client import ApiError, TransportError, UnauthorizedError
-from .domain import OutliveError
+from ..client import ApiError, TransportError, UnauthorizedError
+from ..domain import OutliveError
 
 __all__ = ["KEY_ENV", "SERVE_HINT", "explain", "run_cli", "unreachable"]
 

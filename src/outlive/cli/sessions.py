@@ -12,9 +12,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ._cli_errors import explain
-from ._cli_transcript import TranscriptWriter, event_json, item_lines
-from .client import AsyncClient, ClientError, EventRecord
+from ..client import AsyncClient, ClientError, EventRecord
+from .errors import explain
+from .options import DbOption
+from .transcript import TranscriptWriter, event_json, item_lines
 
 __all__ = ["sessions_app"]
 
@@ -220,15 +221,14 @@ def deny(session_id: str, approval_id: str, reason: ReasonOption = None,
 def purge(
     older_than: Annotated[str, typer.Option(
         "--older-than", help="Purge sessions that ended this long ago (30d, 12h, 90m).")],
-    db: Annotated[str | None, typer.Option(
-        "--db", help="Database URL [env OUTLIVE_DB; default sqlite:///./outlive.db]")] = None,
+    db: DbOption = None,
     batch: Annotated[int, typer.Option(help="Sessions per transaction.")] = 50,
 ) -> None:
     """Purge old finished sessions from the database by hand, whole (docs/retention.md)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from .config import database_url, parse_duration
-    from .store import open_store
+    from ..config import database_url, parse_duration
+    from ..store import open_store
 
     try:
         age = parse_duration(older_than)

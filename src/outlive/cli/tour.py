@@ -15,8 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ._embedded import embedded
-from .client import AsyncClient, EventRecord
+from ..client import AsyncClient, EventRecord
+from .embedded import embedded
 
 __all__ = ["run_tour"]
 

@@ -1,0 +1,49 @@
+"""The key of the owner `local` that `outlive serve` prints on its first start and keeps in a
+file (mode 0600) between starts, so a single-user install needs no `outlive keys create`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..store import Store
+
+__all__ = ["key_file", "local_key"]
+
+
+def key_file(db_url: str, option: str | None) -> Path:
+    """Where `serve` keeps the local owner's key: `--key-file`, else next to the SQLite
+    file, else ./outlive.key."""
+    if option:
+        return Path(option)
+    if db_url.startswith("sqlite"):
+        path = db_url.removeprefix("sqlite://").removeprefix("/")
+        return Path(path + ".key")
+    return Path("outlive.key")
+
+
+async def local_key(store: Store, path: Path) -> str | None:
+    """A new key for the owner `local` when the saved one is missing or no longer works;
+    None when the saved one works (it is not printed again: logs keep what is printed)."""
+    from ..api import hash_key, new_key  # the API's import is left to the commands using it
+
+    saved = _read_key(path)
+    if saved and await store.owner_for_key(hash_key(saved)) is not None:
+        return None
+    owner = await store.ensure_owner("local")
+    key = new_key()
+    await store.create_api_key(owner.id, hash_key(key), "created by outlive serve")
+    _write_key(path, key)
+    return key
+
+
+def _read_key(path: Path) -> str | None:
+    return path.read_text().strip() if path.exists() else None
+
+
+def _write_key(path: Path, key: str) -> None:
+    """Written 0600 from the first byte (never readable by others, not even briefly)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(key + "\n")

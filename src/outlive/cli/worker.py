@@ -1,0 +1,102 @@
+"""`outlive worker`: a process that only runs sessions (beside `outlive serve --no-worker`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from rich.console import Console
+
+from ..config import build_agents, build_providers, configure_logging, database_url
+from ..runtime import Worker
+from ..store import open_store
+from . import event_loop
+from .gc_tuning import tune_for_server
+from .options import (
+    AgentsOption,
+    BackstopOption,
+    CompactOption,
+    ConcurrencyOption,
+    DbOption,
+    GraceOption,
+    HeartbeatOption,
+    LeaseTtlOption,
+    ListenDbOption,
+    LogLevelOption,
+    LoopOption,
+    PrivateWebhooksOption,
+    RetainOption,
+    RoutesOption,
+    SpeedOption,
+    WebhookBackoffMaxOption,
+    WebhookBackoffOption,
+    WebhookTimeoutOption,
+    WorkerIdOption,
+    agent_modules,
+    checked_settings,
+    chosen_loop,
+)
+from .settings import WORKER_DEFAULTS as D
+from .settings import WorkerOptions
+
+__all__ = ["install_stop", "worker"]
+
+console = Console(stderr=True)
+
+
+def install_stop(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT set `stop` (the process then finishes or parks its runs)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def worker(
+    db: DbOption = None,
+    listen_db: ListenDbOption = None,
+    concurrency: ConcurrencyOption = D.concurrency,
+    lease_ttl: LeaseTtlOption = D.lease_ttl,
+    heartbeat: HeartbeatOption = D.heartbeat,
+    backstop: BackstopOption = D.backstop,
+    grace: GraceOption = D.grace,
+    agents: AgentsOption = None,
+    demo_speed: SpeedOption = 1.0,
+    worker_id: WorkerIdOption = None,
+    routes: RoutesOption = None,
+    retain: RetainOption = D.retain,
+    compact_after: CompactOption = D.compact_after,
+    allow_private_webhooks: PrivateWebhooksOption = D.allow_private_webhooks,
+    webhook_backoff: WebhookBackoffOption = D.webhook_backoff,
+    webhook_backoff_max: WebhookBackoffMaxOption = D.webhook_backoff_max,
+    webhook_timeout: WebhookTimeoutOption = D.webhook_timeout,
+    log_level: LogLevelOption = "INFO",
+    loop: LoopOption = "auto",
+) -> None:
+    """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
+    configure_logging(log_level)
+    loop_name, factory = chosen_loop(loop)
+    settings = checked_settings(WorkerOptions(
+        concurrency=concurrency, lease_ttl=lease_ttl, heartbeat=heartbeat, backstop=backstop,
+        grace=grace, retain=retain, compact_after=compact_after,
+        allow_private_webhooks=allow_private_webhooks, webhook_backoff=webhook_backoff,
+        webhook_backoff_max=webhook_backoff_max, webhook_timeout=webhook_timeout))
+    registry = build_agents(agent_modules(agents), demo_speed=demo_speed)
+    providers = build_providers(demo_speed=demo_speed, routes_file=routes)
+
+    async def go() -> None:
+        store = await open_store(database_url(db), listen_url=listen_db)
+        w = Worker(store, registry, providers, settings, worker_id=worker_id)
+        stop = asyncio.Event()
+        install_stop(stop)
+        task = asyncio.create_task(w.run())
+        console.print(f"worker {w.id} on {store.dialect}; concurrency {concurrency}, "
+                      f"lease {lease_ttl:g}s; agents: {', '.join(registry.names())}; "
+                      f"loop {loop_name}")
+        await stop.wait()
+        console.print(f"worker {w.id}: stopping (grace {grace:g}s)")
+        w.request_stop()
+        await task
+        await store.close()
+
+    tune_for_server()
+    event_loop.run(go(), factory)
