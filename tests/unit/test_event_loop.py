@@ -1,5 +1,6 @@
-"""The worker's event loop choice (`outlive worker --loop`): uvloop when installed (`auto`,
-the default), asyncio's own on request, a clear error when uvloop is asked for and missing."""
+"""The event loop choice (`outlive worker --loop`, `outlive serve --loop`): uvloop when
+installed (`auto`, the default), asyncio's own on request, a clear error when uvloop is asked
+for and missing."""
 
 from __future__ import annotations
 

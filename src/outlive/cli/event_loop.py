@@ -1,5 +1,5 @@
-"""The event loop a worker runs on: uvloop when it is installed (`auto`, the default),
-else asyncio's own; `--loop asyncio` or `--loop uvloop` chooses.
+"""The event loop `outlive worker` and `outlive serve` run on: uvloop when it is installed
+(`auto`, the default), else asyncio's own; `--loop asyncio` or `--loop uvloop` chooses.
 
 A worker spends a sixth of its CPU in the event loop's own bookkeeping (timers, callbacks,
 socket readiness), which uvloop does in C. Draining a backlog of 4,000 demo sessions with two

@@ -79,6 +79,7 @@ class ServePlan:
     """An API beside other workers on PostgreSQL: makes no local key."""
     run_worker: bool
     worker_id: str | None
+    loop_name: str
     registry: AgentRegistry
     providers: ProviderRegistry
     api_settings: ApiSettings
@@ -156,7 +157,7 @@ def serve(
     if (problem := port_problem(host, port)) is not None:  # before creating any file
         console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1)
-    _, factory = chosen_loop(loop)
+    loop_name, factory = chosen_loop(loop)
     settings = checked_settings(WorkerOptions(
         concurrency=concurrency, lease_ttl=lease_ttl, heartbeat=heartbeat, backstop=backstop,
         grace=grace, retain=retain, compact_after=compact_after,
@@ -171,7 +172,7 @@ def serve(
         url=url, listen_url=listen_db, host=host, port=port,
         forwarded_allow_ips=forwarded_allow_ips, metrics_port=metrics_port,
         keys=key_file(url, key_file_option), replica=no_worker and not url.startswith("sqlite"),
-        run_worker=not no_worker, worker_id=worker_id,
+        run_worker=not no_worker, worker_id=worker_id, loop_name=loop_name,
         registry=build_agents(agent_modules(agents), demo_speed=demo_speed),
         providers=build_providers(demo_speed=demo_speed, routes_file=routes),
         api_settings=ApiSettings(cookie_secure=cookie_secure, metrics_token=metrics_token or None,
@@ -213,6 +214,8 @@ async def run_server(plan: ServePlan) -> None:
         w = Worker(store, plan.registry, plan.providers, plan.settings,
                    worker_id=plan.worker_id)
         worker_task = asyncio.create_task(w.run())
+        console.print(f"worker {w.id}: concurrency {plan.settings.concurrency}, lease "
+                      f"{plan.settings.lease_ttl:g}s; loop {plan.loop_name}", highlight=False)
     announcer = asyncio.create_task(_announce(server, plan, store, key))
     try:
         await server.serve()
