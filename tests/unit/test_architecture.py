@@ -73,7 +73,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.sessions":   ANY,                                        # `outlive sessions ...`
     "cli.embedded":   ANY,                                        # API+worker+store in-process
     "cli.tour":       frozenset({"client", "cli.embedded"}),      # `outlive demo`
-    "cli.local_key":  frozenset({"api", "store"}),                # serve's key of owner `local`
+    "cli.local_key":  ANY,                                        # serve's key of owner `local`
     "cli.options":    frozenset({"runtime", "cli.event_loop",     # options shared by commands
                                  "cli.settings"}),
     "cli.settings":   frozenset({"config", "runtime"}),           # options -> RuntimeSettings
@@ -525,5 +525,5 @@ def test_naming_the_whole_store_or_another_roles_port_is_reported(tmp_path: Path
 
 def test_a_composition_root_may_hold_the_whole_store(tmp_path: Path) -> None:
     tree = Copy(tmp_path)
-    tree.append("_embedded.py", "from .store import RunStore, SessionStore, Store")
+    tree.append("cli/embedded.py", "from ..store import RunStore, SessionStore, Store")
     assert tree.added() == []
