@@ -12,6 +12,7 @@ __all__ = [
     "REPAIRS",
     "RUNS_ACTIVE",
     "SESSIONS",
+    "TASK_CRASHES",
 ]
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -32,3 +33,7 @@ EVENT_APPEND = Histogram(
 )
 RUNS_ACTIVE = Gauge("outlive_runs_active", "Runs in progress in this process.")
 SESSIONS = Gauge("outlive_sessions", "Sessions by status (whole database).", ["status"])
+TASK_CRASHES = Counter(
+    "outlive_task_crashes",
+    "Crashes of supervised long-lived loops (restarted or given up), by loop.", ["task"],
+)

@@ -51,6 +51,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "outlive":        frozenset(),                                # only `__version__`
     "web":            frozenset(),                                # the workbench page + mount
     "metrics":        frozenset(),                                # process-wide counters
+    # supervision: the long-lived loops of runtime and api alike, crashes counted in metrics
+    "supervision":    frozenset({"metrics"}),
     "client":         frozenset({"domain"}),                      # HTTP + the pure reducer
     "store":          frozenset({"domain"}),                      # the Store port and SQL
     "providers":      frozenset({"domain", "_ticks"}),            # the ModelProvider port
@@ -58,9 +60,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # mcp: an adapter like providers: MCP servers' tools as registry tools, nothing more
     "mcp":            frozenset({"domain", "tools"}),
     "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp",
-                                 "_ticks"}),
+                                 "_ticks", "supervision"}),
     # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
-    "api":            frozenset({"domain", "store", "web", "metrics", "outlive"}),
+    "api":            frozenset({"domain", "store", "web", "metrics", "outlive",
+                                 "supervision"}),
     "config":         ANY,                                        # builds agents and routes
     "__main__":       ANY,                                        # `python -m outlive`
     "_ticks":         frozenset(),                                # shared timers (demo, flushes)
