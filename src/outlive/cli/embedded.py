@@ -63,6 +63,7 @@ async def embedded(db_url: str | Path, *, demo_speed: float = 8.0,
         worker.request_stop()
         with contextlib.suppress(Exception):
             await serving
-        with contextlib.suppress(Exception):
-            await working
-        await store.close()
+        try:
+            await working  # raises when one of its loops was given up: never lost
+        finally:
+            await store.close()

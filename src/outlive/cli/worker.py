@@ -92,11 +92,16 @@ def worker(
         console.print(f"worker {w.id} on {store.dialect}; concurrency {concurrency}, "
                       f"lease {lease_ttl:g}s; agents: {', '.join(registry.names())}; "
                       f"loop {loop_name}")
-        await stop.wait()
-        console.print(f"worker {w.id}: stopping (grace {grace:g}s)")
-        w.request_stop()
-        await task
-        await store.close()
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not task.done():
+            console.print(f"worker {w.id}: stopping (grace {grace:g}s)")
+            w.request_stop()
+        try:
+            await task  # raises when one of its loops was given up: exit status 1
+        finally:
+            await store.close()
 
     tune_for_server()
     event_loop.run(go(), factory)

@@ -20,6 +20,7 @@ from ..domain.model import Claim, ErrorInfo, Status, new_id
 from ..mcp import McpPool, McpUnavailable
 from ..providers import ProviderRegistry
 from ..store import Subscription, WorkerStore
+from ..supervision import Failpoints, LoopFailed, LoopSupervisor
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
@@ -56,7 +57,6 @@ class Worker:
         self.committer = GroupCommitter(store) if self.settings.group_commit else None
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._last_beat_ok = time.monotonic()
         self._claiming = False
@@ -69,45 +69,50 @@ class Worker:
         self.started = asyncio.Event()
         self.mcp = McpPool(agents.mcp_servers())
         """One client session per MCP server, shared by this worker's runs."""
+        self.loops = LoopSupervisor(f"worker {self.id}", on_failure=self._loop_failed)
+        """Its long-lived loops: one given up stops the worker, and `run()` raises it."""
+        self._failpoints = Failpoints.from_env()  # test-only (docs/architecture.md §5)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Work until `request_stop()`; then finish or park every run (graceful shutdown)."""
+        """Work until `request_stop()`; then finish or park every run (graceful shutdown).
+        When one of its loops is given up (`self.loops`) the worker stops the same way and
+        then raises that `LoopFailed`."""
         try:
             await self.mcp.start()
         except BaseException:
             await self.mcp.close()
             raise
         sub = self._sub = self.store.subscribe()
-        self._tasks = [
-            asyncio.create_task(self._listen(sub), name="worker-listen"),
-            asyncio.create_task(self._heartbeats(), name="worker-heartbeat"),
-            asyncio.create_task(self._abandon_scan(), name="worker-abandon"),
-        ]
-        if self.settings.sweep_interval is not None:
-            self._tasks.append(asyncio.create_task(self._sweeps(), name="worker-sweep"))
-        if self.settings.webhooks:
-            sender = WebhookSender(self.store, self.settings)
-            self._tasks.append(asyncio.create_task(sender.run(), name="worker-webhooks"))
-        with contextlib.suppress(Exception):
-            await self.store.wait_listening()
-        self.started.set()
         try:
-            await self._claim_loop()
+            async with self.loops as loops:  # after the drain: runs need their heartbeats
+                loops.start("worker-listen", lambda: self._listen(sub))
+                loops.start("worker-heartbeat", self._heartbeats)
+                loops.start("worker-abandon", self._abandon_scan)
+                if self.settings.sweep_interval is not None:
+                    loops.start("worker-sweep", self._sweeps)
+                if self.settings.webhooks:
+                    loops.start("worker-webhooks",
+                                WebhookSender(self.store, self.settings).run)
+                with contextlib.suppress(Exception):
+                    await self.store.wait_listening()
+                self.started.set()
+                try:
+                    await self._claim_loop()
+                finally:
+                    await self._drain()
         finally:
-            await self._drain()
-            for t in self._tasks:
-                t.cancel()
-            for t in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
             await sub.close()
             await self.mcp.close()
 
     def request_stop(self) -> None:
         self._stopping.set()
         self._wake.set()
+
+    def _loop_failed(self, failure: LoopFailed) -> None:
+        log.error("worker %s: %s; stopping", self.id, failure)
+        self.request_stop()
 
     async def _drain(self) -> None:
         """Stop claiming; let runs finish within the grace period; park the rest."""
@@ -233,11 +238,11 @@ class Worker:
     # -- wakeups ---------------------------------------------------------------------------
 
     async def _listen(self, sub: Subscription) -> None:
+        self._rescan()  # a restarted loop may have lost notices meanwhile
         async for notice in sub:
+            self._failpoints.hit("worker-listen")
             if notice.is_rescan:
-                self._wake.set()
-                for r in list(self.runs.values()):
-                    r.poke()
+                self._rescan()
                 continue
             run = self.runs.get(notice.session_id)
             if run is not None:
@@ -250,6 +255,13 @@ class Worker:
                     sid = notice.session_id
                     self._early[sid] = self._early.get(sid, False) or notice.cancel
                 self._wake.set()
+        if not self._stopping.is_set():  # the subscription ended under a working worker
+            raise RuntimeError("the store's notice subscription ended")
+
+    def _rescan(self) -> None:
+        self._wake.set()
+        for r in list(self.runs.values()):
+            r.poke()
 
     # -- leases ----------------------------------------------------------------------------
 
