@@ -73,8 +73,10 @@ def create_app(
         try:
             yield
         finally:
-            await ctx.hub.stop()
-            await ctx.snapshots.close()
+            try:
+                await ctx.hub.stop()
+            finally:
+                await ctx.snapshots.close()
 
     app = FastAPI(
         title="outlive",

@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Event, OwnerEvent
 from ..store import EventLogStore, Subscription
+from ..supervision import LoopSupervisor
 from ._context import ApiSettings
 from ._snapshots import Snapshots
 
@@ -167,6 +168,9 @@ class Hub:
         self._sub: Subscription | None = None
         self._listener: asyncio.Task[None] | None = None
         self._loops: list[asyncio.Task[None]] = []
+        self.loops = LoopSupervisor("api hub")
+        """Its long-lived loops, restarted when they crash; one given up is the process's to
+        act on (`outlive serve` stops) and `stop()` raises it."""
         self._pumps: set[asyncio.Task[None]] = set()
         self._news: dict[str, _Topic[Event]] = {}
         """Session topics with news not yet read, in notice order."""
@@ -181,10 +185,10 @@ class Hub:
         self._sub = self._store.subscribe()
         with contextlib.suppress(Exception):
             await self._store.wait_listening()
-        self._listener = asyncio.create_task(self._listen(self._sub), name="api-hub-listen")
+        self._listener = self.loops.start("api-hub-listen", self._listen)
         self._loops = [
-            asyncio.create_task(self._backstop(), name="api-hub-backstop"),
-            asyncio.create_task(self._watched(), name="api-hub-watched"),
+            self.loops.start("api-hub-backstop", self._backstop),
+            self.loops.start("api-hub-watched", self._watched),
         ]
 
     def close_streams(self) -> None:
@@ -200,26 +204,29 @@ class Hub:
     async def stop(self) -> None:
         """Close every stream and stop. Tasks that may be inside a store call are given time
         to finish rather than cancelled (a cancelled store call can leave a connection in a
-        half-open transaction); only what is still running after `STOP_GRACE` is cancelled."""
+        half-open transaction); only what is still running after `STOP_GRACE` is cancelled.
+        Raises the `LoopFailed` of a loop that was given up."""
         self.close_streams()
         self._stopping.set()
         if self._listener is not None:
             self._listener.cancel()  # it only ever waits on the notice queue
-        tasks = [*self._loops, *self._pumps]
-        if self._listener is not None:
-            tasks.append(self._listener)
             self._listener = None
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE)
-            for t in late:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
-        self._loops = []
-        if self._sub is not None:
-            await self._sub.close()
-            self._sub = None
+        pumps = list(self._pumps)
+        tasks = [*self._loops, *pumps]
+        try:
+            if tasks:
+                _, late = await asyncio.wait(tasks, timeout=STOP_GRACE)
+                for t in late:
+                    t.cancel()
+                for t in pumps:  # a read logs its own errors
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await t
+            await self.loops.aclose()
+        finally:
+            self._loops = []
+            if self._sub is not None:
+                await self._sub.close()
+                self._sub = None
 
     # -- registration --------------------------------------------------------------------
 
@@ -386,7 +393,9 @@ class Hub:
 
     # -- background loops -------------------------------------------------------------------
 
-    async def _listen(self, sub: Subscription) -> None:
+    async def _listen(self) -> None:
+        assert self._sub is not None
+        sub = self._sub
         while True:
             try:
                 async for n in sub:
