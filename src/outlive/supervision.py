@@ -42,6 +42,7 @@ __all__ = [
     "LoopFailed",
     "LoopSupervisor",
     "RestartPolicy",
+    "report_crash",
 ]
 
 log = logging.getLogger("outlive.supervision")
@@ -190,6 +191,20 @@ class LoopSupervisor:
               and not self._cancelled_host):
             self._cancelled_host = True
             self._host.cancel()
+
+
+def report_crash(label: str) -> Callable[[asyncio.Task[object]], None]:
+    """A done-callback for a task nobody awaits that is not a loop to restart (one per
+    key, say): if it ends by an error, the error is logged with its traceback and counted
+    under `label`, rather than lost with the task."""
+
+    def done(task: asyncio.Task[object]) -> None:
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        metrics.TASK_CRASHES.labels(task=label).inc()
+        log.error("task %s crashed", task.get_name(), exc_info=exc)
+
+    return done
 
 
 class FailpointError(RuntimeError):

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+from prometheus_client import REGISTRY
+
 from outlive.api import ApiSettings, hash_key, new_key
 from outlive.api._auth import Authenticator, Credential
 from outlive.store import PostgresStore, SqliteStore
@@ -105,3 +108,28 @@ async def test_the_watcher_stops_when_its_last_stream_leaves(
     await asyncio.gather(*waiting, return_exceptions=True)
     await asyncio.sleep(0)
     assert auth._watches == {} and watch.task.cancelled()
+
+
+async def test_a_crashed_watcher_is_reported_and_ends_its_streams(
+    store: PostgresStore | SqliteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Streams must not wait forever on a watcher that died: they end (fail closed), and the
+    crash is logged with its traceback and counted."""
+    key, owner = await make_key(store)
+    auth = Authenticator(store, ApiSettings(key_cache_ttl=0.2))
+    cred = Credential("key", hash_key(key))
+
+    async def broken(cred: Credential, owner_id: str) -> Any:
+        return "soon"  # not a number of seconds: the watcher's sleep raises TypeError
+
+    auth.recheck = broken  # type: ignore[method-assign]
+    before = REGISTRY.get_sample_value("outlive_task_crashes_total",
+                                       {"task": "auth-watch"}) or 0.0
+    waiting = [asyncio.create_task(auth.until_revoked(cred, owner.id)) for _ in range(3)]
+    await asyncio.wait_for(asyncio.gather(*waiting), timeout=2)
+    assert auth._watches == {}
+    await asyncio.sleep(0)  # the done-callback runs one loop turn after the task ended
+    after = REGISTRY.get_sample_value("outlive_task_crashes_total", {"task": "auth-watch"})
+    assert after == before + 1
+    crash = next(r for r in caplog.records if "crashed" in r.getMessage())
+    assert crash.exc_info is not None and isinstance(crash.exc_info[1], TypeError)

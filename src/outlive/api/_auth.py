@@ -36,6 +36,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
 from ..store import CredentialStore, Owner
+from ..supervision import report_crash
 from ._context import ApiContext, ApiSettings, Ctx
 from ._errors import ApiError
 from ._keys import hash_key, looks_like_key
@@ -171,6 +172,7 @@ class Authenticator:
             watch = self._watches[key] = _Watch()
             watch.task = asyncio.create_task(self._watch(key, watch),
                                              name=f"auth-watch:{owner_id}")
+            watch.task.add_done_callback(report_crash("auth-watch"))
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         watch.waiters.add(waiter)
         try:
@@ -183,15 +185,27 @@ class Authenticator:
                     watch.task.cancel()
 
     async def _watch(self, key: tuple[Credential, str], watch: _Watch) -> None:
-        while True:
-            try:
-                nxt = await self.recheck(*key)
-            except Exception as exc:  # a store error only postpones the check
-                log.warning("could not re-check a stream's credential: %s", exc)
-                nxt = 1.0
-            if nxt is None:
-                break
-            await asyncio.sleep(nxt)
+        """Until the credential stops giving access. Should it crash instead (logged and
+        counted by `report_crash`), its streams end too: they fail closed, and their clients
+        reconnect through a fresh check."""
+        try:
+            while True:
+                try:
+                    nxt = await self.recheck(*key)
+                except Exception as exc:  # a store error only postpones the check
+                    log.warning("could not re-check a stream's credential: %s", exc)
+                    nxt = 1.0
+                if nxt is None:
+                    break
+                await asyncio.sleep(nxt)
+        except asyncio.CancelledError:
+            raise  # its last stream left (`until_revoked`): nobody is waiting
+        except Exception:
+            self._release(key, watch)
+            raise
+        self._release(key, watch)
+
+    def _release(self, key: tuple[Credential, str], watch: _Watch) -> None:
         if self._watches.get(key) is watch:
             del self._watches[key]
         for waiter in watch.waiters:
