@@ -18,6 +18,7 @@ from outlive.supervision import (
     LoopFailed,
     LoopSupervisor,
     RestartPolicy,
+    report_crash,
 )
 
 FAST = RestartPolicy(backoff=0.001, backoff_max=0.002)
@@ -238,3 +239,26 @@ def test_failpoints_raise_as_armed_from_the_environment() -> None:
             points.hit("always")
     points.hit("unarmed")
     Failpoints.from_env({}).hit("always")  # nothing armed: nothing raises
+
+
+async def test_report_crash_logs_and_counts_a_task_nobody_awaits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def crashing() -> None:
+        raise Boom("fire and forget")
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    before = crashes_counted("t-forgotten")
+    task = asyncio.create_task(crashing(), name="forgotten")
+    task.add_done_callback(report_crash("t-forgotten"))
+    cancelled = asyncio.create_task(forever())
+    cancelled.add_done_callback(report_crash("t-forgotten"))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.wait([task, cancelled])
+    await asyncio.sleep(0)  # done-callbacks run a loop turn later
+    assert crashes_counted("t-forgotten") - before == 1  # the cancelled one is no crash
+    crash = next(r for r in caplog.records if "forgotten" in r.getMessage())
+    assert crash.exc_info is not None and isinstance(crash.exc_info[1], Boom)

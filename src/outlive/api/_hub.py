@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Event, OwnerEvent
 from ..store import EventLogStore, Subscription
-from ..supervision import LoopSupervisor
+from ..supervision import LoopSupervisor, report_crash
 from ._context import ApiSettings
 from ._snapshots import Snapshots
 
@@ -390,6 +390,7 @@ class Hub:
         task = asyncio.get_running_loop().create_task(coro)
         self._pumps.add(task)
         task.add_done_callback(self._pumps.discard)
+        task.add_done_callback(report_crash("api-hub-read"))  # a read logs its store errors
 
     # -- background loops -------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from typing import Any
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 from ..store import Commit, RunStore, Settle
+from ..supervision import report_crash
 from .writes import EntryDraft
 
 __all__ = ["GroupCommitter"]
@@ -91,6 +92,7 @@ class GroupCommitter:
         self._queue.append(_Waiting(item, done, time.monotonic()))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="group-commit")
+            self._flusher.add_done_callback(report_crash("group-commit"))
         return done
 
     async def _flush(self) -> None:

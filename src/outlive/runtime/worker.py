@@ -20,7 +20,7 @@ from ..domain.model import Claim, ErrorInfo, Status, new_id
 from ..mcp import McpPool, McpUnavailable
 from ..providers import ProviderRegistry
 from ..store import Subscription, WorkerStore
-from ..supervision import Failpoints, LoopFailed, LoopSupervisor
+from ..supervision import Failpoints, LoopFailed, LoopSupervisor, report_crash
 from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
@@ -220,6 +220,7 @@ class Worker:
     def _refuse_later(self, claim: Claim, error: ErrorInfo) -> None:
         task = asyncio.create_task(self._refuse(claim, error))
         self._side_tasks.add(task)
+        task.add_done_callback(report_crash("worker-refuse"))
         task.add_done_callback(self._side_tasks.discard)
 
     async def _refuse(self, claim: Claim, error: ErrorInfo) -> None:
