@@ -1,7 +1,7 @@
 """A real `outlive worker` process whose listen loop dies (docs/architecture.md §5,
 "Supervised loops"): the crash is logged with its traceback and the loop restarted, and the
 worker still runs new sessions; a loop that keeps crashing stops the process with exit
-status 1. Never silently.
+status 1, and `outlive serve` (its in-process worker) as well. Never silently.
 
 There is no real way to kill the loop: when PostgreSQL drops the LISTEN connection
 (`pg_terminate_backend`) the store reconnects and sends a rescan, which the first test
@@ -12,10 +12,12 @@ shows is no crash. So the loop is made to fail by the test-only failpoint
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -23,7 +25,13 @@ from outlive.domain import Status
 from outlive.store import PostgresStore
 from outlive.supervision import FAILPOINT_ENV
 from tests.support.databases import TRUNCATE_ALL
-from tests.support.processes import Processes, WorkerProcess, wait_listening
+from tests.support.processes import (
+    Processes,
+    ServeProcess,
+    WorkerProcess,
+    child_env,
+    wait_listening,
+)
 from tests.support.sessions import settled
 from tests.support.waiting import eventually
 
@@ -120,3 +128,26 @@ async def test_a_listen_loop_that_keeps_crashing_stops_the_worker_with_status_1(
     assert f"{CRASH} (5 in 60s); giving up" in log
     assert "FailpointError: failpoint worker-listen" in log
     assert "LoopFailed" in log
+
+
+async def test_serve_stops_with_status_1_when_its_workers_loop_is_given_up(
+    tmp_path: Path,
+) -> None:
+    proc = ServeProcess(tmp_path, "serve", "--demo-speed", "0",
+                        env=child_env(**{FAILPOINT_ENV: "worker-listen"}))
+    try:
+        key = await proc.key()
+        async with httpx.AsyncClient(base_url=proc.url,
+                                     headers={"Authorization": f"Bearer {key}"}) as http:
+            for _ in range(5):  # each one's notices crash the loop again
+                if not proc.alive():
+                    break
+                with contextlib.suppress(httpx.TransportError):  # it may be stopping
+                    await http.post("/v1/sessions", json={"prompt": "hello"})
+                await asyncio.sleep(0.3)
+        assert await proc.exited(30) == 1, proc.report()
+        log = proc.log()
+        assert f"{CRASH} (5 in 60s); giving up" in log
+        assert "stopping: loop 'worker-listen' crashed 5 time(s)" in log
+    finally:
+        proc.reap()
