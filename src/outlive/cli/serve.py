@@ -18,6 +18,7 @@ from ..providers import ProviderRegistry
 from ..runtime import Catalog, RuntimeSettings, Worker
 from ..runtime.agents import AgentRegistry
 from ..store import Store, open_store
+from ..supervision import LoopSupervisor
 from . import event_loop
 from .gc_tuning import tune_for_server
 from .local_key import key_file, local_key
@@ -217,18 +218,39 @@ async def run_server(plan: ServePlan) -> None:
         console.print(f"worker {w.id}: concurrency {plan.settings.concurrency}, lease "
                       f"{plan.settings.lease_ttl:g}s; loop {plan.loop_name}", highlight=False)
     announcer = asyncio.create_task(_announce(server, plan, store, key))
+    watcher = asyncio.create_task(_stop_on_failure(server, api.state.ctx.hub.loops, w))
     try:
         await server.serve()
     finally:
         announcer.cancel()
+        watcher.cancel()
         if metrics_server is not None:
             with contextlib.suppress(Exception):
                 await metrics_server.shutdown()
-        if w is not None and worker_task is not None:
-            console.print("stopping the worker (finishing or parking runs)")
-            w.request_stop()
-            await worker_task
-        await store.close()
+        try:
+            if w is not None and worker_task is not None:
+                console.print("stopping the worker (finishing or parking runs)")
+                w.request_stop()
+                await worker_task  # raises when one of its loops was given up
+        finally:
+            await store.close()
+    if (failure := api.state.ctx.hub.loops.failure) is not None:
+        raise failure
+
+
+async def _stop_on_failure(server: uvicorn.Server, hub_loops: LoopSupervisor,
+                           w: Worker | None) -> None:
+    """A loop of the worker or the hub given up stops the server (exit status 1)."""
+    failed = [asyncio.create_task(hub_loops.wait_failed())]
+    if w is not None:
+        failed.append(asyncio.create_task(w.loops.wait_failed()))
+    try:
+        done, _ = await asyncio.wait(failed, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in failed:
+            t.cancel()
+    console.print(f"stopping: {done.pop().result()}", highlight=False, markup=False)
+    server.should_exit = True
 
 
 async def _start_metrics(ctx: Any, port: int) -> uvicorn.Server:
