@@ -14,10 +14,14 @@ from tests.support.waiting import eventually
 async def test_a_compacted_session_revived_by_a_follow_up_keeps_working(store, workers, owner):
     s = await store.create_session(owner, agent="demo", model="demo:scripted",
                                    prompt="think about the weather in Paris")
-    await workers.start(sweep_interval=0.1, compact_after=0.0)
+    # Read the whole log before any sweep runs: a sweep started with the run could compact
+    # the session between its settle and this read.
+    w = await workers.start()
     await settled(store, s.id)
     before = await all_events(store, s.id)
     assert any(e.type in COMPACTED_TYPES for e in before)
+    await workers.stop(w)
+    await workers.start(sweep_interval=0.1, compact_after=0.0)
 
     async def compacted() -> bool:
         return (await store.load_session(s.id)).compacted_through == before[-1].seq
