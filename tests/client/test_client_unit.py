@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from outlive.client import (
+    DEFAULT_KEY_FILE,
     ApiError,
     AsyncClient,
     AttachedFrame,
@@ -18,7 +19,6 @@ from outlive.client import (
     CaughtUpFrame,
     Client,
     ConflictError,
-    DEFAULT_KEY_FILE,
     EventRecord,
     NotFoundError,
     ProtocolError,
