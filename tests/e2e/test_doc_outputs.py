@@ -238,6 +238,19 @@ def not_found(s: Served) -> None:
     refusal(s.http.get("/v1/sessions/ses_nosuchsession"), 404, "NOT_FOUND")
 
 
+def method_not_allowed(s: Served) -> None:
+    r = s.http.put("/v1/sessions", json={})
+    refusal(r, 405, "METHOD_NOT_ALLOWED")
+    assert {"GET", "POST"} <= {m.strip() for m in r.headers["Allow"].split(",")}
+
+
+def waiting_on_approval(s: Served) -> None:
+    """docs/approvals.md: a session waiting on an approval is `running` with attention
+    `approval` (the machine status; what a person reads may say more)."""
+    sid, _ = approval(s)
+    assert (s.session(sid)["status"], s.session(sid)["attention"]) == ("running", "approval")
+
+
 def too_large(s: Served) -> None:
     refusal(s.http.post("/v1/sessions", json={"prompt": "x" * 100_001}), 413, "TOO_LARGE")
 
@@ -278,6 +291,8 @@ QUOTES = [
     Quote("http-api.md", "`INVALID_JSON`", invalid_json),
     Quote("http-api.md", "`UNAUTHORIZED`: missing, unknown or revoked key", unauthorized),
     Quote("http-api.md", "`NOT_FOUND`: identical for missing and foreign sessions", not_found),
+    Quote("http-api.md", "`METHOD_NOT_ALLOWED` with `Allow`", method_not_allowed),
+    Quote("approvals.md", "status running, attention approval", waiting_on_approval),
     Quote("http-api.md", "`TOO_LARGE`: text over 100,000 characters", too_large),
     Quote("http-api.md", "`VALIDATION_ERROR` with a sanitised `errors` list (the input is "
           "never echoed)", validation_error),
@@ -320,3 +335,46 @@ def test_every_code_of_the_errors_table_is_provoked() -> None:
         assert code in (REPO / test).read_text(), f"{test} no longer provokes {code}"
     missing = codes - provoked - set(ELSEWHERE)
     assert not missing, f"docs/http-api.md lists codes no test here provokes: {missing}"
+
+
+# ---- a doc's shell example, run as printed -------------------------------------------------
+
+
+def approvals_curl_block() -> str:
+    text = page_text("approvals.md")
+    found = re.search(r"## End to end with curl\n.*?```sh\n(.*?)```", text, re.S)
+    assert found, "approvals.md has no curl example"
+    return found.group(1)
+
+
+def test_the_approvals_curl_example_runs_as_printed(served: Served) -> None:
+    """`make run` is the module's server; the key and port it printed go in for `olk_...` and
+    8765. The commands run as printed, in three parts: the test waits for the session to
+    reach its approval after the create, and for the call to run after the approval (a
+    person reading the output is slower than bash). The log shows request, decision, call."""
+    lines = approvals_curl_block().splitlines()
+    assert lines[0].startswith("make run") and "KEY=olk_..." in lines
+    port = served.url.rsplit(":", 1)[1]
+
+    def runs(script: str) -> str:
+        script = script.replace("KEY=olk_...", f"KEY={served.key}")
+        script = script.replace("http://localhost:8765", f"http://localhost:{port}")
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script],
+                              cwd=served.folder, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, script + done.stdout + done.stderr
+        return done.stdout
+
+    def at(comment: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(comment))
+
+    creates, waits, log = at("ID=$("), at("# The session waits"), at("# The log is")
+    sid = runs("\n".join([*lines[1:waits], 'printf "%s" "$ID"'])).strip()
+    served.wait(sid, lambda x: x["attention"] == "approval")
+    setup = [*lines[1:creates], f"ID={sid}"]
+    decided = runs("\n".join([*setup, *lines[waits:log]]))
+    assert sid in decided  # listed as waiting on approval
+    assert '"tool": "send_message"' in decided and '"decision": "approve"' in decided, decided
+    served.wait(sid, lambda x: x["status"] == "succeeded")
+    audit = runs("\n".join([*setup, *lines[log:]]))
+    types = re.findall(r'"type":"(\w+)"', audit)
+    assert types == ["approval_requested", "approval_decided", "tool_start", "tool_end"], audit
