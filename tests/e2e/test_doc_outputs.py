@@ -7,9 +7,9 @@ Two kinds of quote:
   PRODUCERS here (the test provokes it and compares, whitespace as wrapped in the doc aside), or
   `compared by tests/…py` (another test runs that page's example and compares its output).
   Every ```text block on these pages needs such a marker: output quoted in a doc is tested.
-* A word or code in prose (an error code, a filter value): QUOTES lists each with the page that
-  says it, and a check that provokes it (the quote must still be on its page, so a doc edit
-  that drops or rewords it fails here until the table follows).
+* A word or code in prose (an error code, a filter value, what a demo word does): QUOTES lists
+  each with the page that says it, and a check that provokes it (the quote must still be on
+  its page, so a doc edit that drops or rewords it fails here until the table follows).
 
 Every error code docs/http-api.md and docs/security.md name is provoked here, or named in
 ELSEWHERE with the test that provokes it.
@@ -263,6 +263,73 @@ def validation_error(s: Served) -> None:
     assert e["errors"] and secret not in str(e)
 
 
+# the README's demo words: each does what the README says it does
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def run_to_end(s: Served, prompt: str) -> list[dict[str, Any]]:
+    """Create a session with `prompt`, wait until it ended, and return its events."""
+    sid = s.create(prompt)
+    s.wait(sid, lambda x: x["status"] in TERMINAL)
+    page = s.http.get(f"/v1/sessions/{sid}/events", params={"limit": 1000},
+                      headers={"Accept": "application/json"}).json()
+    events: list[dict[str, Any]] = page["events"]
+    return events
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in events if e["type"] == kind]
+
+
+def answer(events: list[dict[str, Any]]) -> str:
+    return "".join(d["text"] for d in of(events, "text_delta"))
+
+
+def demo_plain(s: Served) -> None:
+    events = run_to_end(s, "hello there")
+    assert len(of(events, "tool_start")) == 1 and answer(events)
+    assert of(events, "session_end")[-1]["status"] == "succeeded"
+
+
+def demo_fail(s: Served) -> None:
+    events = run_to_end(s, "fail a tool")
+    assert [d["ok"] for d in of(events, "tool_end")] == [False]
+    assert answer(events) and of(events, "session_end")[-1]["status"] == "succeeded"
+
+
+def demo_think(s: Served) -> None:
+    events = run_to_end(s, "think")
+    assert of(events, "thinking_delta") and answer(events)
+
+
+def demo_count(s: Served) -> None:
+    events = run_to_end(s, "count")
+    assert [d["tool"] for d in of(events, "tool_start")] == ["counter"]
+
+
+def demo_length(s: Served) -> None:
+    events = run_to_end(s, "length")
+    assert answer(events) and of(events, "session_end")[-1]["status"] != "succeeded"
+
+
+def demo_markdown(s: Served) -> None:
+    text = answer(run_to_end(s, "markdown"))
+    assert re.search(r"^#+ ", text, re.M) and re.search(r"^\|.*\|$", text, re.M), text
+
+
+def demo_provider_errors(s: Served) -> None:
+    events = run_to_end(s, "provider error 2")
+    assert [d.get("retrying") for d in of(events, "error")] == [True, True]
+    assert of(events, "session_end")[-1]["status"] == "succeeded"
+
+
+def demo_call(s: Served) -> None:
+    events = run_to_end(s, 'call counter {"name": "docs", "step": 3}')
+    (start,) = of(events, "tool_start")
+    assert start["tool"] == "counter" and start["arguments"] == {"name": "docs", "step": 3}
+
+
 @dataclass(frozen=True)
 class Quote:
     page: str
@@ -274,6 +341,18 @@ class Quote:
 
 
 QUOTES = [
+    Quote("README.md", "plain text gets a short answer that uses one tool", demo_plain),
+    Quote("README.md", '"ask me" a question', attention_question),
+    Quote("README.md", '"fail a tool" an honest tool failure', demo_fail),
+    Quote("README.md", '"think" thinking deltas', demo_think),
+    Quote("README.md", '"count" an idempotent tool', demo_count),
+    Quote("README.md", '"send it" a tool call that waits for your approval', attention_approval),
+    Quote("README.md", '"length" an answer cut at the length limit', demo_length),
+    Quote("README.md", '"markdown" an answer in Markdown', demo_markdown),
+    Quote("README.md", '"provider error 2" two transient provider errors that are retried',
+          demo_provider_errors),
+    Quote("README.md", '`call <tool> {"arg": 1}` a call of any tool the agent has, by name',
+          demo_call),
     Quote("README.md", "`list [--attention question]`", attention_question),
     Quote("http-api.md", "`?status=&attention=question\\|approval", attention_approval),
     Quote("http-api.md", "409 `APPROVAL_ALREADY_DECIDED` (the other decision was made",
