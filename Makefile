@@ -35,7 +35,7 @@ LLAMA_FROM_CACHE = $(BIN)/pip install --quiet --no-index --no-deps --find-links 
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	@if $(LLAMA_FROM_CACHE) 2>/dev/null; then \
-		echo "llama-cpp-python: installed the wheel built before, from $(LLAMA_WHEELS)"; \
+		echo "$(LLAMA_REQ): in place, from the wheel built before (kept in $(LLAMA_WHEELS))"; \
 	else \
 		echo "building $(LLAMA_REQ) (the local model) for this machine: it compiles llama.cpp from C++ source, about 10 minutes on two cores, and only this once, since the wheel goes to $(LLAMA_WHEELS), where every later clone here finds it. pip's build output follows."; \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --verbose --no-deps --no-cache-dir --wheel-dir "$(LLAMA_WHEELS)" "$(LLAMA_REQ)" && \
