@@ -18,14 +18,31 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-# llama-cpp-python (the local model, tested in CI) compiles llama.cpp; build it portably, since
-# a -march=native build dies with "illegal instruction" on VMs that advertise AMX/AVX-512 they
-# do not enable. pip reuses the built wheel from its cache on later installs.
+# llama-cpp-python (the local model, tested in CI) comes from PyPI as source only: installing it
+# compiles llama.cpp, a few hundred C++ files, which takes about 10 minutes on two cores. It is
+# built portably, since a -march=native build dies with "illegal instruction" on VMs that
+# advertise AMX/AVX-512 they do not enable. pip's own wheel cache cannot be trusted with this:
+# it keys a built wheel by the source's URL only, not by CMAKE_ARGS (pypa/pip#11164), so it
+# would hand back a native build someone made with a plain `pip install llama-cpp-python`, and
+# --no-cache-dir or PIP_NO_CACHE_DIR turn it off. So the wheel is built once per machine with
+# `pip wheel`, showing pip's build output, into a folder outside the clone named after these
+# flags; every later install (a fresh clone, `make clean`) takes it from there in seconds.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
+LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outlive/wheels/llama-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+# the version the test tools pin, read from pyproject.toml's `test` extra
+LLAMA_REQ = $(shell sed -n '/^test = \[/,/^\]/p' pyproject.toml | grep -o '"llama-cpp-python[^"]*"' | tr -d '"')
+LLAMA_FROM_CACHE = $(BIN)/pip install --quiet --no-index --no-deps --find-links "$(LLAMA_WHEELS)" "$(LLAMA_REQ)"
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	@echo "installing outlive with its test tools (the first build of llama-cpp-python takes ~20 min)"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e ".[test]"
+	@if $(LLAMA_FROM_CACHE) 2>/dev/null; then \
+		echo "$(LLAMA_REQ): in place, from the wheel built before (kept in $(LLAMA_WHEELS))"; \
+	else \
+		echo "building $(LLAMA_REQ) (the local model) for this machine: it compiles llama.cpp from C++ source, about 10 minutes on two cores, and only this once, since the wheel goes to $(LLAMA_WHEELS), where every later clone here finds it. pip's build output follows."; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --verbose --no-deps --no-cache-dir --wheel-dir "$(LLAMA_WHEELS)" "$(LLAMA_REQ)" && \
+		$(LLAMA_FROM_CACHE); \
+	fi
+	@echo "installing outlive with its test tools"
+	$(BIN)/pip install --quiet --find-links "$(LLAMA_WHEELS)" -e ".[test]"
 	touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed

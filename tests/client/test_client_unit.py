@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from outlive.client import (
+    DEFAULT_KEY_FILE,
     ApiError,
     AsyncClient,
     AttachedFrame,
@@ -26,6 +27,7 @@ from outlive.client import (
     TransportError,
     UnauthorizedError,
     ValidationFailedError,
+    find_api_key,
 )
 from outlive.client._constants import DEFAULT_URL
 from outlive.client._frames import STUCK_LIMIT
@@ -93,15 +95,49 @@ async def test_url_and_key_from_the_environment(monkeypatch):
     assert req.headers["authorization"] == "Bearer olk_env"
 
 
-def test_defaults_without_environment(monkeypatch):
+def test_defaults_without_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("OUTLIVE_URL", raising=False)
     monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./outlive.db.key here
     script = Script(error(401, "UNAUTHORIZED", "a valid API key is required"))
     with Client(transport=httpx.MockTransport(script)) as c:
         assert c.base_url == DEFAULT_URL
         with pytest.raises(UnauthorizedError):
             c.get_session("ses_1")
     assert "authorization" not in script.requests[0].headers
+
+
+def sent_key(client_class: type[AsyncClient] | type[Client], **kw: Any) -> str | None:
+    """The Authorization header a client built with `kw` sends (no request is made)."""
+    client = client_class("http://test", **kw)
+    header = client._http.headers.get("authorization")
+    return header.removeprefix("Bearer ") if header else None
+
+
+@pytest.mark.parametrize("client_class", [AsyncClient, Client])
+def test_key_falls_back_to_the_key_file_serve_writes_here(monkeypatch, tmp_path, client_class):
+    """Like the CLI: with no key passed and no OUTLIVE_API_KEY, the key `outlive serve` keeps
+    beside its default database in the current directory (./outlive.db.key) is sent."""
+    monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert sent_key(client_class) is None
+    (tmp_path / DEFAULT_KEY_FILE).write_text("olk_from_file\n")
+    assert DEFAULT_KEY_FILE == "outlive.db.key"
+    assert sent_key(client_class) == "olk_from_file"
+    assert find_api_key() == "olk_from_file"
+    # the environment and an explicit key come first, in that order
+    monkeypatch.setenv("OUTLIVE_API_KEY", "olk_env")
+    assert sent_key(client_class) == "olk_env"
+    assert sent_key(client_class, api_key="olk_given") == "olk_given"
+
+
+def test_an_empty_or_unreadable_key_file_is_no_key(monkeypatch, tmp_path):
+    monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    (tmp_path / DEFAULT_KEY_FILE).write_text("\n")
+    assert find_api_key(cwd=tmp_path) is None
+    (tmp_path / DEFAULT_KEY_FILE).unlink()
+    (tmp_path / DEFAULT_KEY_FILE).mkdir()  # reading it fails with an OSError
+    assert find_api_key(cwd=tmp_path) is None
 
 
 # ---- errors -----------------------------------------------------------------------------

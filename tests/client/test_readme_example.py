@@ -31,10 +31,19 @@ def test_the_example_is_short_and_uses_the_public_surface():
     compile(source, "README example", "exec")
 
 
+@pytest.mark.parametrize("key_from", ["environment", "key file"])
 async def test_the_example_runs(live: Live, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]):
+                                capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                key_from: str):
+    """With OUTLIVE_API_KEY, or (as after `make run`) with nothing exported but the key file
+    `serve` wrote in the current directory, ./outlive.db.key."""
     monkeypatch.setenv("OUTLIVE_URL", live.server.url)
-    monkeypatch.setenv("OUTLIVE_API_KEY", live.key)
+    monkeypatch.chdir(tmp_path)
+    if key_from == "environment":
+        monkeypatch.setenv("OUTLIVE_API_KEY", live.key)
+    else:
+        monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+        (tmp_path / "outlive.db.key").write_text(live.key + "\n")
     source = example_source()
     code = compile(source, "README example", "exec")
     # The example calls asyncio.run(), so it gets its own thread (and loop); the server

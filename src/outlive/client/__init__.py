@@ -2,12 +2,14 @@
 
     from outlive.client import AsyncClient
 
-    async with AsyncClient() as client:          # OUTLIVE_URL and OUTLIVE_API_KEY
+    async with AsyncClient() as client:  # OUTLIVE_URL; OUTLIVE_API_KEY, else ./outlive.db.key
         session = await client.create_session("hello")
         async for item in client.stream(session.id, until_end=True):
             ...
 
 * `AsyncClient` / `Client`: every endpoint, typed results, `ApiError` subclasses on errors.
+* `find_api_key`: the key a client sends when given none (`$OUTLIVE_API_KEY`, else the
+  `./outlive.db.key` that `outlive serve` writes), for tools that want the same rule.
 * `AsyncClient.stream`: a session's frames and events across reconnects, nothing lost or
   repeated.
 * `SessionWatcher`: the owner's sessions, live, newest first (docs/architecture.md §6).
@@ -17,6 +19,7 @@
 from ._async_client import AsyncClient
 from ._backoff import Backoff
 from ._clock import AsyncioClock, Clock, Timer
+from ._credentials import DEFAULT_KEY_FILE, find_api_key
 from ._errors import (
     ApiError,
     BadRequestError,
@@ -59,6 +62,7 @@ from ._view import SessionView
 from ._watcher import SessionWatcher
 
 __all__ = [
+    "DEFAULT_KEY_FILE",
     "ApiError",
     "Approval",
     "AsyncClient",
@@ -101,4 +105,5 @@ __all__ = [
     "TransportError",
     "UnauthorizedError",
     "ValidationFailedError",
+    "find_api_key",
 ]

@@ -1,7 +1,7 @@
 """`AsyncClient`: every endpoint of docs/http-api.md with typed results, plus the resumable
 session stream and one-connection owner streams.
 
-    async with AsyncClient() as client:          # OUTLIVE_URL, OUTLIVE_API_KEY
+    async with AsyncClient() as client:          # OUTLIVE_URL, OUTLIVE_API_KEY or ./outlive.db.key
         s = await client.create_session("hello")
         async for item in client.stream(s.id, until_end=True):
             ...
@@ -28,6 +28,7 @@ import httpx
 from . import _calls
 from ._backoff import Backoff
 from ._calls import Call
+from ._credentials import find_api_key
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
@@ -67,7 +68,8 @@ class AsyncClient:
         rng: random.Random | None = None,
     ) -> None:
         """`base_url` defaults to `OUTLIVE_URL` (else http://127.0.0.1:8765), `api_key` to
-        `OUTLIVE_API_KEY`. `stream_read_timeout`: a stream silent this long (no event, no
+        `OUTLIVE_API_KEY`, else the key `outlive serve` wrote to ./outlive.db.key
+        (`find_api_key`). `stream_read_timeout`: a stream silent this long (no event, no
         ping) is taken as dead and reconnected; once a server announces its ping interval,
         2.5 times that is used instead (`SILENCE_FACTOR`)."""
         self.base_url = _calls.resolve_base_url(base_url)
@@ -77,7 +79,7 @@ class AsyncClient:
         self._rng = rng or random.Random()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=_calls.client_headers(_calls.resolve_api_key(api_key)),
+            headers=_calls.client_headers(find_api_key(api_key)),
             timeout=self._timeout,
             transport=transport,
         )

@@ -37,7 +37,6 @@ __all__ = [
     "get_session",
     "healthz",
     "list_sessions",
-    "resolve_api_key",
     "resolve_base_url",
     "send_message",
     "session_path",
@@ -54,10 +53,6 @@ _USER_AGENT = "outlive-client/0.1"
 def resolve_base_url(base_url: str | None) -> str:
     url = base_url or os.environ.get("OUTLIVE_URL") or DEFAULT_URL
     return url.rstrip("/")
-
-
-def resolve_api_key(api_key: str | None) -> str | None:
-    return api_key or os.environ.get("OUTLIVE_API_KEY") or None
 
 
 def client_headers(api_key: str | None) -> dict[str, str]:

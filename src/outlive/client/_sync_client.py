@@ -17,6 +17,7 @@ from . import _calls
 from ._async_client import PAGE_SIZE
 from ._backoff import Backoff
 from ._calls import Call
+from ._credentials import find_api_key
 from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_session
 from ._models import (
@@ -50,13 +51,15 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        """Defaults as `AsyncClient`'s: `OUTLIVE_URL`, and `OUTLIVE_API_KEY` else
+        ./outlive.db.key (`find_api_key`)."""
         self.base_url = _calls.resolve_base_url(base_url)
         self._timeout = _calls.timeouts(timeout)
         self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
         self._rng = rng or random.Random()
         self._http = httpx.Client(
             base_url=self.base_url,
-            headers=_calls.client_headers(_calls.resolve_api_key(api_key)),
+            headers=_calls.client_headers(find_api_key(api_key)),
             timeout=self._timeout,
             transport=transport,
         )
