@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import Conflict
+from .events import ApprovalDecided
 
 __all__ = [
     "CANCELLED",
@@ -22,7 +23,7 @@ __all__ = [
     "ApprovalConflict",
     "ApprovalRequest",
     "Decision",
-    "decided_event_data",
+    "decided_event",
     "denial_error",
     "rule_for",
 ]
@@ -99,14 +100,11 @@ class Approval:
         }
 
 
-def decided_event_data(a: Approval) -> dict[str, Any]:
+def decided_event(a: Approval) -> ApprovalDecided:
     """The `approval_decided` event of a decided approval."""
     assert a.decision is not None
-    data: dict[str, Any] = {"approval_id": a.id, "call_id": a.call_id, "tool": a.tool,
-                            "decision": a.decision.value, "always": a.always}
-    if a.reason is not None:
-        data["reason"] = a.reason
-    return data
+    return ApprovalDecided(approval_id=a.id, call_id=a.call_id, tool=a.tool,
+                           decision=a.decision.value, always=a.always, reason=a.reason)
 
 
 def denial_error(reason: str | None) -> dict[str, Any]:

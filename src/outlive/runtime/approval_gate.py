@@ -50,7 +50,7 @@ def denial(call: ToolCall, reason: str | None) -> tuple[EntryDraft, NewEvent]:
     """The history entry and `tool_end` of a call that was not allowed to run."""
     result = ToolResult(False, None, denial_error(reason), 0)
     return (tool_result_entry(call.call_id, call.name, result),
-            NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()}))
+            result.ended(call.call_id).new())
 
 
 class ApprovalGate:

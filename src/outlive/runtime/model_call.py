@@ -13,6 +13,7 @@ import random
 import time
 from types import TracebackType
 
+from ..domain.events import Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..providers import (
     Finish,
@@ -95,17 +96,17 @@ class ModelCaller:
                 await self.writes.settle(
                     Status.FAILED, ErrorInfo("provider_error", exc.message),
                     [*self._close_partial(buf),
-                     NewEvent("error", {"code": "provider_error", "message": exc.message})],
+                     Error(code="provider_error", message=exc.message).new()],
                 )
             attempt += 1
             delay = min(self.settings.retry_base * 2 ** (attempt - 1), self.settings.retry_max)
-            await self.writes.emit(*self._close_partial(buf), NewEvent("error", {
-                "code": "provider_error", "message": exc.message, "retrying": True,
-                "attempt": attempt, "retry_in_ms": int(delay * 1000)}))
+            await self.writes.emit(*self._close_partial(buf), Error(
+                code="provider_error", message=exc.message, retrying=True,
+                attempt=attempt, retry_in_ms=int(delay * 1000)).new())
             await self._pause(delay * (0.5 + random.random() / 2))
             message_id = new_id("msg")
-            await self.writes.emit(NewEvent("turn_start", {"turn": 0, "message_id": message_id,
-                                                           "retry": attempt}))
+            await self.writes.emit(
+                TurnStart(turn=0, message_id=message_id, retry=attempt).new())
 
     def _request(self) -> tuple[list[ToolSpec], ModelSettings]:
         """The tools and settings of every call of the run (the agent does not change)."""
@@ -161,9 +162,8 @@ class ModelCaller:
         """Events that close an abandoned attempt's partial answer (left out of history)."""
         events = buf.drain()
         if buf.flushed_any:
-            events.append(NewEvent("message_end", {"message_id": buf.message_id,
-                                                    "text": buf.text,
-                                                    "stop_reason": "interrupted"}))
+            events.append(MessageEnd(message_id=buf.message_id, text=buf.text,
+                                     stop_reason="interrupted").new())
         return events
 
     async def _pause(self, seconds: float) -> None:

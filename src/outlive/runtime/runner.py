@@ -15,11 +15,19 @@ import contextlib
 import enum
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from .. import metrics
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
+from ..domain.events import (
+    Incomplete,
+    MessageEnd,
+    SessionResumed,
+    SessionStart,
+    TurnStart,
+    Usage,
+    UserQuestion,
+)
 from ..domain.model import (
     Claim,
     ClaimReason,
@@ -27,7 +35,6 @@ from ..domain.model import (
     ErrorInfo,
     Event,
     Lease,
-    NewEvent,
     Status,
     TitleState,
     new_id,
@@ -205,15 +212,11 @@ class Run:
         attempt = self.session.attempt
         if reason in (ClaimReason.CRASH, ClaimReason.HANDOFF):
             self.writes.hold(events=[
-                NewEvent(
-                    "session_resumed",
-                    {"reason": reason.value, "attempt": attempt,
-                     "repaired_tool_calls": [c.call_id for c in plan.dangling]},
-                )
+                SessionResumed(reason=reason.value, attempt=attempt,
+                               repaired_tool_calls=[c.call_id for c in plan.dangling]).new()
             ])
         elif not self.claim.started:  # else the claim wrote it: durable already
-            self.writes.hold(events=[NewEvent("session_start", {"reason": reason.value,
-                                                                "attempt": attempt})])
+            self.writes.hold(events=[SessionStart(reason=reason.value, attempt=attempt).new()])
         if plan.dangling:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
         if plan.dangling:
@@ -234,7 +237,7 @@ class Run:
             result = ToolResult.failure("interrupted", 0, interrupted=True)
             self.writes.hold(
                 [tool_result_entry(tc.call_id, tc.name, result)],
-                [NewEvent("tool_end", {"call_id": tc.call_id, **result.to_dict()})],
+                [result.ended(tc.call_id).new()],
             )
 
     async def _resume_calls(self, calls: Sequence[ToolCall]) -> None:
@@ -306,7 +309,7 @@ class Run:
                 await self.writes.settle(
                     Status.FAILED,
                     ErrorInfo("incomplete", f"stopped after {turns} turns (max_turns)"),
-                    [NewEvent("incomplete", {"reason": "max_turns"})],
+                    [Incomplete(reason="max_turns").new()],
                 )
             turns += 1
             final = await self._turn(turns, deliver)
@@ -317,16 +320,15 @@ class Run:
         """One model call and its tools; returns whether the model gave its final answer."""
         message_id = new_id("msg")
         self._asked = False
-        start: dict[str, Any] = {"turn": turn, "message_id": message_id}
-        if deliver:
-            # Delivery is explicit: exactly these messages are now in the model's view.
-            start["inputs"] = [e.seq for e in deliver]
-            start["inputs_through"] = deliver[-1].seq
+        # Delivery is explicit: exactly these messages are now in the model's view.
+        start = TurnStart(turn=turn, message_id=message_id,
+                          inputs=[e.seq for e in deliver] if deliver else None,
+                          inputs_through=deliver[-1].seq if deliver else None)
         title = self._title_from(deliver)
         through = deliver[-1].seq if deliver else None
         await self.writes.commit(
             [user_entry(e) for e in deliver],
-            [NewEvent("turn_start", start)],
+            [start.new()],
             delivered_through=through,
             title=title,
         )
@@ -339,26 +341,25 @@ class Run:
             status = "cancelled" if buf.aborted is Abort.CANCEL else "interrupted"
             entries = [assistant_entry(buf.message_id, buf.text, [], status, status)]
             events = [*buf.drain(),
-                      NewEvent("message_end", {"message_id": buf.message_id, "text": buf.text,
-                                               "stop_reason": status})]
+                      MessageEnd(message_id=buf.message_id, text=buf.text,
+                                 stop_reason=status).new()]
             if buf.aborted is Abort.CANCEL:
                 await self.writes.settle(Status.CANCELLED, events=events, entries=entries)
             await self.writes.commit(entries, events)
             return False
         stop = buf.stop_reason or "stop"
-        end: dict[str, Any] = {"message_id": buf.message_id, "text": buf.text,
-                               "stop_reason": stop}
-        if buf.usage is not None:
-            end["usage"] = {"input_tokens": buf.usage.input_tokens,
-                            "output_tokens": buf.usage.output_tokens}
+        usage = None if buf.usage is None else Usage(input_tokens=buf.usage.input_tokens,
+                                                     output_tokens=buf.usage.output_tokens)
+        end = MessageEnd(message_id=buf.message_id, text=buf.text, stop_reason=stop,
+                         usage=usage)
         answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop,
                                   reasoning=buf.reasoning)]
-        ended = [*buf.drain(), NewEvent("message_end", end)]
+        ended = [*buf.drain(), end.new()]
         if stop == "length":
             await self.writes.settle(
                 Status.FAILED,
                 ErrorInfo("incomplete", "the model stopped at its output length limit"),
-                [*ended, NewEvent("incomplete", {"reason": "length"})],
+                [*ended, Incomplete(reason="length").new()],
                 entries=answer,
             )
         # The answer rides with the next write: the first tool's start, or the next turn's
@@ -396,8 +397,7 @@ class Run:
         result = ToolResult(True, {"asked": True}, None, 0)
         await self.writes.commit(
             [tool_result_entry(call.call_id, call.name, result, await_user=True)],
-            [NewEvent("user_question", {"question": question, "options": options,
-                                        "call_id": call.call_id})],
+            [UserQuestion(question=question, options=options, call_id=call.call_id).new()],
         )
         self._asked = True
         return True

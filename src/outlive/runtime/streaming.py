@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..domain.events import TextDelta, ThinkingDelta
 from ..domain.model import NewEvent
 from ..providers import ToolCall, Usage
 from .activity import Abort
@@ -90,10 +91,9 @@ class TurnBuffer:
     def drain(self) -> list[NewEvent]:
         events = []
         for kind, parts in self._pending:
+            delta = TextDelta if kind == "text" else ThinkingDelta
             for piece in split_utf8("".join(parts), self.flush_bytes):
-                events.append(
-                    NewEvent(f"{kind}_delta", {"message_id": self.message_id, "text": piece})
-                )
+                events.append(delta(message_id=self.message_id, text=piece).new())
         self._pending = []
         self._waiting_bytes = 0
         self._room.set()

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
+from ..domain.events import ToolProgress, ToolStart
 from ..domain.model import NewEvent
 from ..providers import ToolCall
 from ..tools import CancelEvent, ToolContext, ToolRegistry, ToolResult
@@ -44,18 +45,16 @@ class ToolRunner:
         self.activity = activity
 
     async def run(self, call: ToolCall, *, rerun: bool = False) -> ToolOutcome:
-        start: dict[str, Any] = {"call_id": call.call_id, "tool": call.name,
-                                 "arguments": call.arguments}
-        if rerun:
-            start["rerun"] = True
-        await self.writes.emit(NewEvent("tool_start", start))
+        await self.writes.emit(
+            ToolStart(call_id=call.call_id, tool=call.name, arguments=call.arguments,
+                      rerun=rerun).new())
         queued: list[tuple[str, Any]] = []
         """What the tool reported and is not yet written: ("progress", event), ("stage",
         name) or ("title", text), in order."""
 
         def progress(message: str) -> Awaitable[None]:
-            queued.append(("progress", NewEvent(
-                "tool_progress", {"call_id": call.call_id, "message": message})))
+            queued.append(("progress",
+                           ToolProgress(call_id=call.call_id, message=message).new()))
             return _done()
 
         def set_stage(stage: str) -> Awaitable[None]:
@@ -108,7 +107,7 @@ class ToolRunner:
             result = ToolResult.failure("cancelled", result.duration_ms, interrupted=True)
         return ToolOutcome(
             tool_result_entry(call.call_id, call.name, result),
-            NewEvent("tool_end", {"call_id": call.call_id, **result.to_dict()}),
+            result.ended(call.call_id).new(),
             result.interrupted,
         )
 

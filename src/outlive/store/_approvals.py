@@ -16,14 +16,15 @@ from ..domain.approvals import (
     ApprovalConflict,
     ApprovalRequest,
     Decision,
-    decided_event_data,
+    decided_event,
 )
 from ..domain.errors import InvalidInput, NotFound
+from ..domain.events import ApprovalRequested
 from ..domain.model import Entry, Lease, NewEvent, Status
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle
 from ._core import StoreCore
-from ._lifecycle import held, status_data
+from ._lifecycle import held, status_event
 from ._validation import check_event_types
 
 __all__ = ["ApprovalOps"]
@@ -70,14 +71,14 @@ class ApprovalOps(StoreCore):
                 return None
             approval = await self._approval_for(tx, lease, request)
             await self._apply(tx, row, out.state, attention="approval")
-            requested = NewEvent("approval_requested", {
-                "approval_id": approval.id, "call_id": approval.call_id, "tool": approval.tool,
-                "args": approval.args, "expires_at": approval.expires_at.isoformat(),
-            })
+            requested = ApprovalRequested(
+                approval_id=approval.id, call_id=approval.call_id, tool=approval.tool,
+                args=approval.args, expires_at=approval.expires_at.isoformat(),
+            ).new()
             await self._append(tx, lease.session_id, [*events, requested], fenced=None,
                                stamp=lease)
-            await self._owner_event(tx, row["owner_id"], lease.session_id, "session_status",
-                                    status_data(Status.RUNNING, int(row["attempt"]), "approval"))
+            await self._owner_event(tx, row["owner_id"], lease.session_id,
+                                    status_event(Status.RUNNING, int(row["attempt"]), "approval"))
             st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
             return approval
 
@@ -153,10 +154,9 @@ class ApprovalOps(StoreCore):
         })
         approval = self._to_approval(updated[0])
         await self._apply(tx, row, out.state, attention=None)
-        await self._append(tx, row["id"], [NewEvent("approval_decided",
-                                                    decided_event_data(approval))], fenced=None)
-        await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
-                                status_data(Status.RUNNING, int(row["attempt"])))
+        await self._append(tx, row["id"], [decided_event(approval).new()], fenced=None)
+        await self._owner_event(tx, row["owner_id"], row["id"],
+                                status_event(Status.RUNNING, int(row["attempt"])))
         st.notify(row["id"], row["owner_id"], work=True, events=True, owner=True)
         return approval
 

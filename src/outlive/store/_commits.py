@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
+from ..domain.events import SessionActiveStage, SessionTitle, Stage, Title
 from ..domain.model import Entry, Event, Lease, NewEvent, Status
 from ._base import Row, Tx, TxState, lease_lost, to_session
 from ._core import EVENT_COLUMNS, OwnerEvent
@@ -35,7 +36,7 @@ def _checked(c: Commit) -> Commit:
     check_event_types(c.events)
     if c.stage is None and c.title is None:
         return c
-    events = c.events if c.stage is None else [*c.events, NewEvent("stage", {"stage": c.stage})]
+    events = c.events if c.stage is None else [*c.events, Stage(stage=c.stage).new()]
     title = None if c.title is None else auto_title(c.title)
     return Commit(c.lease, c.entries, events, c.delivered_through, title, c.stage)
 
@@ -250,13 +251,11 @@ class CommitOps(SettleOps):
         """The session row and the owner's log of a commit's stage (its event is among the
         commit's). With `owner_events`, the owner's event goes there rather than now."""
         await tx.execute(self.q.set_stage, {"stage": stage, "id": lease.session_id})
-        data = {"stage": stage}
+        event = SessionActiveStage(stage=stage)
         if owner_events is None:
-            await self._owner_event(tx, head["owner_id"], lease.session_id,
-                                    "session_active_stage", data)
+            await self._owner_event(tx, head["owner_id"], lease.session_id, event)
         else:
-            owner_events.append((head["owner_id"], lease.session_id, "session_active_stage",
-                                 data))
+            owner_events.append((head["owner_id"], lease.session_id, event))
         st.notify(lease.session_id, head["owner_id"], events=True, owner=True)
 
     async def _auto_title(
@@ -275,8 +274,8 @@ class CommitOps(SettleOps):
         self._title_written(st, {**row, "last_seq": int(row["last_seq"]) + 1}, lease, clean,
                             owned, rows if ev_rows is None else ev_rows)
         await self._insert_rows(tx, "session_events", EVENT_COLUMNS, rows)
-        for owner, sid, type_, data in owned:
-            await self._owner_event(tx, owner, sid, type_, data)
+        for owner, sid, payload in owned:
+            await self._owner_event(tx, owner, sid, payload)
         return True
 
     def _title_written(
@@ -285,10 +284,9 @@ class CommitOps(SettleOps):
     ) -> None:
         """A title set on the row `head` returned, whose `last_seq` is its `title` event's
         seq: the event's row on `ev_rows`, the owner's event on `owner_events`."""
-        rows, _ = self._event_rows(lease.session_id, [NewEvent("title", {"title": clean})],
+        rows, _ = self._event_rows(lease.session_id, [Title(title=clean).new()],
                                    int(head["last_seq"]), head["now"], int(head["attempt"]),
                                    lease.fence)
         ev_rows.extend(rows)
-        owner_events.append((head["owner_id"], lease.session_id, "session_title",
-                             {"title": clean}))
+        owner_events.append((head["owner_id"], lease.session_id, SessionTitle(title=clean)))
         st.notify(lease.session_id, head["owner_id"], events=True, owner=True)

@@ -20,6 +20,7 @@ import orjson
 
 from ..domain.approvals import CANCELLED
 from ..domain.errors import NotFound
+from ..domain.events import OwnerPayload
 from ..domain.model import (
     TERMINAL,
     Entry,
@@ -48,7 +49,7 @@ from ._base import (
     to_event,
     to_session,
 )
-from ._lifecycle import session_end, status_data
+from ._lifecycle import session_end, status_event
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub, scrub_json
@@ -65,8 +66,8 @@ EVENT_COLUMNS = ("session_id", "seq", "ts", "attempt", "fence", "type", "data")
 ENTRY_COLUMNS = ("session_id", "seq", "kind", "data", "fence")
 OWNER_EVENT_COLUMNS = ("owner_id", "id", "session_id", "ts", "type", "data")
 
-OwnerEvent = tuple[str, str, str, dict[str, Any]]
-"""An owner event not yet written: owner, session, type, data."""
+OwnerEvent = tuple[str, str, OwnerPayload]
+"""An owner event not yet written: owner, session, payload."""
 
 
 @functools.cache
@@ -387,12 +388,13 @@ class StoreCore(abc.ABC):
         await self._insert_rows(tx, "session_events", EVENT_COLUMNS, ev_rows)
 
     async def _owner_event(
-        self, tx: Tx, owner_id: str, session_id: str, type_: str, data: dict[str, Any]
+        self, tx: Tx, owner_id: str, session_id: str, payload: OwnerPayload
     ) -> None:
         await tx.execute(self.q.next_owner_event_id, {"id": owner_id})
         await tx.execute(
             self.q.insert_owner_event,
-            {"owner": owner_id, "sid": session_id, "type": type_, "data": self.d.json(data)},
+            {"owner": owner_id, "sid": session_id, "type": payload.TYPE,
+             "data": self.d.json(payload.data())},
         )
 
     async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
@@ -412,8 +414,8 @@ class StoreCore(abc.ABC):
             first = int(last[0]["last_event_id"]) - len(mine) + 1
             now = last[0]["now"]
             rows.extend({"owner_id": owner, "id": first + k, "session_id": sid, "ts": now,
-                         "type": type_, "data": self.d.json(data)}
-                        for k, (_, sid, type_, data) in enumerate(mine))
+                         "type": p.TYPE, "data": self.d.json(p.data())}
+                        for k, (_, sid, p) in enumerate(mine))
         await self._insert_rows(tx, "owner_events", OWNER_EVENT_COLUMNS, rows)
 
     async def _end_events(
@@ -429,8 +431,8 @@ class StoreCore(abc.ABC):
             await self._append_locked(tx, row, [*extra, end], stamp=stamp)
         else:
             await self._append(tx, row["id"], [*extra, end], fenced=None, stamp=stamp)
-        await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
-                                status_data(status, int(row["attempt"]), attention, error))
+        await self._owner_event(tx, row["owner_id"], row["id"],
+                                status_event(status, int(row["attempt"]), attention, error))
 
     async def _dropped_inputs(self, tx: Tx, row: Row) -> list[int]:
         """The waiting user messages a cancel ending now drops (`_revive_or_drop`): all of
@@ -474,8 +476,8 @@ class StoreCore(abc.ABC):
             out = transition(lifecycle(current), Action.POST_MESSAGE)
             await self._apply(tx, current, out.state, error_code=None, error_message=None)
             if owner_event:
-                await self._owner_event(tx, row["owner_id"], row["id"], "session_status",
-                                        status_data(Status.QUEUED, 0))
+                await self._owner_event(tx, row["owner_id"], row["id"],
+                                        status_event(Status.QUEUED, 0))
             await tx.execute(self.q.set_delivered_input_seq,
                              {"seq": int(after_cancel[0]["seq"]) - 1, "id": row["id"]})
             return True

@@ -1,16 +1,16 @@
-"""What a lifecycle change writes besides its row: the event that ends a run, the data of the
-owner's `session_status` event, and the lifecycle as a fenced write or a cancel sees it."""
+"""What a lifecycle change writes besides its row: the event that ends a run, the owner's
+`session_status` event, and the lifecycle as a fenced write or a cancel sees it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from ..domain.events import ErrorBody, SessionEnd, SessionStatus
 from ..domain.model import ErrorInfo, NewEvent, Status
 from ..domain.status import LeaseState, Lifecycle
 from ._base import Row
 
-__all__ = ["aborts_run", "held", "session_end", "status_data"]
+__all__ = ["aborts_run", "held", "session_end", "status_event"]
 
 
 def held(row: Row) -> Lifecycle:
@@ -41,27 +41,19 @@ def session_end(
 ) -> NewEvent:
     """The event that closes a run, however it ended. `dropped_inputs` names the user
     messages that waited undelivered and were cancelled with the run."""
-    data: dict[str, Any] = {"status": status.value}
-    if error is not None:
-        data["error"] = {"code": error.code, "message": error.message}
-    if reason is not None:
-        data["reason"] = reason
-    if attention is not None:
-        data["attention"] = attention
-    if dropped:
-        data["dropped_inputs"] = list(dropped)
-    return NewEvent("session_end", data)
+    return SessionEnd(status=status.value, error=_error_body(error), reason=reason,
+                      attention=attention, dropped_inputs=list(dropped)).new()
 
 
-def status_data(
+def status_event(
     status: Status, attempt: int, attention: str | None = None, error: ErrorInfo | None = None
-) -> dict[str, Any]:
-    """The data of a `session_status` owner event. `attention` (the session waits on a
-    person) and `error` (why it failed) only when there is one: absent means none, so a
-    client without a cursor knows the session without fetching it."""
-    data: dict[str, Any] = {"status": status.value, "attempt": attempt}
-    if attention is not None:
-        data["attention"] = attention
-    if error is not None:
-        data["error"] = {"code": error.code, "message": error.message}
-    return data
+) -> SessionStatus:
+    """The owner's `session_status` event. `attention` (the session waits on a person) and
+    `error` (why it failed) only when there is one: absent means none, so a client without
+    a cursor knows the session without fetching it."""
+    return SessionStatus(status=status.value, attempt=attempt, attention=attention,
+                         error=_error_body(error))
+
+
+def _error_body(error: ErrorInfo | None) -> ErrorBody | None:
+    return None if error is None else ErrorBody(code=error.code, message=error.message)

@@ -10,24 +10,29 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..domain.errors import InvalidInput
+from ..domain.events import (
+    SessionActiveStage,
+    SessionCancelRequested,
+    SessionInterrupted,
+    SessionStart,
+    Stage,
+)
 from ..domain.model import (
     Claim,
     ClaimReason,
     ErrorInfo,
     Event,
     Lease,
-    NewEvent,
     Status,
 )
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
-from ._core import StoreCore
-from ._lifecycle import held, session_end, status_data
+from ._core import OwnerEvent, StoreCore
+from ._lifecycle import held, session_end, status_event
 from ._port import Held
 
 __all__ = ["RunOps"]
 
-_OwnerEvent = tuple[str, str, str, dict[str, Any]]
 _Taken = tuple[str, ClaimReason, Lease | None]
 """A session a claim took: its id, why, and its lease (none when the claim ended it)."""
 _STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
@@ -50,7 +55,7 @@ class RunOps(StoreCore):
             if not rows:
                 return [], set(), st
             claims: list[_Taken] = []
-            owner_events: list[_OwnerEvent] = []
+            owner_events: list[OwnerEvent] = []
             starts: list[tuple[Row, ClaimReason, Lease, int]] = []
             started: set[str] = set()
             for row in rows:
@@ -101,7 +106,7 @@ class RunOps(StoreCore):
 
     def _taken(
         self, st: TxState, row: Row, worker: str, max_attempts: int,
-        owner_events: list[_OwnerEvent],
+        owner_events: list[OwnerEvent],
     ) -> tuple[ClaimReason, Lease]:
         """A session the candidates' statement took as the status machine's claim of a
         queued session would (lease, fence + 1, attempt + 1, `session_start` at the next
@@ -111,8 +116,8 @@ class RunOps(StoreCore):
             raise AssertionError(f"session {row['id']} was taken but the claim would "
                                  f"{out.claim_reason} it")
         sid, owner = row["id"], row["owner_id"]
-        owner_events.append((owner, sid, "session_status",
-                             status_data(Status.RUNNING, out.state.attempt)))
+        owner_events.append((owner, sid,
+                             status_event(Status.RUNNING, out.state.attempt)))
         st.notify(sid, owner, owner=True, events=True)
         return out.claim_reason, Lease(sid, worker, out.state.fence)
 
@@ -125,12 +130,12 @@ class RunOps(StoreCore):
         no round trip waits for the time first."""
         await self._insert_events_now(tx, [
             (row["id"], int(row["last_seq"]) + 1, attempt, lease.fence,
-             NewEvent("session_start", {"reason": reason.value, "attempt": attempt}))
+             SessionStart(reason=reason.value, attempt=attempt).new())
             for row, reason, lease, attempt in starts])
 
     async def _claim_one(
         self, tx: Tx, st: TxState, row: Row, worker: str, lease_ttl: float, max_attempts: int,
-        owner_events: list[_OwnerEvent], start: bool,
+        owner_events: list[OwnerEvent], start: bool,
     ) -> tuple[ClaimReason, Lease | None, int]:
         """Run the session (a lease), or end it (cancel asked, too many attempts; no lease).
         Owner events are queued in `owner_events` for the caller to write last. With `start`,
@@ -149,8 +154,8 @@ class RunOps(StoreCore):
             await self._apply(tx, row, out.state, lease_ttl=lease_ttl, lease_worker=worker,
                               **seq)
             if before.status is not Status.RUNNING or before.attempt != out.state.attempt:
-                owner_events.append((owner, sid, "session_status",
-                                     status_data(Status.RUNNING, out.state.attempt)))
+                owner_events.append((owner, sid,
+                                     status_event(Status.RUNNING, out.state.attempt)))
             st.notify(sid, owner, owner=True, events=starting)
             return out.claim_reason, Lease(sid, worker, out.state.fence), out.state.attempt
         error = None
@@ -169,13 +174,13 @@ class RunOps(StoreCore):
         dropped = await self._dropped_inputs(tx, row) if status is Status.CANCELLED else []
         await self._append(tx, sid, [session_end(status, error, reason, dropped=dropped)],
                            fenced=None)
-        owner_events.append((owner, sid, "session_status",
-                             status_data(status, int(row["attempt"]), error=error)))
+        owner_events.append((owner, sid,
+                             status_event(status, int(row["attempt"]), error=error)))
         if (status is Status.CANCELLED
                 and int(row["last_input_seq"]) > int(row["delivered_input_seq"])):
             if await self._revive_or_drop(tx, row, status, owner_event=False):
-                owner_events.append((owner, sid, "session_status",
-                                     status_data(Status.QUEUED, 0)))
+                owner_events.append((owner, sid,
+                                     status_event(Status.QUEUED, 0)))
         st.notify(sid, owner, events=True, owner=True)
         return out.claim_reason, None, out.state.attempt
 
@@ -219,8 +224,8 @@ class RunOps(StoreCore):
             rows = await tx.fetch(self.q.abandoned_sessions)
             for r in sorted(rows, key=lambda r: (r["owner_id"], r["id"])):
                 await tx.execute(self.q.cancel_abandoned, {"id": r["id"]})
-                await self._owner_event(tx, r["owner_id"], r["id"], "session_cancel_requested",
-                                        {"reason": "abandoned"})
+                await self._owner_event(tx, r["owner_id"], r["id"],
+                                        SessionCancelRequested(reason="abandoned"))
                 st.notify(r["id"], r["owner_id"], work=True, owner=True, cancel=True)
             return [r["id"] for r in rows]
 
@@ -248,10 +253,10 @@ class RunOps(StoreCore):
         async def op(tx: Tx, st: TxState) -> None:
             row = await self._fenced(tx, lease)
             await tx.execute(self.q.set_stage, {"stage": stage, "id": lease.session_id})
-            await self._append(tx, lease.session_id, [NewEvent("stage", {"stage": stage})],
+            await self._append(tx, lease.session_id, [Stage(stage=stage).new()],
                                fenced=None, stamp=lease)
             await self._owner_event(tx, row["owner_id"], lease.session_id,
-                                    "session_active_stage", {"stage": stage})
+                                    SessionActiveStage(stage=stage))
             st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
 
         await self._write(op)
@@ -263,8 +268,7 @@ class RunOps(StoreCore):
             await self._apply(tx, row, out.state)
             await self._append(
                 tx, lease.session_id,
-                [NewEvent("session_interrupted",
-                          {"reason": reason, "attempt": int(row["attempt"])})],
+                [SessionInterrupted(reason=reason, attempt=int(row["attempt"])).new()],
                 fenced=None, stamp=lease,
             )
             st.notify(lease.session_id, row["owner_id"], work=True, events=True)

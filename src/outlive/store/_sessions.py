@@ -7,10 +7,17 @@ from dataclasses import replace
 from typing import Any
 
 from ..domain.errors import InvalidInput, NotFound, SessionBusy
+from ..domain.events import (
+    SessionCancelRequested,
+    SessionCreated,
+    SessionDeleted,
+    SessionTitle,
+    Title,
+    UserMessage,
+)
 from ..domain.model import (
     TERMINAL,
     Delivery,
-    NewEvent,
     Page,
     PostResult,
     Session,
@@ -20,7 +27,7 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ._base import Tx, TxState, lifecycle, to_session
 from ._core import StoreCore
-from ._lifecycle import aborts_run, status_data
+from ._lifecycle import aborts_run, status_event
 from ._validation import (
     check_attention,
     check_client_request_id,
@@ -82,17 +89,15 @@ class SessionOps(StoreCore):
                 },
             )
             if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
-                data: dict[str, Any] = {"text": prompt, "delivery": Delivery.START}
-                if client_request_id is not None:
-                    data["client_request_id"] = client_request_id
-                await self._insert_events_now(
-                    tx, [(sid, 1, 0, 0, NewEvent("user_message", data))])
+                message = UserMessage(text=prompt, delivery=Delivery.START.value,
+                                      client_request_id=client_request_id)
+                await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])
             if client_request_id is not None:
                 await tx.execute(self.q.insert_create_request,
                                  {"owner": owner_id, "crid": client_request_id, "sid": sid})
             await self._owner_event(
-                tx, owner_id, sid, "session_created",
-                {"status": "queued", "attempt": 0, "title": clean_title},
+                tx, owner_id, sid,
+                SessionCreated(status=Status.QUEUED.value, attempt=0, title=clean_title),
             )
             st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
             # The new row comes back with the COMMIT: on PostgreSQL everything from the
@@ -167,9 +172,8 @@ class SessionOps(StoreCore):
         async def op(tx: Tx, st: TxState) -> Session:
             row = await self._locked(tx, session_id, owner_id)
             await tx.execute(self.q.set_manual_title, {"t": clean, "id": session_id})
-            await self._append(tx, session_id, [NewEvent("title", {"title": clean})], fenced=None)
-            await self._owner_event(tx, row["owner_id"], session_id, "session_title",
-                                    {"title": clean})
+            await self._append(tx, session_id, [Title(title=clean).new()], fenced=None)
+            await self._owner_event(tx, row["owner_id"], session_id, SessionTitle(title=clean))
             st.notify(session_id, owner_id, events=True, owner=True)
             return to_session(self.d, await self._locked(tx, session_id, None))
 
@@ -196,7 +200,7 @@ class SessionOps(StoreCore):
                                        dropped=await self._dropped_inputs(tx, row))
                 await self._consume_inputs(tx, session_id)
                 await self._cancel_approval(tx, row)
-            await self._owner_event(tx, owner_id, session_id, "session_deleted", {})
+            await self._owner_event(tx, owner_id, session_id, SessionDeleted())
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                       cancel=aborts_run(row, out.state))
 
@@ -210,8 +214,8 @@ class SessionOps(StoreCore):
             out = transition(lifecycle(row), Action.REQUEST_CANCEL)
             if out.changed:
                 await self._apply(tx, row, out.state, cancel_reason=reason)
-                await self._owner_event(tx, owner_id, session_id, "session_cancel_requested",
-                                        {"reason": reason})
+                await self._owner_event(tx, owner_id, session_id,
+                                        SessionCancelRequested(reason=reason))
                 if out.cancelled_now:
                     await self._end_events(tx, row, Status.CANCELLED, None, reason,
                                            dropped=await self._dropped_inputs(tx, row))
@@ -253,22 +257,21 @@ class SessionOps(StoreCore):
             delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
             out = transition(state, Action.POST_MESSAGE)
             requeued = state.status in TERMINAL
-            data: dict[str, Any] = {"text": text, "delivery": delivery.value}
-            if client_request_id is not None:
-                data["client_request_id"] = client_request_id
+            message = UserMessage(text=text, delivery=delivery.value,
+                                  client_request_id=client_request_id)
             if requeued:
                 await self._apply(tx, row, out.state, error_code=None, error_message=None)
             elif out.changed:
                 await self._apply(tx, row, out.state)
-            ev = await self._append(tx, session_id, [NewEvent("user_message", data)], fenced=None)
+            ev = await self._append(tx, session_id, [message.new()], fenced=None)
             seq = ev[0].seq
             await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
             # A person who writes is watching: the abandon clock starts from here, so a
             # session revived long after its last stream is not abandoned on the spot.
             await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
             if requeued:
-                await self._owner_event(tx, owner_id, session_id, "session_status",
-                                        status_data(Status.QUEUED, 0))
+                await self._owner_event(tx, owner_id, session_id,
+                                        status_event(Status.QUEUED, 0))
             if client_request_id is not None:
                 await tx.execute(
                     self.q.insert_message_request,

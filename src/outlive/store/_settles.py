@@ -21,7 +21,7 @@ from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
 from ._core import OwnerEvent, StoreCore
-from ._lifecycle import held, session_end, status_data
+from ._lifecycle import held, session_end, status_event
 from ._port import Settle
 from ._validation import check_attention, check_event_types, settle_status
 
@@ -96,8 +96,8 @@ class SettleOps(StoreCore):
             owner_events: list[OwnerEvent] = []
             await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events)
             await self._insert_logs(tx, en_rows, ev_rows)
-            for owner, sid, type_, data in owner_events:
-                await self._owner_event(tx, owner, sid, type_, data)
+            for owner, sid, payload in owner_events:
+                await self._owner_event(tx, owner, sid, payload)
             return lease.session_id
 
         return await self._write_session(op)
@@ -152,8 +152,8 @@ class SettleOps(StoreCore):
         else:
             await self._apply(tx, row, out.state, **extra)
         owner, sid = row["owner_id"], lease.session_id
-        owner_events.append((owner, sid, "session_status",
-                             status_data(final, int(row["attempt"]), waits, error)))
+        owner_events.append((owner, sid,
+                             status_event(final, int(row["attempt"]), waits, error)))
         if pending and await self._revive_or_drop(tx, row, final, owner_event=False):
-            owner_events.append((owner, sid, "session_status", status_data(Status.QUEUED, 0)))
+            owner_events.append((owner, sid, status_event(Status.QUEUED, 0)))
         st.notify(sid, owner, work=pending, events=True, owner=True)

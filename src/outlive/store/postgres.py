@@ -424,8 +424,8 @@ class PostgresStore(SqlStore):
             by_owner.setdefault(ev[0], []).append(ev)
         for owner in sorted(by_owner):
             mine = by_owner[owner]
-            rows = [{"k": k, "session_id": sid, "type": type_, "data": data}
-                    for k, (_, sid, type_, data) in enumerate(mine, 1)]
+            rows = [{"k": k, "session_id": sid, "type": p.TYPE, "data": p.data()}
+                    for k, (_, sid, p) in enumerate(mine, 1)]
             await tx.execute(self.q.dynamic("reserve_and_insert_owner_events", _OWNER_EVENTS),
                              {"id": owner, "n": len(mine), "rows": _json_param(rows)})
 

@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from ..domain.events import UNSET, ToolEnd
 from ..domain.tool_calls import ToolCall, ToolSpec
 from ._cancel import CancelEvent, race, race_task
 
@@ -269,15 +270,16 @@ class ToolResult:
     def failure(cls, error: str, duration_ms: int, *, interrupted: bool = False) -> ToolResult:
         return cls(False, None, error, duration_ms, interrupted)
 
+    def ended(self, call_id: str) -> ToolEnd:
+        """The `tool_end` event of call `call_id`: a result when ok, else an error."""
+        return ToolEnd(call_id=call_id, ok=self.ok, duration_ms=self.duration_ms,
+                       result=self.result if self.ok else UNSET,
+                       error=UNSET if self.ok else self.error, interrupted=self.interrupted)
+
     def to_dict(self) -> dict[str, Any]:
-        """The `tool_end` payload (without `call_id`)."""
-        data: dict[str, Any] = {"ok": self.ok, "duration_ms": self.duration_ms}
-        if self.ok:
-            data["result"] = self.result
-        else:
-            data["error"] = self.error
-        if self.interrupted:
-            data["interrupted"] = True
+        """The `tool_end` data without `call_id`: what a `tool_result` entry records."""
+        data = self.ended("").data()
+        del data["call_id"]
         return data
 
     def model_text(self) -> str:
