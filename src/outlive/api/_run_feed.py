@@ -15,19 +15,27 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from ..domain.events import ApprovalDecided, UserMessage
 from ..domain.model import Delivery, Event, Session
 from ._context import ApiContext
 from ._hub import Mailbox
 from ._sse import EventStream
 
-__all__ = ["RunFeed", "latest_run_start", "opens_a_run", "watch_session"]
+__all__ = ["RunFeed", "decides", "latest_run_start", "opens_a_run", "watch_session"]
 
 _PAGE = 1000
 
 
+def decides(event: Event, approval_id: str) -> bool:
+    """Whether `event` is the `approval_decided` of `approval_id`."""
+    decided = event.payload
+    return isinstance(decided, ApprovalDecided) and decided.approval_id == approval_id
+
+
 def opens_a_run(event: Event) -> bool:
     """Whether `event` is a user message that started a run (not one steered into it)."""
-    return event.type == "user_message" and event.data.get("delivery") == Delivery.START.value
+    message = event.payload
+    return isinstance(message, UserMessage) and message.delivery == Delivery.START.value
 
 
 @dataclass

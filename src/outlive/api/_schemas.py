@@ -13,6 +13,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..domain.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    EventPayload,
+    MessageEnd,
+    TextDelta,
+    ThinkingDelta,
+    ToolEnd,
+    ToolProgress,
+    ToolStart,
+    TurnStart,
+    Unknown,
+    UserQuestion,
+)
 from ..domain.model import (
     MAX_TEXT_CHARS,
     MAX_TITLE_CHARS,
@@ -237,8 +251,18 @@ def event_json(e: Event) -> dict[str, Any]:
 def landmark_json(e: Event) -> list[Any]:
     """`[seq, ts, type, id, attempt]`: when an event happened and which item it belongs to (its
     `message_id` or `call_id`), for the `times` of a snapshot frame."""
-    item = e.data.get("call_id", e.data.get("message_id")) if isinstance(e.data, dict) else None
-    return [e.seq, _utc(e.ts), e.type, item, e.attempt]
+    return [e.seq, _utc(e.ts), e.type, _item_id(e.payload), e.attempt]
+
+
+def _item_id(p: EventPayload | Unknown) -> str | None:
+    """The tool call or the model answer an event belongs to, if it belongs to one."""
+    match p:
+        case (ToolStart() | ToolProgress() | ToolEnd() | UserQuestion() | ApprovalRequested()
+              | ApprovalDecided()):
+            return p.call_id
+        case TurnStart() | TextDelta() | ThinkingDelta() | MessageEnd():
+            return p.message_id
+    return None
 
 
 def owner_event_json(e: OwnerEvent) -> dict[str, Any]:

@@ -6,10 +6,13 @@ client. Transcript states stay plain dicts: they are the reducer's JSON (`outliv
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..domain.events import EventPayload, OwnerPayload, Unknown, parse, parse_owner
 
 __all__ = [
     "TERMINAL_STATUSES",
@@ -138,6 +141,11 @@ class EventRecord(_Model):
     attempt: int = 0
     fence: int = 0
 
+    @functools.cached_property
+    def payload(self) -> EventPayload | Unknown:
+        """`data` as its type's payload, parsed on first use (`outlive.domain.events`)."""
+        return parse(self.type, self.data)
+
 
 class EventPage(_Model):
     events: list[EventRecord]
@@ -153,6 +161,11 @@ class OwnerEventRecord(_Model):
     ts: datetime
     type: str
     data: dict[str, Any] = Field(default_factory=dict)
+
+    @functools.cached_property
+    def payload(self) -> OwnerPayload | Unknown:
+        """`data` as its type's payload, parsed on first use (`outlive.domain.events`)."""
+        return parse_owner(self.type, self.data)
 
 
 class AttachedFrame(_Model):

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from ..domain.events import (
+    SessionActiveStage,
+    SessionCancelRequested,
+    SessionCreated,
+    SessionDeleted,
+    SessionStatus,
+    SessionTitle,
+)
 from ._models import ErrorInfo, OwnerEventRecord, SessionInfo
 
 __all__ = ["DELETED_MEMORY", "Entry", "Outcome", "apply_owner_event", "newest_first", "utc"]
@@ -45,7 +53,7 @@ def apply_owner_event(
     """Apply one owner event to the map; `unknown` means a session the map lacks (fetch)."""
     sid = ev.session_id
     entry = entries.get(sid)
-    if ev.type == "session_deleted":
+    if isinstance(ev.payload, SessionDeleted):
         deleted.append(sid)
         if entry is None:
             return "ignored"
@@ -53,30 +61,31 @@ def apply_owner_event(
         return "applied"
     if entry is None:
         return "ignored" if sid in deleted else "unknown"
-    data = ev.data
     update: dict[str, object] = {}
-    if ev.type in ("session_created", "session_status"):
-        update["status"] = data["status"]
-        attempt = data.get("attempt")
-        if isinstance(attempt, int) and not isinstance(attempt, bool):
-            update["attempt"] = attempt
-        if data["status"] == "queued" and entry.info.terminal:
-            update.update(error=None, cancel_requested=False)  # revived by a message
-        # every status change says whether the session now waits on a person (absent: no)
-        attention = data.get("attention")
-        update["attention"] = attention if isinstance(attention, str) else None
-        error = data.get("error")
-        if isinstance(error, dict) and isinstance(error.get("code"), str):
-            update["error"] = ErrorInfo(code=error["code"], message=str(error.get("message", "")))
-        if ev.type == "session_created" and isinstance(data.get("title"), str):
-            _set_title(entry, ev, data["title"], update)
-    elif ev.type == "session_active_stage":
-        update["stage"] = data["stage"]
-    elif ev.type == "session_cancel_requested":
-        update["cancel_requested"] = True
-    elif ev.type == "session_title":
-        if not _set_title(entry, ev, data["title"], update):
-            return "ignored"
+    match ev.payload:
+        case SessionCreated() | SessionStatus() as changed:
+            update["status"] = changed.status
+            update["attempt"] = changed.attempt
+            if changed.status == "queued" and entry.info.terminal:
+                update.update(error=None, cancel_requested=False)  # revived by a message
+            if isinstance(changed, SessionStatus):
+                # every status change says whether the session now waits on a person
+                # (absent: no), and why it failed
+                update["attention"] = changed.attention
+                error = changed.error
+                if error is not None and error.code is not None:
+                    update["error"] = ErrorInfo(code=error.code, message=error.message or "")
+            else:
+                update["attention"] = None
+                if changed.title is not None:
+                    _set_title(entry, ev, changed.title, update)
+        case SessionActiveStage(stage=stage):
+            update["stage"] = stage
+        case SessionCancelRequested():
+            update["cancel_requested"] = True
+        case SessionTitle(title=title):
+            if not _set_title(entry, ev, title, update):
+                return "ignored"
     ts = utc(ev.ts)
     if ts > utc(entry.info.updated_at):
         update["updated_at"] = ts

@@ -45,6 +45,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
 
+from ..domain.events import SessionDeleted, Unknown
 from ._backoff import Backoff
 from ._cancels import CancelQueue
 from ._clock import AsyncioClock, Clock, Timer
@@ -57,7 +58,6 @@ from ._constants import (
     RECONCILE_JITTER,
 )
 from ._errors import ApiError
-from ._frames import OWNER_EVENT_FIELDS
 from ._models import (
     CancelResult,
     CaughtUpFrame,
@@ -386,7 +386,7 @@ class SessionWatcher:
             return  # already seen
         self._cursor = ev.id
         self._malformed = 0
-        if ev.type not in OWNER_EVENT_FIELDS:
+        if isinstance(ev.payload, Unknown):
             return  # a type this client does not know
         if self._fetch_task is not None:
             self._journal.append(ev)
@@ -482,7 +482,7 @@ class SessionWatcher:
                 continue
             if apply_owner_event(entries, self._deleted, ev) == "unknown":
                 unknown.add(ev.session_id)
-            elif ev.type == "session_deleted":
+            elif isinstance(ev.payload, SessionDeleted):
                 unknown.discard(ev.session_id)
         self._journal.clear()
         self._entries = entries

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..domain.events import UserMessage
 from ..domain.model import Entry, Event
 from ..domain.resume import HistoryEntry, visible
 from ..providers import Message, ToolCall
@@ -15,11 +16,11 @@ __all__ = ["MessageLog", "assistant_entry", "model_messages", "tool_result_entry
 
 
 def user_entry(event: Event) -> tuple[str, dict[str, Any]]:
-    return "user", {
-        "text": event.data.get("text", ""),
-        "seq": event.seq,
-        "delivery": event.data.get("delivery"),
-    }
+    """The history entry of a delivered `user_message`."""
+    message = event.payload
+    if not isinstance(message, UserMessage):
+        return "user", {"text": "", "seq": event.seq, "delivery": None}
+    return "user", {"text": message.text, "seq": event.seq, "delivery": message.delivery}
 
 
 def assistant_entry(

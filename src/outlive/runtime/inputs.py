@@ -7,10 +7,11 @@ import enum
 import time
 from collections.abc import Sequence
 
+from ..domain.events import UserMessage
 from ..domain.model import Delivery, Event, Session
 from ..store import RunnerStore
 
-__all__ = ["Inbox", "to_deliver"]
+__all__ = ["Inbox", "delivery", "to_deliver"]
 
 
 class _Read(enum.Enum):
@@ -88,6 +89,12 @@ class Inbox:
         self._waiting = [e for e in self._waiting if e.seq > through]
 
 
+def delivery(message: Event) -> str | None:
+    """How a waiting user message joins the run (`Delivery`), None for any other event."""
+    payload = message.payload
+    return payload.delivery if isinstance(payload, UserMessage) else None
+
+
 def to_deliver(inputs: Sequence[Event], *, final: bool) -> list[Event]:
     """The waiting messages the next turn delivers: all of them after the final answer;
     before it, all up to the last one that is not `queue` (a queued message waits for the
@@ -96,6 +103,6 @@ def to_deliver(inputs: Sequence[Event], *, final: bool) -> list[Event]:
         return list(inputs)
     cut = 0
     for i, ev in enumerate(inputs):
-        if ev.data.get("delivery") != Delivery.QUEUE:
+        if delivery(ev) != Delivery.QUEUE:
             cut = i + 1
     return list(inputs[:cut])

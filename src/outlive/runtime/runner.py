@@ -26,6 +26,7 @@ from ..domain.events import (
     SessionStart,
     TurnStart,
     Usage,
+    UserMessage,
     UserQuestion,
 )
 from ..domain.model import (
@@ -47,7 +48,7 @@ from .activity import Abort, Supervisor
 from .agents import Agent
 from .approval_gate import ApprovalGate, Verdict, denial
 from .history import assistant_entry, tool_result_entry, user_entry
-from .inputs import Inbox, to_deliver
+from .inputs import Inbox, delivery, to_deliver
 from .model_call import ModelCaller
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
@@ -141,7 +142,7 @@ class Run:
                     self.cancel_seen()
                 elif self.activity.running:
                     inputs = await self.store.undelivered_inputs(self.session_id)
-                    if any(e.data.get("delivery") == Delivery.INTERRUPT for e in inputs):
+                    if any(delivery(e) == Delivery.INTERRUPT for e in inputs):
                         self.activity.abort(Abort.INTERRUPT)
                 if self._check is _Check.RUNNING:
                     return
@@ -271,7 +272,8 @@ class Run:
         """The automatic title, from the first message the run delivers, set once."""
         if not self._title_pending or not deliver:
             return None
-        text = " ".join(str(deliver[0].data.get("text", "")).split())
+        first = deliver[0].payload
+        text = " ".join(first.text.split()) if isinstance(first, UserMessage) else ""
         if not text:
             return None
         return text if len(text) <= 60 else text[:57].rstrip() + "…"

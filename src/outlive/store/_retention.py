@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.events import MessageEnd, parse
 from ..domain.model import TERMINAL, Status
 from ..domain.reducer import REDUCER_VERSION, empty_state, fold
 from ._base import TEXT_REF, Row, Tx, TxState
@@ -210,11 +211,11 @@ class RetentionOps(StoreCore):
         answers = await self._answers(tx, session_id)
         for row in ends:
             data = self.d.load_json(row["data"])
-            text = data.get("text") if isinstance(data, dict) else None
-            mid = data.get("message_id") if isinstance(data, dict) else None
-            seq = answers.get((mid, text)) if isinstance(mid, str) and isinstance(
-                text, str) else None
-            if seq is not None and text:
+            end = parse("message_end", data)
+            if not isinstance(end, MessageEnd) or not end.text or end.message_id is None:
+                continue
+            seq = answers.get((end.message_id, end.text))
+            if seq is not None:
                 await tx.execute(self.q.set_event_data, {
                     "sid": session_id, "seq": int(row["seq"]),
                     "data": self.d.json({**data, "text": {TEXT_REF: seq}})})

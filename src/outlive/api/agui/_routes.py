@@ -31,7 +31,7 @@ from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx
 from .._errors import ApiError
 from .._hub import StreamClosed
-from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
+from .._run_feed import RunFeed, decides, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream
 from .._threads import (
     RunRef,
@@ -111,7 +111,7 @@ async def _decide(ctx: ApiContext, owner_id: str, session: Session, run: RunAgen
     while upto > 0:
         after = max(0, upto - 1000)
         for ev in reversed(await ctx.store.read_events(session.id, after=after, limit=1000)):
-            if ev.type == "approval_decided" and ev.data.get("approval_id") == approval_id:
+            if decides(ev, approval_id):
                 return RunRef(session.id, ev.seq)
         upto = after
     raise not_found(f"approval {approval_id}")  # pragma: no cover - the decision wrote it

@@ -24,7 +24,7 @@ from ...domain.errors import NotFound
 from ...domain.model import Delivery, Event, Session
 from .._context import ApiContext
 from .._hub import Mailbox
-from .._run_feed import RunFeed, opens_a_run, watch_session
+from .._run_feed import RunFeed, decides, opens_a_run, watch_session
 from ._errors import not_found
 from ._projection import OPENERS, ResponseHeader, ResponseProjection
 from ._requests import display_model
@@ -134,7 +134,7 @@ async def decision_seq(ctx: ApiContext, session_id: str, approval_id: str, *, af
         for ev in batch:
             if before is not None and ev.seq >= before:
                 return None
-            if ev.type == "approval_decided" and ev.data.get("approval_id") == approval_id:
+            if decides(ev, approval_id):
                 return ev.seq
         if len(batch) < _PAGE:
             return None
