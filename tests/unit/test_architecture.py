@@ -75,7 +75,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.admin":      ANY,                                        # `outlive keys|owners ...`
     "cli.sessions":   ANY,                                        # `outlive sessions ...`
     "cli.embedded":   ANY,                                        # API+worker+store in-process
-    "cli.tour":       frozenset({"client", "cli.embedded"}),      # `outlive demo`
+    "cli.tour":       frozenset({"client", "domain", "cli.embedded"}),  # `outlive demo`
     "cli.local_key":  ANY,                                        # serve's key of owner `local`
     "cli.options":    frozenset({"runtime", "cli.event_loop",     # options shared by commands
                                  "cli.settings"}),
@@ -84,7 +84,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.port":       frozenset(),                                # who holds a TCP port
     "cli.event_loop": frozenset(),                                # the event loop (uvloop)
     "cli.gc_tuning":  frozenset(),                                # server GC thresholds
-    "cli.transcript": frozenset(),                                # events as text
+    "cli.transcript": frozenset({"domain"}),                     # events (payloads) as text
 }
 
 FORBIDDEN = {
@@ -95,7 +95,7 @@ FORBIDDEN = {
     "api": {"runtime"},
     "tools": {"providers"},
     "mcp": {"store", "runtime", "api", "providers"},
-    "cli.transcript": set(MAY_IMPORT) - {"cli.transcript"},
+    "cli.transcript": set(MAY_IMPORT) - {"cli.transcript", "domain"},
     "cli.port": set(MAY_IMPORT) - {"cli.port"},
     "cli.errors": {"store", "runtime", "api", "config"},
     "cli.settings": {"store", "api", "cli.serve", "cli.worker", "cli.embedded"},

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from outlive.cli.transcript import TranscriptWriter, event_json, item_lines
+from outlive.domain.events import parse
 
 
 def feed_all(events: list[tuple[str, dict[str, object]]]) -> str:
     writer = TranscriptWriter()
-    return "".join(writer.feed(t, d) for t, d in events) + writer.close()
+    return "".join(writer.feed(parse(t, d)) for t, d in events) + writer.close()
 
 
 def test_a_run_reads_as_a_transcript() -> None:
@@ -58,6 +59,17 @@ def test_questions_list_their_options_and_endings_say_why() -> None:
     assert feed_all([("text_delta", {"text": "so"}), ("message_end", {"stop_reason": "length"}),
                      ("incomplete", {"reason": "length"})]) == (
         "so\n[cut at the length limit]\n— incomplete: length\n")
+    assert feed_all([("session_resumed", {"reason": "crash", "attempt": 2}),
+                     ("session_interrupted", {"reason": "shutdown"}),
+                     ("title", {"title": "Plans"}),
+                     ("approval_requested", {"approval_id": "apv_1", "tool": "rm",
+                                             "args": {"path": "/"}}),
+                     ("approval_decided", {"decision": "deny", "reason": "expired"}),
+                     ("approval_decided", {"decision": "approve"}),
+                     ("from_the_future", {"x": 1})]) == (
+        "— resumed after crash (attempt 2)\n— interrupted (shutdown)\n— title: Plans\n"
+        '? approve rm {"path":"/"}\n  outlive sessions approve|deny SESSION apv_1\n'
+        "  expired: nobody decided in time\n  approved\n")
     assert event_json(3, "2026-01-01T00:00:00Z", "title", {"title": "é"}) == (
         '{"seq":3,"ts":"2026-01-01T00:00:00Z","type":"title","data":{"title":"é"}}')
 
@@ -79,3 +91,8 @@ def test_snapshot_items() -> None:
         "? Which?", "  1. x"]
     assert item_lines({"kind": "marker", "type": "resumed", "data": {"reason": "crash"}}) == [
         "— resumed after crash"]
+    assert item_lines({"kind": "marker", "type": "error",
+                       "data": {"code": "provider_error", "message": "slow", "retrying": True}}
+                      ) == ["! slow (retrying)"]
+    assert item_lines({"kind": "marker", "type": "interrupted", "data": {}}) == [
+        "— interrupted (stopped)"]

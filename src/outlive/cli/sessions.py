@@ -149,7 +149,7 @@ def tail(session_id: str,
                 if json_lines:
                     typer.echo(event_json(item.seq, item.ts.isoformat(), item.type, item.data))
                 else:
-                    sys.stdout.write(writer.feed(item.type, item.data))
+                    sys.stdout.write(writer.feed(item.payload))
                     sys.stdout.flush()
             if not json_lines:
                 sys.stdout.write(writer.close())

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..client import AsyncClient, EventRecord
+from ..domain.events import SessionEnd, TextDelta, ToolEnd, ToolStart
 from .embedded import embedded
 
 __all__ = ["run_tour"]
@@ -39,22 +40,20 @@ async def _watch(client: AsyncClient, console: Console, session_id: str, *,
             if not isinstance(item, EventRecord):
                 continue
             last = item.seq
-            if item.type == "text_delta":
-                seen.append(item.data["text"])
-                console.print(item.data["text"], end="", style="cyan", highlight=False,
-                              soft_wrap=True)
-                deltas += 1
-                if drop_after is not None and deltas >= drop_after:
-                    break
-            elif item.type == "tool_start":
-                console.print(f"\n  [tool {item.data['tool']} …]", style="yellow",
-                              highlight=False)
-            elif item.type == "tool_end":
-                outcome = "ok" if item.data.get("ok") else f"error: {item.data.get('error')}"
-                console.print(f"  [tool done: {outcome}]", style="yellow", highlight=False)
-            elif item.type == "session_end":
-                console.print(f"\n  [session {item.data['status']}]", style="green",
-                              highlight=False)
+            match item.payload:
+                case TextDelta(text=text):
+                    seen.append(text)
+                    console.print(text, end="", style="cyan", highlight=False, soft_wrap=True)
+                    deltas += 1
+                    if drop_after is not None and deltas >= drop_after:
+                        break
+                case ToolStart(tool=tool):
+                    console.print(f"\n  [tool {tool} …]", style="yellow", highlight=False)
+                case ToolEnd() as end:
+                    outcome = "ok" if end.ok else f"error: {end.error}"
+                    console.print(f"  [tool done: {outcome}]", style="yellow", highlight=False)
+                case SessionEnd(status=status):
+                    console.print(f"\n  [session {status}]", style="green", highlight=False)
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
     return "".join(seen), last
@@ -75,8 +74,8 @@ async def _end_status(client: AsyncClient, session_id: str) -> str:
     status = "unknown"
     try:
         async for item in stream:
-            if isinstance(item, EventRecord) and item.type == "session_end":
-                status = str(item.data["status"])
+            if isinstance(item, EventRecord) and isinstance(item.payload, SessionEnd):
+                status = item.payload.status
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
     return status
@@ -102,7 +101,7 @@ async def _tour(console: Console, folder: Path, speed: float) -> None:
                           "Last-Event-ID —", style="magenta", highlight=False)
             rest, _ = await _watch(client, console, s.id, after=cursor)
             log = await client.all_events(s.id)
-            stored = "".join(e.data["text"] for e in log if e.type == "text_delta")
+            stored = "".join(e.payload.text for e in log if isinstance(e.payload, TextDelta))
             _check(first + rest == stored, console,
                    f"reattached with no lost or repeated character ({len(stored)} chars)")
 

@@ -11,6 +11,30 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..domain.events import (
+    UNSET,
+    ApprovalDecided,
+    ApprovalRequested,
+    Error,
+    ErrorBody,
+    EventPayload,
+    Incomplete,
+    MessageEnd,
+    SessionEnd,
+    SessionInterrupted,
+    SessionResumed,
+    TextDelta,
+    ThinkingDelta,
+    Title,
+    ToolEnd,
+    ToolProgress,
+    ToolStart,
+    Unknown,
+    UserMessage,
+    UserQuestion,
+    parse,
+)
+
 __all__ = ["TranscriptWriter", "event_json", "item_lines"]
 
 _STOPPED = {
@@ -18,6 +42,11 @@ _STOPPED = {
     "interrupted": "[interrupted: partial answer]",
     "length": "[cut at the length limit]",
 }
+
+
+_MARKER_EVENTS = {"error": "error", "resumed": "session_resumed",
+                  "interrupted": "session_interrupted"}
+"""The event each kind of snapshot marker the CLI shows was made from."""
 
 
 def _short(value: Any, limit: int = 200) -> str:
@@ -36,15 +65,15 @@ def _duration(ms: Any) -> str:
     return f" in {ms / 1000:.1f} s" if ms >= 1000 else f" in {int(ms)} ms"
 
 
-def _approval_asked(data: Mapping[str, Any]) -> list[str]:
+def _approval_asked(tool: Any, args: Any, approval_id: Any) -> list[str]:
     """A call waiting for a decision, with the command that makes it."""
-    return [f"? approve {data.get('tool') or 'tool'} {_short(data.get('args') or {})}",
-            f"  outlive sessions approve|deny SESSION {data.get('approval_id')}"]
+    return [f"? approve {tool or 'tool'} {_short(args or {})}",
+            f"  outlive sessions approve|deny SESSION {approval_id}"]
 
 
-def _approval_decided(data: Mapping[str, Any]) -> str:
-    reason = data.get("reason")
-    word = {"approve": "approved", "deny": "denied"}.get(str(data.get("decision")), "decided")
+def _approval_decided(decided: ApprovalDecided) -> str:
+    reason = decided.reason
+    word = {"approve": "approved", "deny": "denied"}.get(str(decided.decision), "decided")
     if word == "denied" and reason == "expired":
         return "  expired: nobody decided in time"
     return f"  {word}" + (f": {reason}" if reason else "")
@@ -57,20 +86,45 @@ def _question(question: Any, options: Any) -> list[str]:
     return lines
 
 
-def _tool_end(tool: str, data: Mapping[str, Any], status: str) -> str:
-    took = _duration(data.get("duration_ms"))
+def _tool_end(tool: str, duration_ms: Any, error: Any, status: str) -> str:
+    took = _duration(duration_ms)
     if status == "done":
         return f"  ✓ {tool}{took}"
     if status == "interrupted":
         return f"  ✗ {tool} interrupted{took}"
-    return f"  ✗ {tool} failed{took}: {_short(data.get('error'))}"
+    return f"  ✗ {tool} failed{took}: {_short(error)}"
 
 
-def _session_end(data: Mapping[str, Any]) -> str:
-    line = f"— session {data.get('status') or 'ended'}"
-    if data.get("error"):
-        line += f": {_short(data['error'])}"
+def _session_end(end: SessionEnd) -> str:
+    line = f"— session {end.status or 'ended'}"
+    error = end.error
+    if isinstance(error, ErrorBody):
+        line += f": {_short(error.message if error.message is not None else _body(error))}"
+    elif error:
+        line += f": {_short(error)}"
     return line
+
+
+def _body(error: ErrorBody) -> dict[str, Any]:
+    return {"code": error.code, "message": error.message}
+
+
+def _error(error: Error) -> str:
+    text = _short(error.message if error.message is not None else error.data())
+    return f"! {text}" + (" (retrying)" if error.retrying else "")
+
+
+def _resumed(resumed: SessionResumed) -> str:
+    return f"— resumed after {resumed.reason or 'a stop'}"
+
+
+def _interrupted(interrupted: SessionInterrupted) -> str:
+    return f"— interrupted ({interrupted.reason or 'stopped'})"
+
+
+def _user(text: Any, delivery: Any) -> str:
+    note = f"  ({delivery})" if delivery and delivery != "steer" else ""
+    return f"> {text}{note}"
 
 
 def event_json(seq: int, ts: str, type_: str, data: Mapping[str, Any]) -> str:
@@ -102,51 +156,50 @@ class TranscriptWriter:
         self._open = kind
         return out + text
 
-    def feed(self, type_: str, data: Mapping[str, Any]) -> str:
-        if type_ == "text_delta":
-            return self._delta("text", str(data.get("text") or ""))
-        if type_ == "thinking_delta":
-            return self._delta("thinking", str(data.get("text") or ""))
-        if type_ == "message_end":
-            mark = _STOPPED.get(str(data.get("stop_reason")))
-            if mark:
-                return self._block(mark)
-            return self._block() if self._open else ""
-        if type_ == "user_message":
-            delivery = data.get("delivery")
-            note = f"  ({delivery})" if delivery and delivery != "steer" else ""
-            return self._block(f"> {data.get('text', '')}{note}")
-        if type_ == "user_question":
-            return self._block(*_question(data.get("question"), data.get("options")))
-        if type_ == "approval_requested":
-            return self._block(*_approval_asked(data))
-        if type_ == "approval_decided":
-            return self._block(_approval_decided(data))
-        if type_ == "tool_start":
-            tool = str(data.get("tool") or "tool")
-            self._tools[str(data.get("call_id"))] = tool
-            return self._block(f"  → {tool} {_short(data.get('arguments') or {})}")
-        if type_ == "tool_progress":
-            return self._block(f"    … {_short(data.get('message'))}")
-        if type_ == "tool_end":
-            tool = self._tools.get(str(data.get("call_id")), "tool")
-            status = ("interrupted" if data.get("interrupted")
-                      else "done" if data.get("ok") is True else "error")
-            return self._block(_tool_end(tool, data, status))
-        if type_ == "error":
-            retry = " (retrying)" if data.get("retrying") else ""
-            return self._block(f"! {_short(data)}{retry}")
-        if type_ == "session_resumed":
-            return self._block(f"— resumed after {data.get('reason') or 'a stop'} "
-                               f"(attempt {data.get('attempt', '?')})")
-        if type_ == "session_interrupted":
-            return self._block(f"— interrupted ({data.get('reason') or 'stopped'})")
-        if type_ == "incomplete":
-            return self._block(f"— incomplete: {data.get('reason') or 'unknown'}")
-        if type_ == "title":
-            return self._block(f"— title: {_short(data.get('title'))}")
-        if type_ == "session_end":
-            return self._block(_session_end(data))
+    def feed(self, event: EventPayload | Unknown) -> str:
+        """The text of one event's payload (`Event.payload`)."""
+        match event:
+            case TextDelta(text=text):
+                return self._delta("text", text)
+            case ThinkingDelta(text=text):
+                return self._delta("thinking", text)
+            case MessageEnd(stop_reason=stop_reason):
+                mark = _STOPPED.get(str(stop_reason))
+                if mark:
+                    return self._block(mark)
+                return self._block() if self._open else ""
+            case UserMessage(text=text, delivery=delivery):
+                return self._block(_user(text, delivery))
+            case UserQuestion(question=question, options=options):
+                return self._block(*_question(question, options))
+            case ApprovalRequested(tool=tool, args=args, approval_id=approval_id):
+                return self._block(*_approval_asked(tool, args, approval_id))
+            case ApprovalDecided():
+                return self._block(_approval_decided(event))
+            case ToolStart(call_id=call_id, tool=tool, arguments=arguments):
+                name = tool or "tool"
+                self._tools[str(call_id)] = name
+                return self._block(f"  → {name} {_short(arguments or {})}")
+            case ToolProgress(message=message):
+                return self._block(f"    … {_short(message)}")
+            case ToolEnd(call_id=call_id, duration_ms=duration_ms, error=error):
+                status = ("interrupted" if event.interrupted
+                          else "done" if event.ok else "error")
+                return self._block(_tool_end(self._tools.get(str(call_id), "tool"),
+                                             duration_ms, None if error is UNSET else error,
+                                             status))
+            case Error():
+                return self._block(_error(event))
+            case SessionResumed(attempt=attempt):
+                return self._block(f"{_resumed(event)} (attempt {'?' if attempt is None else attempt})")
+            case SessionInterrupted():
+                return self._block(_interrupted(event))
+            case Incomplete(reason=reason):
+                return self._block(f"— incomplete: {reason or 'unknown'}")
+            case Title(title=title):
+                return self._block(f"— title: {_short(title)}")
+            case SessionEnd():
+                return self._block(_session_end(event))
         return ""  # session_start, turn_start, stage: nothing a reader needs
 
     def close(self) -> str:
@@ -158,9 +211,7 @@ def item_lines(item: Mapping[str, Any]) -> list[str]:
     """One transcript item of a snapshot (`GET /v1/sessions/{id}` → snapshot.state.items)."""
     kind = item.get("kind")
     if kind == "user":
-        delivery = item.get("delivery")
-        note = f"  ({delivery})" if delivery and delivery != "steer" else ""
-        return [f"> {item.get('text', '')}{note}"]
+        return [_user(item.get("text", ""), item.get("delivery"))]
     if kind == "assistant":
         lines = []
         if item.get("thinking"):
@@ -182,23 +233,23 @@ def item_lines(item: Mapping[str, Any]) -> list[str]:
         if status == "running":
             lines.append(f"  … {tool} running")
         else:
-            lines.append(_tool_end(tool, item, status))
+            lines.append(_tool_end(tool, item.get("duration_ms"), item.get("error"), status))
         return lines
     if kind == "question":
         return _question(item.get("question"), item.get("options"))
     if kind == "approval":
-        lines = _approval_asked(item)
+        lines = _approval_asked(item.get("tool"), item.get("args"), item.get("approval_id"))
         if item.get("status") != "pending":
             lines.append(f"  {item.get('status')}"
                          + (f": {item['reason']}" if item.get("reason") else ""))
         return lines
     if kind == "marker":
-        data = item.get("data") or {}
-        if item.get("type") == "error":
-            retry = " (retrying)" if data.get("retrying") else ""
-            return [f"! {_short(data)}{retry}"]
-        if item.get("type") == "resumed":
-            return [f"— resumed after {data.get('reason') or 'a stop'}"]
-        if item.get("type") == "interrupted":
-            return [f"— interrupted ({data.get('reason') or 'stopped'})"]
+        # A marker item carries its event's data: read it as that event's payload.
+        event = parse(_MARKER_EVENTS.get(str(item.get("type")), ""), item.get("data"))
+        if isinstance(event, Error):
+            return [_error(event)]
+        if isinstance(event, SessionResumed):
+            return [_resumed(event)]
+        if isinstance(event, SessionInterrupted):
+            return [_interrupted(event)]
     return []
