@@ -191,7 +191,8 @@ class TranscriptWriter:
             case Error():
                 return self._block(_error(event))
             case SessionResumed(attempt=attempt):
-                return self._block(f"{_resumed(event)} (attempt {'?' if attempt is None else attempt})")
+                shown = "?" if attempt is None else attempt
+                return self._block(f"{_resumed(event)} (attempt {shown})")
             case SessionInterrupted():
                 return self._block(_interrupted(event))
             case Incomplete(reason=reason):
