@@ -514,3 +514,14 @@ async def test_cancel_adopts_the_reported_terminal_status(make):
     await settle()
     await rig.watcher.cancel(B)
     assert rig.watcher.get(B).cancel_requested and rig.statuses[B] == "running"
+
+
+def test_the_owner_frames_the_client_checks_are_the_owner_event_types() -> None:
+    """Every owner event type is checked on arrival, for fields its payload type has."""
+    from outlive.client._frames import OWNER_EVENT_FIELDS
+    from outlive.domain.events import OWNER_EVENT_TYPES, parse_owner
+
+    assert set(OWNER_EVENT_FIELDS) == OWNER_EVENT_TYPES
+    for event_type, fields in OWNER_EVENT_FIELDS.items():
+        payload = type(parse_owner(event_type, {}))
+        assert set(fields) <= set(payload.__struct_fields__), event_type
