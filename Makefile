@@ -70,10 +70,10 @@ $(NODE_TESTS)/node_modules/.package-lock.json: $(NODE_TESTS)/package-lock.json
 node: $(NODE_TESTS)/node_modules/.package-lock.json
 
 # The demo agent with the tools of a small MCP server (examples/mcp/): in the workbench, send
-# `call example__add {"a": 2, "b": 3}`.
+# `call example__add {"a": 2, "b": 3}` (`--demo-calls`: the demo model calls tools by name).
 mcp-example: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[mcp]"
-	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml
+	$(BIN)/outlive serve --db sqlite:///./mcp-example.db --agents examples/mcp/agents.toml --demo-calls
 
 # The README's "Try it" commands run as a test; they use curl and jq.
 shell-tools:

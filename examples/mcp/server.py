@@ -1,8 +1,9 @@
 """A tiny MCP server, written with the official SDK, for the outlive MCP example.
 
-`make mcp-example` starts outlive with examples/mcp/agents.toml, which gives the demo agent
-this server's tools as `example__add`, `example__countdown` and `example__shout`. In the
-workbench, send for instance:
+`make mcp-example` starts outlive with examples/mcp/agents.toml (and `--demo-calls`, so the
+demo model calls tools by name), which gives the demo agent this server's tools as
+`example__add`, `example__countdown` and `example__shout`. In the workbench, send for
+instance:
 
     call example__add {"a": 2, "b": 3}
     call example__countdown {"seconds": 5}

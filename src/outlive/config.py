@@ -62,12 +62,14 @@ def parse_duration(text: str | None) -> float | None:
 
 
 def build_providers(
-    *, demo_speed: float = 1.0, routes_file: str | None = None
+    *, demo_speed: float = 1.0, routes_file: str | None = None, demo_calls: bool = False
 ) -> ProviderRegistry:
     """`demo:` plus the model routes configured by the environment (`OPENAI_API_KEY`,
     `ANTHROPIC_API_KEY`, `OUTLIVE_ROUTE_<NAME>=<base url>`, …) and the routes file
-    (`routes_file`, else `$OUTLIVE_ROUTES`); see `outlive.providers._config`."""
-    return configured_registry(demo_speed=demo_speed, routes_file=routes_file)
+    (`routes_file`, else `$OUTLIVE_ROUTES`); see `outlive.providers._config`. `demo_calls`
+    (`--demo-calls`) lets the demo model's `call <tool>` run any agent's tools."""
+    return configured_registry(demo_speed=demo_speed, routes_file=routes_file,
+                               demo_calls=demo_calls)
 
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:

@@ -85,7 +85,7 @@ async def test_kill9_mid_call_then_resume_and_sigterm_leave_no_server_behind(
     record.mkdir()
     toml = agents_toml(tmp_path / "agents.toml", record)
     owner = (await pg_store.ensure_owner("mcp")).id
-    a = await procs.start("--agents", str(toml), name="a")
+    a = await procs.start("--agents", str(toml), "--demo-calls", name="a")
 
     plain = await pg_store.create_session(owner, agent="mcp", model="demo:scripted",
                                           prompt='call test__hang {"seconds": 60}')
@@ -94,7 +94,8 @@ async def test_kill9_mid_call_then_resume_and_sigterm_leave_no_server_behind(
     await eventually(lambda: starts(record, "hang") and starts(record, "ledger"), timeout=15,
                      what="both calls reached the server")
     server_a = int(starts(record, "hang")[0]["pid"])
-    b = await procs.start("--agents", str(toml), name="b", wait=False)  # a holds both
+    b = await procs.start("--agents", str(toml), "--demo-calls", name="b",
+                          wait=False)  # a holds both
     a.kill9()
     await a.exited()
     await eventually(lambda: gone(server_a), timeout=5, what="a's MCP server ended with it")

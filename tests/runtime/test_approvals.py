@@ -115,7 +115,7 @@ def _checked_agent() -> AgentRegistry:
 
 async def test_a_check_on_the_arguments_decides_and_always_makes_a_session_rule(
         store, workers, owner):
-    await workers.start(agents=_checked_agent())
+    await workers.start(agents=_checked_agent(), demo_calls=True)
     team = await store.create_session(owner, agent="demo", model="demo:scripted",
                                       prompt="send it")
     assert (await settled(store, team.id)).attention is None  # to "team": no approval

@@ -86,7 +86,7 @@ async def test_a_tools_reports_waiting_together_are_written_together(store, work
     counting = CountingStore(store)
     s = await store.create_session(owner, agent="demo", model="demo:scripted",
                                    prompt="call report {}")
-    await workers.start(store=counting, agents=_reporting_agent())
+    await workers.start(store=counting, agents=_reporting_agent(), demo_calls=True)
     done = await settled(store, s.id)
     assert done.status is Status.SUCCEEDED and done.stage == "cooling down"
     events = await all_events(store, s.id)

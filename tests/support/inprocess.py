@@ -51,12 +51,13 @@ class RunningWorker:
 
 
 async def start_worker(store: Store, speed: float = 0.0, *, agents: AgentRegistry | None = None,
-                       **settings: Any) -> RunningWorker:
-    """Start a worker on `store` (the demo agent unless `agents`) and wait until it runs."""
+                       demo_calls: bool = False, **settings: Any) -> RunningWorker:
+    """Start a worker on `store` (the demo agent unless `agents`) and wait until it runs;
+    `demo_calls` as `--demo-calls` (the demo model's `call <tool>` for any agent)."""
     w = Worker(
         store,
         agents or AgentRegistry([demo_agent(speed)]),
-        default_registry(demo_speed=speed),
+        default_registry(demo_speed=speed, demo_calls=demo_calls),
         RuntimeSettings(**settings),
     )
     running = RunningWorker(w, asyncio.create_task(w.run()))
@@ -92,9 +93,10 @@ class Workers:
         self.running: list[RunningWorker] = []
 
     async def start(self, speed: float = 0.0, store: Store | None = None,
-                    agents: AgentRegistry | None = None, **settings: Any) -> Worker:
+                    agents: AgentRegistry | None = None, demo_calls: bool = False,
+                    **settings: Any) -> Worker:
         running = await start_worker(store or self.store, speed, agents=agents,
-                                     **{**QUICK, **settings})
+                                     demo_calls=demo_calls, **{**QUICK, **settings})
         self.running.append(running)
         return running.worker
 

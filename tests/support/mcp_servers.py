@@ -76,7 +76,10 @@ class McpWorkers:
         self.running: list[RunningWorker] = []
 
     async def start(self, *agents: Agent, **settings: Any) -> Worker:
-        w = Worker(self.store, AgentRegistry(agents), default_registry(demo_speed=0),
+        """A worker running `agents`, with `--demo-calls` (the tests drive MCP tools with the
+        demo model's `call <tool> {json}`)."""
+        w = Worker(self.store, AgentRegistry(agents), default_registry(demo_speed=0,
+                                                                       demo_calls=True),
                    RuntimeSettings(**{**QUICK, **settings}))
         running = RunningWorker(w, asyncio.create_task(w.run()))
         self.running.append(running)

@@ -443,3 +443,32 @@ async def test_concurrent_streams_keep_pace_and_order_on_one_shared_clock() -> N
     ticks = clock.fired - fired
     assert ticks <= max(e for e, _ in runs) / TICK_SECONDS + 5
     assert ticks * 20 < sum(len(ev) for _, ev in runs)  # far fewer timers than pieces
+
+
+async def test_call_by_name_runs_the_demo_agents_own_tools_and_others_only_with_demo_calls():
+    """`call <tool>` runs a tool by name for every API key holder: without `--demo-calls`
+    (`DemoProvider(calls=True)`) only the built-in demo agent's own tools, for it alone."""
+    from outlive.providers import DEMO_CALLS_EXTRA
+    from outlive.runtime import demo_agent
+
+    specs = [*demo_tools(speed=0).specs(), ToolSpec("fs__read", "Read.", {"type": "object"})]
+    builtin = ModelSettings("scripted", extra=demo_agent(0).extra)
+    assert builtin.extra == {DEMO_CALLS_EXTRA: True}
+
+    async def called(provider: DemoProvider, prompt: str, settings: ModelSettings) -> list[str]:
+        events = [e async for e in provider.stream([Message.user(prompt)], specs, settings)]
+        return [e.call.name for e in events if isinstance(e, ToolCallEvent)]
+
+    off, on = DemoProvider(speed=0), DemoProvider(speed=0, calls=True)
+    assert await called(off, 'call lookup {"query": "x"}', builtin) == ["lookup"]
+    assert await called(off, 'call fs__read {"path": "a"}', builtin) == []
+    assert await called(off, 'call lookup {"query": "x"}', SETTINGS) == []
+    assert await called(on, 'call fs__read {"path": "a"}', SETTINGS) == ["fs__read"]
+
+
+def test_the_plain_answers_hint_names_every_demo_word():
+    from outlive.providers import DEMO_WORDS
+
+    text = plan_turn([], demo_tools(speed=0).specs()).text  # the greeting ends with the hint
+    assert len(DEMO_WORDS) == 10
+    assert all(f"“{word}”" in text for word in DEMO_WORDS), text

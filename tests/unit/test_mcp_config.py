@@ -138,13 +138,29 @@ def test_tool_names_are_namespaced_and_safe_for_model_apis():
     assert len(tool_name("s", "x" * 100)) == 64
 
 
-def test_the_demo_model_calls_any_offered_tool_by_name():
+def test_the_demo_model_calls_any_offered_tool_by_name_when_calls_are_on():
     tools = [ToolSpec("fs__read", "Read.", {"type": "object"})]
-    turn = plan_turn([Message("user", 'call fs__read {"path": "a"}')], tools)
+    turn = plan_turn([Message("user", 'call fs__read {"path": "a"}')], tools, calls="all")
     assert turn.stop_reason == "tool_calls"
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("fs__read", {"path": "a"})]
-    assert "no tool `nope`" in plan_turn([Message("user", "call nope {}")], tools).text
-    assert "not JSON" in plan_turn([Message("user", "call fs__read {oops")], tools).text
+    assert "no tool `nope`" in plan_turn([Message("user", "call nope {}")], tools,
+                                         calls="all").text
+    assert "not JSON" in plan_turn([Message("user", "call fs__read {oops")], tools,
+                                   calls="all").text
+
+
+def test_the_demo_model_calls_no_mcp_tool_by_name_unless_calls_are_on():
+    """Off (the default) and for the demo agent's own scope, an MCP tool is not called:
+    the answer says how to turn calls on."""
+    tools = [ToolSpec("fs__read", "Read.", {"type": "object"}),
+             ToolSpec("lookup", "Look up.", {"type": "object"})]
+    for scope in ("none", "demo"):
+        turn = plan_turn([Message("user", 'call fs__read {"path": "a"}')], tools, calls=scope)
+        assert turn.stop_reason == "stop" and not turn.tool_calls
+        assert "--demo-calls" in turn.text and "OUTLIVE_DEMO_CALLS=1" in turn.text
+    own = plan_turn([Message("user", 'call lookup {"query": "x"}')], tools, calls="demo")
+    assert [c.name for c in own.tool_calls] == ["lookup"]
+    assert not plan_turn([Message("user", 'call lookup {"query": "x"}')], tools).tool_calls
 
 
 def test_a_schema_that_cannot_be_checked_here_leaves_checking_to_the_server():

@@ -23,6 +23,7 @@ __all__ = [
     "CompactOption",
     "ConcurrencyOption",
     "DbOption",
+    "DemoCallsOption",
     "GraceOption",
     "HeartbeatOption",
     "LeaseTtlOption",
@@ -69,6 +70,13 @@ RoutesOption = Annotated[
 ]
 SpeedOption = Annotated[
     float, typer.Option("--demo-speed", help="Pacing of the demo model; 0 = instant.")
+]
+DemoCallsOption = Annotated[
+    bool,
+    typer.Option("--demo-calls", envvar="OUTLIVE_DEMO_CALLS", show_envvar=False,
+                 help="Let the demo model's `call <tool> {json}` run any tool of any agent, "
+                      "for every API key holder (the built-in `demo` agent always may: its "
+                      "tools are harmless) [env OUTLIVE_DEMO_CALLS=1]."),
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="Logging level.")]
 LoopOption = Annotated[str, typer.Option(

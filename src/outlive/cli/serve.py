@@ -28,6 +28,7 @@ from .options import (
     BackstopOption,
     CompactOption,
     DbOption,
+    DemoCallsOption,
     GraceOption,
     HeartbeatOption,
     LeaseTtlOption,
@@ -99,6 +100,7 @@ def serve(
     concurrency: ServeConcurrencyOption = D.concurrency,
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
+    demo_calls: DemoCallsOption = False,
     key_file_option: Annotated[
         str | None, typer.Option("--key-file", help="Where the local key is kept [default: "
                                                     "next to the SQLite file, or ./outlive.key]")
@@ -175,7 +177,8 @@ def serve(
         keys=key_file(url, key_file_option), replica=no_worker and not url.startswith("sqlite"),
         run_worker=not no_worker, worker_id=worker_id, loop_name=loop_name,
         registry=build_agents(agent_modules(agents), demo_speed=demo_speed),
-        providers=build_providers(demo_speed=demo_speed, routes_file=routes),
+        providers=build_providers(demo_speed=demo_speed, routes_file=routes,
+                                  demo_calls=demo_calls),
         api_settings=ApiSettings(cookie_secure=cookie_secure, metrics_token=metrics_token or None,
                                  api_docs=api_docs, purge_grace=purge_grace_s,
                                  allow_private_webhooks=allow_private_webhooks),

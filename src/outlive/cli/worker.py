@@ -18,6 +18,7 @@ from .options import (
     CompactOption,
     ConcurrencyOption,
     DbOption,
+    DemoCallsOption,
     GraceOption,
     HeartbeatOption,
     LeaseTtlOption,
@@ -61,6 +62,7 @@ def worker(
     grace: GraceOption = D.grace,
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
+    demo_calls: DemoCallsOption = False,
     worker_id: WorkerIdOption = None,
     routes: RoutesOption = None,
     retain: RetainOption = D.retain,
@@ -81,7 +83,8 @@ def worker(
         allow_private_webhooks=allow_private_webhooks, webhook_backoff=webhook_backoff,
         webhook_backoff_max=webhook_backoff_max, webhook_timeout=webhook_timeout))
     registry = build_agents(agent_modules(agents), demo_speed=demo_speed)
-    providers = build_providers(demo_speed=demo_speed, routes_file=routes)
+    providers = build_providers(demo_speed=demo_speed, routes_file=routes,
+                                demo_calls=demo_calls)
 
     async def go() -> None:
         store = await open_store(database_url(db), listen_url=listen_db)

@@ -41,12 +41,15 @@ from ._routes import (
     parse_route,
 )
 from .anthropic import AnthropicProvider
-from .demo import DemoProvider
+from .demo import CALLS_EXTRA as DEMO_CALLS_EXTRA
+from .demo import DEMO_WORDS, DemoProvider
 from .local import LocalProvider
 from .openai import OpenAIProvider
 
 __all__ = [
     "DEFAULT_ROUTE",
+    "DEMO_CALLS_EXTRA",
+    "DEMO_WORDS",
     "AnthropicProvider",
     "Completion",
     "DemoProvider",

@@ -337,7 +337,9 @@ def configured_registry(
     demo_speed: float = 1.0,
     environ: Mapping[str, str] | None = None,
     routes_file: str | None = None,
+    demo_calls: bool = False,
 ) -> ProviderRegistry:
     """`demo:` plus every route from the built-ins, the routes file and the environment."""
     routes = load_routes(environ=environ, routes_file=routes_file)
-    return apply_routes(default_registry(demo_speed=demo_speed), routes, environ=environ)
+    return apply_routes(default_registry(demo_speed=demo_speed, demo_calls=demo_calls), routes,
+                        environ=environ)

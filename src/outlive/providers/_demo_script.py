@@ -15,81 +15,42 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._demo_texts import (
+    ASK_USER,
+    CALLS_OFF,
+    COUNTER,
+    DEMO_TOOLS,
+    DEMO_WORDS,
+    FLAKY,
+    HINT,
+    LONG_PARAGRAPHS,
+    LOOKUP,
+    MARKDOWN_ANSWER,
+    OPTIONS,
+    QUESTION,
+    SEND,
+    SLOW_SECONDS,
+    SLOW_TASK,
+    CallScope,
+)
 from ._port import Message, StopReason, ToolCall, ToolSpec
 
 __all__ = [
     "ASK_USER",
+    "CALLS_OFF",
     "COUNTER",
+    "DEMO_TOOLS",
+    "DEMO_WORDS",
     "FLAKY",
     "LONG_PARAGRAPHS",
     "LOOKUP",
+    "MARKDOWN_ANSWER",
+    "QUESTION",
     "SLOW_TASK",
+    "CallScope",
     "DemoTurn",
     "plan_turn",
 ]
-
-LOOKUP = "lookup"
-SLOW_TASK = "slow_task"
-FLAKY = "flaky"
-COUNTER = "counter"
-SEND = "send_message"
-ASK_USER = "ask_user"
-
-HINT = (
-    "Ask me to “run long”, “ask me”, “fail a tool”, “think” or “count” to see the other demo "
-    "behaviours."
-)
-
-LONG_PARAGRAPHS = (
-    "This is the long demo answer. It streams for about half a minute, in small pieces, so "
-    "there is time to try things while it runs: close the tab, reload the page, open the same "
-    "session in a second window, or stop the worker that is running it. None of that should "
-    "change what you finally read here.",
-    "Everything you see arrives as numbered events. Each piece of text is stored before it "
-    "reaches your screen, and each event has a sequence number, so a reconnecting browser asks "
-    "for everything after the last number it saw. Nothing is skipped and nothing is shown "
-    "twice, however often the connection drops.",
-    "The session does not live in this page or in the worker process. It lives in the "
-    "database: its status, its lease, its history and its event log. A worker only borrows it "
-    "for a while, under a lease that it renews every couple of seconds while it works.",
-    "While the slow task ran, its progress messages were stored as events too. If you reload "
-    "now, the tool card comes back with its progress and its result, rebuilt from the same "
-    "event log that the live stream delivered a moment ago.",
-    "If the worker dies in the middle of a step, its lease expires after a few seconds and "
-    "another worker claims the session. The new worker bumps a fence number first, so the old "
-    "one, should it wake up again, cannot write a single event. The history is repaired, then "
-    "the work carries on.",
-    "A tool call that was cut off by a crash gets an honest receipt: it is marked as "
-    "interrupted, never as a success. Tools that declare themselves idempotent are run again "
-    "with the same idempotency key instead, so they can recognise the repeat and skip the "
-    "duplicate work.",
-    "Try sending a follow-up message while this text is still streaming. By default it steers: "
-    "it is delivered at the next safe point, before the model is called again, and it is never "
-    "lost, even if a worker crashes in between.",
-    "You can also cancel. The cancel request is written once, the worker is woken at once, and "
-    "the model call and any running tool are aborted immediately rather than at the next poll. "
-    "The partial answer is kept and marked as cancelled, so you can still read what was "
-    "written.",
-    "The page keeps a live list of your sessions from a second stream, the owner stream. It "
-    "also fetches the full list now and then, with a little random jitter, so that even if an "
-    "event went missing the list heals itself within a minute.",
-    "Long answers like this one are ordinary text deltas. They are coalesced before being "
-    "stored, at most every fifty milliseconds or every kilobyte, which keeps the event log "
-    "compact without making the stream feel slow to the person reading it.",
-    "When the answer ends, the full text is stored once more in a single message end event. "
-    "That copy is authoritative: a client that missed deltas, or joined late, can trust it and "
-    "replace whatever it assembled from the pieces.",
-    "That is nearly the end. If you reloaded, switched tabs or restarted a worker while "
-    "reading, the text above should still be complete, in order, and free of repeats. That is "
-    "the whole point of the exercise.",
-    "Thanks for sitting through the long demo. Send another message to continue this session, "
-    "or start a new one with “ask me”, “fail a tool”, “think” or “count” to see the other "
-    "behaviours.",
-)
-
-QUESTION = "Which kind of answer would you like?"
-OPTIONS = ["A short summary", "A detailed walkthrough", "Just the numbers"]
-SLOW_SECONDS = 8.0
 
 _ASK = re.compile(r"\bask me\b")
 _FAIL = re.compile(r"\bfail(?:s|ing)? (?:a |the |one )?tools?\b")
@@ -101,30 +62,6 @@ _THINK = re.compile(r"\bthink")
 _CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*(.*)$", re.DOTALL)
 _MARKDOWN = re.compile(r"\bmarkdown\b")
 
-MARKDOWN_ANSWER = """## Durable sessions, in short
-
-A session **outlives** the request, the tab and the worker:
-
-1. the database owns it (lease, fence, event log);
-2. workers *borrow* it under a lease;
-3. clients resume from the last `seq` they saw.
-
-| part | keeps | lost on a crash |
-|---|---|---:|
-| database | status, history, events | nothing |
-| worker | the model call in flight | one step |
-
-```python
-async for item in client.stream(session_id, until_end=True):
-    print(item.seq, item.type)  # gapless, never repeated
-```
-
-> A cancel keeps the partial answer, marked `cancelled`.
-
-- [x] stream
-- [ ] reconnect
-
-More in [the architecture notes](https://example.com/outlive/architecture)."""
 _WORD = re.compile(r"[\w'’-]+")
 
 
@@ -442,9 +379,12 @@ def _send(ctx: _Context) -> DemoTurn:
     return _done(ctx)
 
 
-def _call_named(ctx: _Context, found: re.Match[str]) -> DemoTurn:
-    """`call <tool> {json}`: any tool the agent offers (MCP tools included), by name."""
+def _call_named(ctx: _Context, found: re.Match[str], calls: CallScope) -> DemoTurn:
+    """`call <tool> {json}`: a tool the agent offers (MCP tools included), by name, when
+    `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to."""
     name, raw = found.group(1), found.group(2).strip()
+    if calls == "none" or (calls == "demo" and name not in DEMO_TOOLS):
+        return DemoTurn(CALLS_OFF.format(name=name), "stop") if ctx.step == 0 else _done(ctx)
     if ctx.step == 0:
         if name not in ctx.offered:
             offered = ", ".join(sorted(ctx.offered)) or "none"
@@ -487,9 +427,11 @@ def _thinking(ctx: _Context, turn: DemoTurn) -> str:
     return f"The tool answered: {_clip(seen, 80)} Now I decide what to say next. "
 
 
-def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
+def plan_turn(messages: list[Message], tools: list[ToolSpec], *,
+              calls: CallScope = "none") -> DemoTurn:
     """The next turn for this history. Only the latest user message chooses the scenario; the
-    number of assistant messages after it is the step within that scenario."""
+    number of assistant messages after it is the step within that scenario. `calls`: which
+    tools `call <tool> {json}` may run (another: the answer says how to turn it on)."""
     ctx = _context(messages, tools)
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
@@ -498,7 +440,7 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec]) -> DemoTurn:
     if kind == "call":
         named = _CALL.match(ctx.prompt)
         assert named is not None
-        turn = _call_named(ctx, named)
+        turn = _call_named(ctx, named, calls)
     elif kind == "markdown":
         turn = DemoTurn(MARKDOWN_ANSWER, "stop") if ctx.step == 0 else _done(ctx)
     elif kind is not None:

@@ -175,9 +175,10 @@ class ProviderRegistry:
         return provider, parsed.model
 
 
-def default_registry(*, demo_speed: float = 1.0) -> ProviderRegistry:
+def default_registry(*, demo_speed: float = 1.0, demo_calls: bool = False) -> ProviderRegistry:
     """A registry that knows `demo:`; configuration adds openai/anthropic/local adapters with
-    `register` (or `register_unavailable` when their key or extra is missing)."""
+    `register` (or `register_unavailable` when their key or extra is missing). `demo_calls`:
+    the demo model's `call <tool>` runs for every agent (`DemoProvider.calls`)."""
     registry = ProviderRegistry()
-    registry.register("demo", lambda: DemoProvider(speed=demo_speed))
+    registry.register("demo", lambda: DemoProvider(speed=demo_speed, calls=demo_calls))
     return registry

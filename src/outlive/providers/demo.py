@@ -15,6 +15,10 @@ Trigger words (case-insensitive, in the latest user message):
 * "length"        - some text, then stop reason "length";
 * "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
 * "think"         - thinking deltas before each turn's text (combines with the above);
+* "call <tool> {json}" - a call of the tool named, with those arguments: any tool of the
+  agent with `calls=True` (`--demo-calls`), else only the built-in demo agent's own tools
+  for an agent with `extra["demo_calls"]` (the built-in demo agent), as it lets every API
+  key holder run the tool;
 * "provider error N" - the first N calls for that user message raise
   `TransientProviderError` (N defaults to 2; counted per provider instance, keyed by the
   conversation up to that message and `settings.extra["session_id"]` when given), so retries
@@ -33,7 +37,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterator
 
 from .._ticks import ticker
-from ._demo_script import DemoTurn, conversation_digest, latest_user_index, plan_turn
+from ._demo_script import (
+    DEMO_WORDS,
+    CallScope,
+    DemoTurn,
+    conversation_digest,
+    latest_user_index,
+    plan_turn,
+)
 from ._port import (
     Finish,
     Message,
@@ -48,9 +59,15 @@ from ._port import (
     Usage,
 )
 
-__all__ = ["CHARS_PER_SECOND", "DEFAULT_MODEL", "DemoProvider", "DemoTurn", "pieces", "plan_turn"]
+__all__ = ["CALLS_EXTRA", "CHARS_PER_SECOND", "DEFAULT_MODEL", "DEMO_WORDS", "DemoProvider",
+           "DemoTurn", "pieces", "plan_turn"]
 
 DEFAULT_MODEL = "scripted"
+
+CALLS_EXTRA = "demo_calls"
+"""The agent setting (`Agent.extra`, seen as `settings.extra`) that lets `call <tool>` run
+the demo agent's own tools without `--demo-calls`: the built-in demo agent sets it (an
+agents file that gives it MCP servers does not make those callable)."""
 
 CHARS_PER_SECOND = 120.0
 """Streaming rate at speed 1 (about 30 tokens/s): the long answer streams for about 26 s."""
@@ -118,11 +135,14 @@ class DemoProvider:
     """Streams the demo script. `speed` scales pacing: 1.0 is realistic, 2.0 twice as fast,
     0 instant (no sleeps, though control is still yielded so cancellation gets through).
 
-    `settings.extra["demo_speed"]` overrides the speed for one call.
+    `settings.extra["demo_speed"]` overrides the speed for one call. `calls`: whether
+    `call <tool> {json}` runs any tool of any agent (`--demo-calls`), not only the demo
+    tools of an agent with `extra["demo_calls"]` (the built-in demo agent).
     """
 
-    def __init__(self, speed: float = 1.0) -> None:
+    def __init__(self, speed: float = 1.0, *, calls: bool = False) -> None:
         self.speed = _check_speed(speed)
+        self.calls = calls
         self._errors: OrderedDict[str, int] = OrderedDict()
 
     async def stream(
@@ -137,7 +157,7 @@ class DemoProvider:
         if delay is not None:
             await self._wait(delay)
         self._simulate_failure(messages, settings)
-        turn = plan_turn(messages, tools)
+        turn = plan_turn(messages, tools, calls=self.call_scope(settings))
         thinking, text = _deltas(turn.thinking, True), _deltas(turn.text, False)
         if speed == 0:
             # Nothing to schedule: the same pieces and yields as `_Pacer` at speed 0 (control
@@ -165,6 +185,12 @@ class DemoProvider:
                     await self._wait(delay)
                 yield ToolCallEvent(call)
         yield Finish(turn.stop_reason, self._usage(messages, turn))
+
+    def call_scope(self, settings: ModelSettings) -> CallScope:
+        """Which tools `call <tool>` may run for the agent these settings are of."""
+        if self.calls:
+            return "all"
+        return "demo" if settings.extra.get(CALLS_EXTRA) is True else "none"
 
     def planned_seconds(self, turn: DemoTurn, speed: float | None = None) -> float:
         """How long streaming `turn` takes at `speed` (default: this provider's speed)."""

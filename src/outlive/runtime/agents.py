@@ -10,7 +10,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput
 from ..mcp import McpServer, unique_servers
-from ..providers import DEFAULT_ROUTE
+from ..providers import DEFAULT_ROUTE, DEMO_CALLS_EXTRA
 from ..tools import ToolRegistry, demo_tools
 
 __all__ = ["Agent", "AgentRegistry", "demo_agent"]
@@ -41,8 +41,10 @@ class Agent:
 
 
 def demo_agent(speed: float = 1.0) -> Agent:
+    """The built-in agent: its own harmless tools, which the demo model's `call <tool>` may
+    run for anyone without `--demo-calls` (`DEMO_CALLS_EXTRA`)."""
     return Agent(name="demo", system_prompt=DEMO_PROMPT, model=DEFAULT_ROUTE,
-                 tools=demo_tools(speed))
+                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True})
 
 
 class AgentRegistry:
