@@ -1,14 +1,12 @@
 """Wiring shared by the CLI and tests: database URL, agents and model routes from options.
 
 The command line reads its options' environment variables itself (typer's `envvar=`, in
-`cli/options.py`); only `listen_database_url` looks at the environment, for the commands that
-have no `--listen-db` (`migrate`, `keys`, `owners`)."""
+`cli/options.py`); nothing here looks at outlive's own variables."""
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
 from collections.abc import Sequence
 
@@ -22,7 +20,6 @@ __all__ = [
     "build_providers",
     "configure_logging",
     "database_url",
-    "listen_database_url",
     "parse_duration",
 ]
 
@@ -32,13 +29,6 @@ DEFAULT_DB = "sqlite:///./outlive.db"
 def database_url(option: str | None) -> str:
     """`--db` (or `OUTLIVE_DB`, which typer reads for it), else the SQLite file here."""
     return option or DEFAULT_DB
-
-
-def listen_database_url(option: str | None) -> str | None:
-    """A direct PostgreSQL URL for LISTEN when `--db` goes through a pooler in transaction
-    mode (PgBouncer); None when `--db` is direct. `OUTLIVE_LISTEN_DB` is read here for the
-    commands without a `--listen-db` option."""
-    return option or os.environ.get("OUTLIVE_LISTEN_DB") or None
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

@@ -105,11 +105,13 @@ def test_a_question_is_shown_and_listed_until_answered(served) -> None:
                   "--idempotency-key", "k-1", *common, cwd=folder).stdout.strip()
     outlive("sessions", "tail", sid, *common, cwd=folder)
     shown = outlive("sessions", "show", sid, *common, cwd=folder)
-    assert "needs your answer" in shown.stdout
+    assert shown.stdout.startswith(f"{sid}  waiting for you  ")
     question = next(line for line in shown.stdout.splitlines() if line.startswith("? "))
     assert len(question) > 3 and "  1. " in shown.stdout  # the question and its options
     waiting = outlive("sessions", "list", "--attention", "question", *common, cwd=folder)
-    assert waiting.stdout.split("\t")[:3] == [sid, "succeeded", "answer"]
+    header, row = waiting.stdout.splitlines()
+    assert header.split("\t")[:2] == ["id", "status"]
+    assert row.split("\t")[:2] == [sid, "waiting for you"]
     r = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {key}"})
     assert r.json()["session"]["abandon_after"] == 60
 

@@ -1,5 +1,5 @@
 """`outlive keys …` and `outlive owners …`: the admin commands that work on the database
-directly (no server needed), and the `--db` option every database command takes."""
+directly (no server needed); each takes `--db` and `--listen-db` (or their variables)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Annotated, TypeVar
 import typer
 from rich.console import Console
 
-from ..config import database_url, listen_database_url, parse_duration
+from ..config import database_url, parse_duration
 from ..store import Store, open_store
-from .options import DbOption
+from .options import DbOption, ListenDbOption
 
 __all__ = ["keys_app", "owners_app"]
 
@@ -26,11 +26,12 @@ console = Console(stderr=True)
 T = TypeVar("T")
 
 
-def _on_store(db: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+def _on_store(db: str | None, listen_db: str | None,
+              work: Callable[[Store], Awaitable[T]]) -> T:
     """Run `work` on the database `--db` names, opened for it and closed after."""
 
     async def go() -> T:
-        store = await open_store(database_url(db), listen_url=listen_database_url(None))
+        store = await open_store(database_url(db), listen_url=listen_db)
         try:
             return await work(store)
         finally:
@@ -44,6 +45,7 @@ def keys_create(
     owner: Annotated[str, typer.Option("--owner", help="Owner (tenant) name.")],
     label: Annotated[str | None, typer.Option(help="A note to recognise the key.")] = None,
     db: DbOption = None,
+    listen_db: ListenDbOption = None,
 ) -> None:
     """Create a key for OWNER; prints it once, alone on the last line."""
     from ..api import hash_key, new_key
@@ -54,25 +56,28 @@ def keys_create(
         o = await store.ensure_owner(owner)
         return await store.create_api_key(o.id, hash_key(key), label)
 
-    key_id = _on_store(db, create)
+    key_id = _on_store(db, listen_db, create)
     console.print(f"created key {key_id} for owner {owner!r}; it is shown only now:")
     typer.echo(key)
 
 
 @keys_app.command("list")
-def keys_list(db: DbOption = None) -> None:
-    """List keys (never the keys themselves)."""
+def keys_list(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
+    """List keys (never the keys themselves): a header line, then one tab-separated line
+    per key."""
 
-    for k in _on_store(db, lambda store: store.list_api_keys()):
+    typer.echo("id\towner\tstate\tlabel")
+    for k in _on_store(db, listen_db, lambda store: store.list_api_keys()):
         state = "revoked" if k.revoked else "active"
         typer.echo(f"{k.id}\t{k.owner_name}\t{state}\t{k.label or ''}")
 
 
 @keys_app.command("revoke")
-def keys_revoke(key_id: str, db: DbOption = None) -> None:
+def keys_revoke(key_id: str, db: DbOption = None,
+                listen_db: ListenDbOption = None) -> None:
     """Revoke a key by its id (see `outlive keys list`)."""
 
-    if not _on_store(db, lambda store: store.revoke_api_key(key_id)):
+    if not _on_store(db, listen_db, lambda store: store.revoke_api_key(key_id)):
         console.print(f"no active key {key_id}; see `outlive keys list`")
         raise typer.Exit(1)
     console.print(f"revoked {key_id}")
@@ -90,10 +95,10 @@ def _retention_text(retain: float | None) -> str:
 
 
 @owners_app.command("list")
-def owners_list(db: DbOption = None) -> None:
+def owners_list(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
     """List owners with their retention (`server default`: the worker's --retain)."""
 
-    for o in _on_store(db, lambda store: store.list_owners()):
+    for o in _on_store(db, listen_db, lambda store: store.list_owners()):
         typer.echo(f"{o.name}\tretain {_retention_text(o.retain)}")
 
 
@@ -104,6 +109,7 @@ def owners_retain(
         help="How long the owner's finished sessions are kept: 30d, 12h…, `forever`, or "
              "`default` (the server's --retain).")],
     db: DbOption = None,
+    listen_db: ListenDbOption = None,
 ) -> None:
     """Set OWNER's own retention; it overrides the server's --retain (docs/retention.md)."""
     from ..domain.errors import NotFound
@@ -121,7 +127,7 @@ def owners_retain(
 
     try:
         shown = _retention_text(
-            _on_store(db, lambda store: store.set_owner_retention(owner, retain)).retain)
+            _on_store(db, listen_db, lambda store: store.set_owner_retention(owner, retain)).retain)
     except NotFound:
         console.print(f"no owner {owner!r}; see `outlive owners list`")
         raise typer.Exit(1) from None

@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..config import database_url, listen_database_url
+from ..config import database_url
 from ..store import open_store
 from .admin import keys_app, owners_app
 from .errors import run_cli
-from .options import DbOption
+from .options import DbOption, ListenDbOption
 from .serve import serve
 from .sessions import sessions_app
 from .worker import worker
@@ -33,12 +33,12 @@ console = Console(stderr=True)
 
 
 @app.command()
-def migrate(db: DbOption = None) -> None:
+def migrate(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
     """Create or upgrade the database schema."""
 
     async def go() -> int:
         store = await open_store(database_url(db), migrate=False,
-                                 listen_url=listen_database_url(None))
+                                 listen_url=listen_db)
         try:
             return await store.migrate()
         finally:

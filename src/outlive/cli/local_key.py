@@ -1,5 +1,11 @@
 """The key of the owner `local` that `outlive serve` prints on its first start and keeps in a
-file (mode 0600) between starts, so a single-user install needs no `outlive keys create`."""
+file (mode 0600) between starts, so a single-user install needs no `outlive keys create`.
+
+Where that file is, for `serve` writing it and for every client reading it (`outlive
+sessions`, the Python client), is one rule, `key_file`: `--key-file` when given; else, for a
+SQLite database, the database file's path with `.key` appended (the default database
+`sqlite:///./outlive.db` keeps it in `./outlive.db.key`); else, for any other database
+(PostgreSQL), `./outlive.key` in the current directory."""
 
 from __future__ import annotations
 
@@ -8,12 +14,12 @@ from pathlib import Path
 
 from ..store import Store
 
-__all__ = ["key_file", "local_key"]
+__all__ = ["key_file", "local_key", "read_key", "shown_path"]
 
 
 def key_file(db_url: str, option: str | None) -> Path:
-    """Where `serve` keeps the local owner's key: `--key-file`, else next to the SQLite
-    file, else ./outlive.key."""
+    """Where the local owner's key is kept for the database `db_url`: `--key-file`, else the
+    SQLite file's path + `.key`, else ./outlive.key (the module's docstring has the rule)."""
     if option:
         return Path(option)
     if db_url.startswith("sqlite"):
@@ -27,7 +33,7 @@ async def local_key(store: Store, path: Path) -> str | None:
     None when the saved one works (it is not printed again: logs keep what is printed)."""
     from ..api import hash_key, new_key  # the API's import is left to the commands using it
 
-    saved = _read_key(path)
+    saved = read_key(path)
     if saved and await store.owner_for_key(hash_key(saved)) is not None:
         return None
     owner = await store.ensure_owner("local")
@@ -37,8 +43,15 @@ async def local_key(store: Store, path: Path) -> str | None:
     return key
 
 
-def _read_key(path: Path) -> str | None:
-    return path.read_text().strip() if path.exists() else None
+def read_key(path: Path) -> str | None:
+    """The key saved in `path`, None when there is no such file (or it is empty)."""
+    return (path.read_text().strip() or None) if path.is_file() else None
+
+
+def shown_path(path: Path) -> str:
+    """`path` as a person reads it in a message: a relative one starts with ./"""
+    text = str(path)
+    return text if path.is_absolute() or text.startswith(".") else f"./{text}"
 
 
 def _write_key(path: Path, key: str) -> None:

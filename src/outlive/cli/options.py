@@ -19,6 +19,7 @@ from .settings import WorkerOptions, runtime_settings
 __all__ = [
     "CONCURRENCY_HELP",
     "AgentsOption",
+    "ApiKeyOption",
     "BackstopOption",
     "CompactOption",
     "ConcurrencyOption",
@@ -26,6 +27,7 @@ __all__ = [
     "DemoCallsOption",
     "GraceOption",
     "HeartbeatOption",
+    "KeyFileOption",
     "LeaseTtlOption",
     "ListenDbOption",
     "LogLevelOption",
@@ -34,6 +36,7 @@ __all__ = [
     "RetainOption",
     "RoutesOption",
     "SpeedOption",
+    "UrlOption",
     "WebhookBackoffMaxOption",
     "WebhookBackoffOption",
     "WebhookTimeoutOption",
@@ -78,6 +81,12 @@ DemoCallsOption = Annotated[
                       "for every API key holder (the built-in `demo` agent always may: its "
                       "tools are harmless) [env OUTLIVE_DEMO_CALLS=1]."),
 ]
+KeyFileOption = Annotated[
+    str | None,
+    typer.Option("--key-file", help="Where the key of owner 'local' is kept [default: the "
+                                    "SQLite file's path + .key (./outlive.db.key), or "
+                                    "./outlive.key for PostgreSQL]"),
+]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="Logging level.")]
 LoopOption = Annotated[str, typer.Option(
     "--loop", help="Event loop: auto (uvloop when installed), asyncio, uvloop.")]
@@ -87,6 +96,21 @@ def agent_modules(values: list[str] | None) -> list[str]:
     """The `--agents` values, each of which may be a comma-separated list (as
     `OUTLIVE_AGENTS` is)."""
     return [name.strip() for value in values or [] for name in value.split(",") if name.strip()]
+
+
+# --- the API's clients (`outlive sessions ...`) ------------------------------------------------
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", envvar="OUTLIVE_URL", show_envvar=False,
+                 help="Server URL [env OUTLIVE_URL; default http://127.0.0.1:8765]"),
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option("--key", envvar="OUTLIVE_API_KEY", show_envvar=False,
+                 help="API key [env OUTLIVE_API_KEY; default: the key file `outlive serve` "
+                      "wrote for --db here (see --key-file)]"),
+]
 
 
 # --- the worker's, on `serve` and `worker` ------------------------------------------------------

@@ -31,6 +31,7 @@ from .options import (
     DemoCallsOption,
     GraceOption,
     HeartbeatOption,
+    KeyFileOption,
     LeaseTtlOption,
     ListenDbOption,
     LogLevelOption,
@@ -101,10 +102,7 @@ def serve(
     agents: AgentsOption = None,
     demo_speed: SpeedOption = 1.0,
     demo_calls: DemoCallsOption = False,
-    key_file_option: Annotated[
-        str | None, typer.Option("--key-file", help="Where the local key is kept [default: "
-                                                    "next to the SQLite file, or ./outlive.key]")
-    ] = None,
+    key_file_option: KeyFileOption = None,
     lease_ttl: LeaseTtlOption = D.lease_ttl,
     heartbeat: HeartbeatOption = D.heartbeat,
     backstop: BackstopOption = D.backstop,

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..client import AsyncClient, ClientError, EventRecord
+from ..client import AsyncClient, ClientError, EventRecord, SessionInfo
+from ..config import database_url
+from ..domain.events import ErrorBody, EventPayload, SessionEnd, Unknown
+from .answers import chosen_option
 from .errors import explain
-from .options import DbOption
+from .local_key import key_file as key_file_for
+from .local_key import read_key, shown_path
+from .options import ApiKeyOption, DbOption, KeyFileOption, UrlOption
+from .status_words import status_word
 from .transcript import TranscriptWriter, event_json, item_lines
 
 __all__ = ["sessions_app"]
@@ -24,22 +29,27 @@ sessions_app = typer.Typer(help="Create, watch, steer and cancel sessions over t
 out = Console(markup=False, highlight=False)
 err = Console(stderr=True, markup=False, highlight=False)
 
-UrlOption = Annotated[str | None, typer.Option(
-    "--url", help="Server URL [env OUTLIVE_URL; default http://127.0.0.1:8765]")]
-KeyOption = Annotated[str | None, typer.Option(
-    "--key", help="API key [env OUTLIVE_API_KEY; default: ./outlive.db.key written by "
-                  "`outlive serve`]")]
+KeyOption = ApiKeyOption
+"""Every command here also takes --db and --key-file: only to find the key file (see
+`_client`)."""
 
 
-def _client(url: str | None, key: str | None) -> AsyncClient:
-    key = key or os.environ.get("OUTLIVE_API_KEY")
-    if not key and Path("outlive.db.key").exists():
-        key = Path("outlive.db.key").read_text().strip()
+def _client(url: str | None, key: str | None, db: str | None = None,
+            key_file: str | None = None) -> AsyncClient:
+    """A client with `--key` (or OUTLIVE_API_KEY), else the key `outlive serve` keeps for
+    the database `--db` (or OUTLIVE_DB) names: the one rule of `local_key.key_file`."""
     if not key:
-        err.print("no API key: pass --key, set OUTLIVE_API_KEY, or run `outlive serve` here "
-                  "first (it writes ./outlive.db.key)")
-        raise typer.Exit(2)
+        path = key_file_for(database_url(db), key_file)
+        key = read_key(path)
+        if not key:
+            err.print(f"no API key: pass --key, set OUTLIVE_API_KEY, or run `outlive serve` "
+                      f"here first (it writes {shown_path(path)})", soft_wrap=True)
+            raise typer.Exit(2)
     return AsyncClient(url, key)
+
+
+def _word(s: SessionInfo) -> str:
+    return status_word(s.status, s.attention, s.error.code if s.error else None)
 
 
 def _run(coro: object) -> None:
@@ -65,11 +75,12 @@ def create(
     idempotency_key: Annotated[str | None, typer.Option(
         help="Run this again with the same key and you get the same session.")] = None,
     url: UrlOption = None, key: KeyOption = None,
+    db: DbOption = None, key_file: KeyFileOption = None,
 ) -> None:
     """Start a session with PROMPT; prints its id."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
+        async with _client(url, key, db, key_file) as c:
             s = await c.create_session(prompt, agent=agent, model=model, title=title,
                                        abandon_after=abandon_after,
                                        client_request_id=idempotency_key)
@@ -86,19 +97,20 @@ def list_(
     attention: Annotated[str | None, typer.Option(
         help="Only sessions waiting on you: `question`.")] = None,
     url: UrlOption = None, key: KeyOption = None,
+    db: DbOption = None, key_file: KeyFileOption = None,
 ) -> None:
-    """List your sessions, newest first; `needs answer` marks one waiting on you."""
+    """List your sessions, newest first; `waiting for you` marks one waiting on your answer.
+    Not on a terminal: a header line, then one tab-separated line per session."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
-            rows = [(s.id, s.status, _needs(s.attention), str(s.attempt), s.title or "",
-                     str(s.updated_at))
+        async with _client(url, key, db, key_file) as c:
+            rows = [(s.id, _word(s), str(s.attempt), s.title or "", str(s.updated_at))
                     for s in await c.list_all_sessions(status=status, attention=attention)]
-            if not out.is_terminal:  # scripts get one tab-separated line per session
-                for row in rows:
+            if not out.is_terminal:  # scripts: the header, then one line per session
+                for row in (LIST_COLUMNS, *rows):
                     typer.echo("\t".join(row))
                 return
-            table = Table("id", "status", "needs", "attempt", "title", "updated")
+            table = Table(*LIST_COLUMNS)
             table.columns[0].no_wrap = True
             for row in rows:
                 table.add_row(*row)
@@ -107,20 +119,20 @@ def list_(
     _run(go())
 
 
-def _needs(attention: str | None) -> str:
-    return "answer" if attention == "question" else (attention or "")
+LIST_COLUMNS = ("id", "status", "attempt", "title", "updated")
+"""`sessions list`'s columns; `status` is the word a person reads (`status_word`)."""
 
 
 @sessions_app.command("show")
-def show(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
+def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Show a session and its transcript."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
+        async with _client(url, key, db, key_file) as c:
             d = await c.get_session(session_id)
             s = d.session
-            needs = "  needs your answer" if s.attention == "question" else ""
-            out.print(f"{s.id}  {s.status}{needs}  attempt {s.attempt}  {s.title or ''}",
+            out.print(f"{s.id}  {_word(s)}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
             for item in d.snapshot.state.get("items", []):
                 for line in item_lines(item):
@@ -135,12 +147,13 @@ def tail(session_id: str,
          json_lines: Annotated[bool, typer.Option(
              "--json", help="One JSON object per event (seq, ts, type, data) instead of the "
                             "readable transcript.")] = False,
-         url: UrlOption = None, key: KeyOption = None) -> None:
+         url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Print a session's events from AFTER on and follow it until it ends (reconnects on its
     own): a readable transcript, or JSON lines with --json."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
+        async with _client(url, key, db, key_file) as c:
             await c.get_session(session_id)  # a missing session or server fails here, at once
             writer = TranscriptWriter()
             async for item in c.stream(session_id, after=after, until_end=True):
@@ -149,7 +162,7 @@ def tail(session_id: str,
                 if json_lines:
                     typer.echo(event_json(item.seq, item.ts.isoformat(), item.type, item.data))
                 else:
-                    sys.stdout.write(writer.feed(item.payload))
+                    sys.stdout.write(writer.feed(_readable(item.payload)))
                     sys.stdout.flush()
             if not json_lines:
                 sys.stdout.write(writer.close())
@@ -157,15 +170,33 @@ def tail(session_id: str,
     _run(go())
 
 
+def _readable(payload: EventPayload | Unknown) -> EventPayload | Unknown:
+    """The event as the transcript shows it: a session's end with its status word."""
+    if not isinstance(payload, SessionEnd):
+        return payload
+    code = payload.error.code if isinstance(payload.error, ErrorBody) else None
+    word = status_word(payload.status, payload.attention, code)
+    return msgspec.structs.replace(payload, status=word)
+
+
 @sessions_app.command("send")
 def send(session_id: str, text: str,
          mode: Annotated[str, typer.Option(help="steer, queue, interrupt or reject")] = "steer",
-         url: UrlOption = None, key: KeyOption = None) -> None:
-    """Send a follow-up message."""
+         url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
+    """Send a follow-up message. The number of an option of the open question (as `show`
+    numbers them) sends that option's text; any other text is sent as typed."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
-            r = await c.send_message(session_id, text, mode=mode)
+        async with _client(url, key, db, key_file) as c:
+            message = text
+            if text.strip().isdecimal():  # maybe an option's number: look for the question
+                d = await c.get_session(session_id)
+                chosen = chosen_option(text, d.snapshot.state.get("question"))
+                if chosen is not None:
+                    number, message = chosen
+                    out.print(f"sent option {number}: {message}", highlight=False)
+            r = await c.send_message(session_id, message, mode=mode)
             out.print(f"seq {r.seq}, delivery {r.delivery}, requeued {r.requeued}",
                       highlight=False)
 
@@ -173,11 +204,12 @@ def send(session_id: str, text: str,
 
 
 @sessions_app.command("cancel")
-def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> None:
+def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None,
+           db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Cancel a session (a finished one reports its status)."""
 
     async def go() -> None:
-        async with _client(url, key) as c:
+        async with _client(url, key, db, key_file) as c:
             r = await c.cancel(session_id)
             msg = "cancel requested" if r.cancel_requested else f"already {r.status}"
             out.print(msg, highlight=False)
@@ -186,9 +218,10 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None) -> Non
 
 
 def _decide(session_id: str, approval_id: str, decision: str, reason: str | None,
-            always: bool, url: str | None, key: str | None) -> None:
+            always: bool, url: str | None, key: str | None, db: str | None,
+            key_file: str | None) -> None:
     async def go() -> None:
-        async with _client(url, key) as c:
+        async with _client(url, key, db, key_file) as c:
             decide = c.approve if decision == "approve" else c.deny
             a = await decide(session_id, approval_id, reason=reason, always=always)
             note = f": {a.reason}" if a.reason else ""
@@ -205,16 +238,18 @@ AlwaysOption = Annotated[bool, typer.Option(
 
 @sessions_app.command("approve")
 def approve(session_id: str, approval_id: str, reason: ReasonOption = None,
-            always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+            always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None,
+            db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Let a tool call that waits for approval run (its id is in `show` and `tail`)."""
-    _decide(session_id, approval_id, "approve", reason, always, url, key)
+    _decide(session_id, approval_id, "approve", reason, always, url, key, db, key_file)
 
 
 @sessions_app.command("deny")
 def deny(session_id: str, approval_id: str, reason: ReasonOption = None,
-         always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None) -> None:
+         always: AlwaysOption = False, url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Refuse a tool call that waits for approval; the model is told why."""
-    _decide(session_id, approval_id, "deny", reason, always, url, key)
+    _decide(session_id, approval_id, "deny", reason, always, url, key, db, key_file)
 
 
 @sessions_app.command("purge")
