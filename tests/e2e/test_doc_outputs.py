@@ -351,8 +351,8 @@ QUOTES = [
     Quote("README.md", '"markdown" an answer in Markdown', demo_markdown),
     Quote("README.md", '"provider error 2" two transient provider errors that are retried',
           demo_provider_errors),
-    Quote("README.md", '`call <tool> {"arg": 1}` a call of any tool the agent has, by name',
-          demo_call),
+    Quote("README.md", '`call <tool> {"arg": 1}` a call of one of the demo agent\'s tools, '
+          'by name', demo_call),
     Quote("README.md", "`list [--attention question]`", attention_question),
     Quote("http-api.md", "`?status=&attention=question\\|approval", attention_approval),
     Quote("http-api.md", "409 `APPROVAL_ALREADY_DECIDED` (the other decision was made",
