@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ from outlive.client import (
     UnauthorizedError,
     ValidationFailedError,
     find_api_key,
+    key_file_for,
 )
 from outlive.client._constants import DEFAULT_URL
 from outlive.client._frames import STUCK_LIMIT
@@ -119,6 +121,7 @@ def test_key_falls_back_to_the_key_file_serve_writes_here(monkeypatch, tmp_path,
     """Like the CLI: with no key passed and no OUTLIVE_API_KEY, the key `outlive serve` keeps
     beside its default database in the current directory (./outlive.db.key) is sent."""
     monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    monkeypatch.delenv("OUTLIVE_DB", raising=False)
     monkeypatch.chdir(tmp_path)
     assert sent_key(client_class) is None
     (tmp_path / DEFAULT_KEY_FILE).write_text("olk_from_file\n")
@@ -131,8 +134,22 @@ def test_key_falls_back_to_the_key_file_serve_writes_here(monkeypatch, tmp_path,
     assert sent_key(client_class, api_key="olk_given") == "olk_given"
 
 
+def test_the_key_file_follows_the_database_serve_was_given(monkeypatch, tmp_path):
+    """The CLI's rule (cli/local_key.py uses `key_file_for` too): a SQLite file's key beside
+    it, PostgreSQL's in ./outlive.key."""
+    monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    (tmp_path / "outlive.key").write_text("olk_pg\n")
+    (tmp_path / "other.db.key").write_text("olk_other\n")
+    monkeypatch.setenv("OUTLIVE_DB", "postgresql://127.0.0.1/x")
+    assert find_api_key(cwd=tmp_path) == "olk_pg"
+    monkeypatch.setenv("OUTLIVE_DB", "sqlite:///./other.db")
+    assert find_api_key(cwd=tmp_path) == "olk_other"
+    assert key_file_for("sqlite:////var/lib/o.db") == Path("/var/lib/o.db.key")
+
+
 def test_an_empty_or_unreadable_key_file_is_no_key(monkeypatch, tmp_path):
     monkeypatch.delenv("OUTLIVE_API_KEY", raising=False)
+    monkeypatch.delenv("OUTLIVE_DB", raising=False)
     (tmp_path / DEFAULT_KEY_FILE).write_text("\n")
     assert find_api_key(cwd=tmp_path) is None
     (tmp_path / DEFAULT_KEY_FILE).unlink()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..client import key_file_for
 from ..store import Store
 
 __all__ = ["key_file", "local_key", "read_key", "shown_path"]
@@ -22,10 +23,7 @@ def key_file(db_url: str, option: str | None) -> Path:
     SQLite file's path + `.key`, else ./outlive.key (the module's docstring has the rule)."""
     if option:
         return Path(option)
-    if db_url.startswith("sqlite"):
-        path = db_url.removeprefix("sqlite://").removeprefix("/")
-        return Path(path + ".key")
-    return Path("outlive.key")
+    return key_file_for(db_url)  # the client finds the key by the same rule
 
 
 async def local_key(store: Store, path: Path) -> str | None:

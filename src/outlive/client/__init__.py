@@ -19,7 +19,7 @@
 from ._async_client import AsyncClient
 from ._backoff import Backoff
 from ._clock import AsyncioClock, Clock, Timer
-from ._credentials import DEFAULT_KEY_FILE, find_api_key
+from ._credentials import DEFAULT_KEY_FILE, find_api_key, key_file_for
 from ._errors import (
     ApiError,
     BadRequestError,
@@ -106,4 +106,5 @@ __all__ = [
     "UnauthorizedError",
     "ValidationFailedError",
     "find_api_key",
+    "key_file_for",
 ]
