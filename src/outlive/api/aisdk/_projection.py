@@ -113,8 +113,8 @@ class ChatProjection:
 # ---- the rendering table ----------------------------------------------------------------------
 
 _render = rf.Renderers[ChatProjection]()
-"""Steps no function below renders (claims, progress, state, usage, errors and incompleteness until the
-end) send nothing."""
+"""Steps no function below renders (claims, progress, state, usage, errors and
+incompleteness until the end) send nothing."""
 
 
 def _part_id(kind: str, part_id: str) -> str:

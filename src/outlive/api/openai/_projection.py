@@ -235,8 +235,9 @@ class ResponseProjection:
 # ---- the rendering table ----------------------------------------------------------------------
 
 _render = rf.Renderers[ResponseProjection]()
-"""Steps no function below renders (turns, progress, state, a decision inside a response) emit nothing:
-`approval_decided` only ever opens a slice (the one before ended at its request)."""
+"""Steps no function below renders (turns, progress, state, a decision inside a response)
+emit nothing: `approval_decided` only ever opens a slice (the one before ended at its
+request)."""
 
 
 def _item_id(kind: str, part_id: str) -> str:
