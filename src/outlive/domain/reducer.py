@@ -10,7 +10,8 @@ plain JSON so it survives the database and the wire unchanged.
 States are values: `apply` and `fold` never mutate the state they are given. They share the
 parts an event did not touch with it, so callers must treat every state as read-only.
 
-Handlers read typed payloads (`events.py`). The rules that are the run fold's too
+Handlers read payloads (`events.py`; a malformed event's holds its stored values, see
+`_reading`, so the web reducer's tolerance of odd logs still matches this one). The rules that are the run fold's too
 (`run_fold.py`: which events abandon what a run streamed, what a tool receipt's outcome is, a
 decision's status, a settled status) are taken from there, so the transcript and the three
 protocol projections cannot disagree on them. Rules beyond the event list of
@@ -45,10 +46,10 @@ from typing import Any
 import msgspec
 
 from . import events as ev
-from .events import parse
+from .events import PAYLOADS, UNSET, Payload
 from .model import TERMINAL, Event
 from .run_fold import ABANDONING_STOP, decision_status, settled_status, tool_outcome
-from .transcript_state import State, Txn, plain_json
+from .transcript_state import State, Txn, as_int, as_text, ident, plain_json
 
 __all__ = ["HANDLED_TYPES", "REDUCER_VERSION", "apply", "empty_state", "fold"]
 
@@ -85,7 +86,7 @@ def apply(state: Mapping[str, Any], event_type: str, seq: int, data: Mapping[str
     txn = Txn(state, indexed=False)
     handler = _HANDLERS.get(event_type)
     if handler is not None:
-        handler(txn, seq, parse(event_type, data), data)
+        handler(txn, seq, _reading(event_type, data), data)
     txn.state["seq"] = seq
     return txn.finish()
 
@@ -103,16 +104,44 @@ def fold(events: Iterable[EventTuple | Event], state: Mapping[str, Any] | None =
                 continue
             handler = _HANDLERS.get(event.type)
             if handler is not None:
-                handler(txn, seq, event.payload, event.data)
+                handler(txn, seq, _reading(event.type, event.data), event.data)
         else:
             event_type, seq, data = event
             if seq <= top["seq"]:
                 continue
             handler = _HANDLERS.get(event_type)
             if handler is not None:
-                handler(txn, seq, parse(event_type, data), data)
+                handler(txn, seq, _reading(event_type, data), data)
         top["seq"] = seq
     return txn.finish()
+
+
+def _reading(event_type: str, data: Any) -> Any:
+    """The payload the handlers read. A well-formed event's is its typed payload. A malformed
+    one's (a field of the wrong type, or missing: `UNSET`) holds the stored values as they
+    are, unlike `Event.payload`'s neutral values, so the handlers' tolerance of odd logs, which
+    the web reducer repeats value for value, stays what it was."""
+    cls = PAYLOADS[event_type]
+    if not isinstance(data, Mapping):
+        data = {}
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError:
+        return _as_stored(cls, data)
+
+
+def _as_stored(cls: type[Payload], data: Mapping[str, Any]) -> Payload:
+    return cls(**{name: data.get(name, UNSET) for name in cls.__struct_fields__})
+
+
+def _given(value: Any) -> Any:
+    """A field's value, None when the event had none."""
+    return None if value is UNSET else value
+
+
+def _missing(value: Any) -> bool:
+    """Whether a malformed event had no such field."""
+    return value is UNSET
 
 
 def _check_version(state: Mapping[str, Any]) -> None:
@@ -150,18 +179,21 @@ def _close_open_items(txn: Txn, message_status: str, tool_status: str) -> None:
 
 def _on_session_start(txn: Txn, seq: int, p: ev.SessionStart, data: Mapping[str, Any]) -> None:
     txn.state["status"] = "running"
-    if p.attempt is not None:
-        txn.state["attempt"] = p.attempt
+    attempt = as_int(p.attempt)
+    if attempt is not None:
+        txn.state["attempt"] = attempt
 
 
 def _on_session_resumed(txn: Txn, seq: int, p: ev.SessionResumed,
                         data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
     txn.state["status"] = "running"
-    if p.attempt is not None:
-        txn.state["attempt"] = p.attempt
+    attempt = as_int(p.attempt)
+    if attempt is not None:
+        txn.state["attempt"] = attempt
+    repaired = [] if _missing(p.repaired_tool_calls) else p.repaired_tool_calls
     txn.top_list("resumed").append(
-        {"seq": seq, "reason": p.reason, "repaired_tool_calls": list(p.repaired_tool_calls)}
+        {"seq": seq, "reason": _given(p.reason), "repaired_tool_calls": plain_json(repaired)}
     )
     _marker(txn, seq, "resumed", data)
 
@@ -169,32 +201,41 @@ def _on_session_resumed(txn: Txn, seq: int, p: ev.SessionResumed,
 def _on_session_interrupted(txn: Txn, seq: int, p: ev.SessionInterrupted,
                             data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
-    if p.attempt is not None:
-        txn.state["attempt"] = p.attempt
+    attempt = as_int(p.attempt)
+    if attempt is not None:
+        txn.state["attempt"] = attempt
     _marker(txn, seq, "interrupted", data)
 
 
 def _on_session_end(txn: Txn, seq: int, p: ev.SessionEnd, data: Mapping[str, Any]) -> None:
-    status = settled_status(p.status)
+    status = settled_status(p.status) if isinstance(p.status, str) else "failed"
     _close_open_items(txn, "cancelled" if status == "cancelled" else "interrupted", "interrupted")
     txn.state["status"] = status
-    error = p.error
+    error = _given(p.error)
     if isinstance(error, ev.ErrorBody):
         txn.state["error"] = {"code": error.code, "message": error.message}
+    elif isinstance(error, Mapping):
+        txn.state["error"] = {"code": error.get("code"), "message": error.get("message")}
     elif error is not None:
-        txn.state["error"] = {"code": None, "message": error}
+        txn.state["error"] = {"code": None, "message": as_text(error)}
     else:
         txn.state["error"] = None
-    txn.state["attention"] = p.attention
+    txn.state["attention"] = p.attention if isinstance(p.attention, str) else None
     for i in range(len(txn.items)):
         if txn.items[i]["kind"] == "approval" and txn.items[i]["status"] == "pending":
             txn.item(i)["status"] = "cancelled"
-    dropped = set(p.dropped_inputs)
+    dropped = _seqs(p.dropped_inputs)
     if dropped:
         _deliver(txn, dropped.__contains__)
         for i in range(len(txn.items)):
             if txn.items[i]["kind"] == "user" and txn.items[i]["seq"] in dropped:
                 txn.item(i)["dropped"] = True
+
+
+def _seqs(value: Any) -> set[int]:
+    if not isinstance(value, list):
+        return set()
+    return {s for s in value if as_int(s) is not None}
 
 
 def _deliver(txn: Txn, delivered: Callable[[int], bool]) -> None:
@@ -205,12 +246,13 @@ def _deliver(txn: Txn, delivered: Callable[[int], bool]) -> None:
 
 
 def _on_user_message(txn: Txn, seq: int, p: ev.UserMessage, data: Mapping[str, Any]) -> None:
-    delivery = p.delivery or "steer"
-    item: dict[str, Any] = {"kind": "user", "seq": seq, "text": p.text, "delivery": delivery}
-    if p.client_request_id is not None:
+    text = as_text(_given(p.text))
+    delivery = _given(p.delivery) or "steer"
+    item: dict[str, Any] = {"kind": "user", "seq": seq, "text": text, "delivery": delivery}
+    if _given(p.client_request_id) is not None:
         item["client_request_id"] = p.client_request_id
     txn.add(item)
-    txn.top_list("pending_inputs").append({"seq": seq, "text": p.text, "delivery": delivery})
+    txn.top_list("pending_inputs").append({"seq": seq, "text": text, "delivery": delivery})
     txn.state["question"] = None
     txn.state["attention"] = None
     if txn.state["status"] in TERMINAL:
@@ -218,42 +260,46 @@ def _on_user_message(txn: Txn, seq: int, p: ev.UserMessage, data: Mapping[str, A
 
 
 def _on_user_question(txn: Txn, seq: int, p: ev.UserQuestion, data: Mapping[str, Any]) -> None:
-    options = plain_json(p.options)
-    txn.add({"kind": "question", "seq": seq, "question": p.question, "options": options})
-    txn.state["question"] = {"question": p.question, "options": plain_json(options)}
+    question = as_text(_given(p.question))
+    options = plain_json(_given(p.options) or [])
+    txn.add({"kind": "question", "seq": seq, "question": question, "options": options})
+    txn.state["question"] = {"question": question, "options": plain_json(options)}
 
 
-def _new_approval(seq: int, approval_id: str | None,
+def _new_approval(seq: int, approval_id: Any,
                   p: ev.ApprovalRequested | ev.ApprovalDecided) -> dict[str, Any]:
     requested = p if isinstance(p, ev.ApprovalRequested) else None
     return {
         "kind": "approval",
         "seq": seq,
         "approval_id": approval_id,
-        "call_id": p.call_id,
-        "tool": p.tool,
-        "args": plain_json(requested.args) if requested else {},
-        "expires_at": requested.expires_at if requested else None,
+        "call_id": ident(_given(p.call_id)),
+        "tool": plain_json(_given(p.tool)),
+        "args": plain_json(_given(requested.args) or {}) if requested else {},
+        "expires_at": plain_json(_given(requested.expires_at)) if requested else None,
         "status": "pending",
     }
 
 
 def _on_approval_requested(txn: Txn, seq: int, p: ev.ApprovalRequested,
                            data: Mapping[str, Any]) -> None:
-    if txn.find("approval", p.approval_id) is None:
-        txn.add(_new_approval(seq, p.approval_id, p))
+    approval_id = ident(_given(p.approval_id))
+    if txn.find("approval", approval_id) is None:
+        txn.add(_new_approval(seq, approval_id, p))
     txn.state["attention"] = "approval"
 
 
 def _on_approval_decided(txn: Txn, seq: int, p: ev.ApprovalDecided,
                          data: Mapping[str, Any]) -> None:
-    i = txn.find("approval", p.approval_id)
+    approval_id = ident(_given(p.approval_id))
+    i = txn.find("approval", approval_id)
     if i is None:
-        i = txn.add(_new_approval(seq, p.approval_id, p))
+        i = txn.add(_new_approval(seq, approval_id, p))
+    decision, reason = _given(p.decision), _given(p.reason)
     item = txn.item(i)
-    item["status"] = decision_status(p.decision, p.reason)
-    item["reason"] = p.reason
-    item["always"] = p.always
+    item["status"] = decision_status(decision if isinstance(decision, str) else None, reason)
+    item["reason"] = reason if isinstance(reason, str) else None
+    item["always"] = p.always is True
     txn.state["attention"] = None
 
 
@@ -270,14 +316,15 @@ def _new_message(message_id: Any) -> dict[str, Any]:
 def _on_turn_start(txn: Txn, seq: int, p: ev.TurnStart, data: Mapping[str, Any]) -> None:
     # Exactly the messages this turn names are now in the model's view; a queued one it does
     # not name keeps waiting for the final answer.
-    if p.inputs is not None:
-        _deliver(txn, set(p.inputs).__contains__)
-    elif p.inputs_through is not None:
-        through = p.inputs_through
+    through = as_int(p.inputs_through)
+    if isinstance(p.inputs, list):
+        _deliver(txn, _seqs(p.inputs).__contains__)
+    elif through is not None:
         _deliver(txn, lambda s: s <= through)
-    i = txn.find("assistant", p.message_id)
+    message_id = ident(_given(p.message_id))
+    i = txn.find("assistant", message_id)
     if i is None:
-        txn.add(_new_message(p.message_id))
+        txn.add(_new_message(message_id))
         return
     # A turn restarted in place: the run fold abandons the part it streamed.
     txn.set_text(i, "text", "")
@@ -291,94 +338,105 @@ def _on_turn_start(txn: Txn, seq: int, p: ev.TurnStart, data: Mapping[str, Any])
 def _delta(field: str) -> Handler:
     def handle(txn: Txn, seq: int, p: ev.TextDelta | ev.ThinkingDelta,
                data: Mapping[str, Any]) -> None:
-        i = txn.find("assistant", p.message_id)
+        message_id = ident(_given(p.message_id))
+        text = as_text(_given(p.text))
+        i = txn.find("assistant", message_id)
         if i is None:
-            i = txn.add(_new_message(p.message_id))
+            i = txn.add(_new_message(message_id))
         elif txn.items[i]["status"] != "streaming":
             return
-        if p.text:
-            txn.append_text(i, field, p.text)
+        if text:
+            txn.append_text(i, field, text)
 
     return handle
 
 
 _MESSAGE_END_STATUS = {"cancelled": "cancelled", ABANDONING_STOP: "interrupted"}
+"""A call cut off to be retried (the run fold abandons its parts) is `interrupted`."""
 
 
 def _on_message_end(txn: Txn, seq: int, p: ev.MessageEnd, data: Mapping[str, Any]) -> None:
-    i = txn.find("assistant", p.message_id)
+    message_id = ident(_given(p.message_id))
+    i = txn.find("assistant", message_id)
     if i is None:
-        i = txn.add(_new_message(p.message_id))
-    if p.text is not None:
-        txn.set_text(i, "text", p.text)
+        i = txn.add(_new_message(message_id))
+    if not _missing(p.text):
+        txn.set_text(i, "text", as_text(p.text))
+    stop_reason = _given(p.stop_reason)
     item = txn.item(i)
-    item["status"] = _MESSAGE_END_STATUS.get(p.stop_reason or "", "complete")
-    item["stop_reason"] = p.stop_reason
-    if p.usage is not None:
-        item["usage"] = msgspec.to_builtins(p.usage)
+    item["status"] = _MESSAGE_END_STATUS.get(as_text(stop_reason), "complete")
+    item["stop_reason"] = stop_reason
+    usage = _given(p.usage)
+    if usage is not None:
+        item["usage"] = plain_json(msgspec.to_builtins(usage))
 
 
-def _new_tool(call_id: str | None, tool: str | None, arguments: Any) -> dict[str, Any]:
+def _new_tool(call_id: Any, tool: Any, arguments: Any) -> dict[str, Any]:
     return {
         "kind": "tool",
         "call_id": call_id,
         "tool": tool,
-        "arguments": plain_json(arguments),
+        "arguments": plain_json(arguments or {}),
         "status": "running",
         "progress": [],
     }
 
 
 def _on_tool_start(txn: Txn, seq: int, p: ev.ToolStart, data: Mapping[str, Any]) -> None:
-    i = txn.find("tool", p.call_id)
+    call_id = ident(_given(p.call_id))
+    tool, arguments = _given(p.tool), _given(p.arguments)
+    i = txn.find("tool", call_id)
     if i is None:
-        txn.add(_new_tool(p.call_id, p.tool, p.arguments))
+        txn.add(_new_tool(call_id, tool, arguments))
         return
     item = txn.item(i)  # a resumed run re-announcing (or re-running) the call
-    if p.tool is not None:
-        item["tool"] = p.tool
-    item["arguments"] = plain_json(p.arguments)
+    if tool is not None:
+        item["tool"] = tool
+    if arguments is not None:
+        item["arguments"] = plain_json(arguments)
     item["status"] = "running"
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
 
 
 def _on_tool_progress(txn: Txn, seq: int, p: ev.ToolProgress, data: Mapping[str, Any]) -> None:
-    i = txn.find("tool", p.call_id)
+    call_id = ident(_given(p.call_id))
+    i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(p.call_id, None, {}))
-    txn.progress(i).append(plain_json(p.message))
+        i = txn.add(_new_tool(call_id, None, None))
+    txn.progress(i).append(plain_json(_given(p.message)))
 
 
 _TOOL_STATUS = {"ok": "done", "error": "error", "interrupted": "interrupted"}
 
 
 def _on_tool_end(txn: Txn, seq: int, p: ev.ToolEnd, data: Mapping[str, Any]) -> None:
-    i = txn.find("tool", p.call_id)
+    call_id = ident(_given(p.call_id))
+    i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(p.call_id, None, {}))
+        i = txn.add(_new_tool(call_id, None, None))
     item = txn.item(i)
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
     item["status"] = _TOOL_STATUS[tool_outcome(p)]
-    if p.ok:
-        item["result"] = None if p.result is ev.UNSET else plain_json(p.result)
+    if p.ok is True:
+        item["result"] = plain_json(_given(p.result))
     else:
-        item["error"] = None if p.error is ev.UNSET else plain_json(p.error)
-    if p.duration_ms is not None:
+        item["error"] = plain_json(_given(p.error))
+    if _given(p.duration_ms) is not None:
         item["duration_ms"] = p.duration_ms
 
 
 def _on_stage(txn: Txn, seq: int, p: ev.Stage, data: Mapping[str, Any]) -> None:
-    txn.state["stage"] = p.stage
+    txn.state["stage"] = _given(p.stage)
 
 
 def _on_title(txn: Txn, seq: int, p: ev.Title, data: Mapping[str, Any]) -> None:
-    txn.state["title"] = p.title
+    txn.state["title"] = _given(p.title)
 
 
 def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]) -> None:
-    txn.state["incomplete"] = {"reason": p.reason}
+    txn.state["incomplete"] = {"reason": _given(p.reason)}
     _marker(txn, seq, "incomplete", data)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ID_FIELD", "State", "Txn", "plain_json"]
+__all__ = ["ID_FIELD", "State", "Txn", "as_int", "as_text", "ident", "plain_json"]
 
 State = dict[str, Any]
 
@@ -140,3 +140,20 @@ def plain_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [plain_json(v) for v in value]
     return value
+
+
+def ident(value: Any) -> Any:
+    """Ids are dict keys here and JSON values in the state, so keep them str/int/None."""
+    if value is None or isinstance(value, str | int):
+        return value
+    return str(value)
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "" if value is None else str(value)
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
