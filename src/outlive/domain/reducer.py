@@ -11,12 +11,13 @@ States are values: `apply` and `fold` never mutate the state they are given. The
 parts an event did not touch with it, so callers must treat every state as read-only.
 
 Handlers read payloads (`events.py`; a malformed event's holds its stored values, see
-`_reading`, so the web reducer's tolerance of odd logs still matches this one). The rules that are the run fold's too
-(`run_fold.py`: which events abandon what a run streamed, what a tool receipt's outcome is, a
-decision's status, a settled status) are taken from there, so the transcript and the three
-protocol projections cannot disagree on them. Rules beyond the event list of
-docs/architecture.md §6, chosen so a transcript never shows work as still in flight (or as a
-success) after the run that did it is gone:
+`_reading`, so the web reducer's tolerance of odd logs still matches this one). The rules
+that are the run fold's too (`run_fold.py`: which events abandon what a run streamed, what a
+tool receipt's outcome is, a decision's status, a settled status) are taken from there, so
+the transcript and the three protocol projections cannot disagree on them.
+
+Rules beyond the event list of docs/architecture.md §6, chosen so a transcript never shows
+work as still in flight (or as a success) after the run that did it is gone:
 
 * `session_end` closes open items: streaming messages become "interrupted" ("cancelled" when the
   session was cancelled) and running tools "interrupted". `session_interrupted` (a park) and
