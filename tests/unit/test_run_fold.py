@@ -9,6 +9,13 @@ from typing import Any
 from outlive.domain.events import ErrorBody, ToolEnd
 from outlive.domain.model import Event
 from outlive.domain.run_fold import (
+    RunFold,
+    decision_status,
+    hidden_deltas,
+    settled_status,
+    tool_outcome,
+)
+from outlive.domain.run_steps import (
     ApprovalAnswered,
     ApprovalAsked,
     PartClosed,
@@ -18,7 +25,6 @@ from outlive.domain.run_fold import (
     RunClaimed,
     RunEnded,
     RunError,
-    RunFold,
     RunIncomplete,
     StateChanged,
     Step,
@@ -27,10 +33,6 @@ from outlive.domain.run_fold import (
     ToolProgressed,
     TurnBegan,
     UsageReported,
-    decision_status,
-    hidden_deltas,
-    settled_status,
-    tool_outcome,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

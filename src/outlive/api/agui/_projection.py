@@ -66,6 +66,7 @@ from ag_ui.core import (
 )
 
 from ...domain import run_fold as rf
+from ...domain import run_steps as rs
 from ...domain.events import ErrorBody
 from ...domain.model import Event
 from ...domain.reducer import empty_state, fold
@@ -162,14 +163,14 @@ class RunProjection:
 
 # ---- the rendering table ----------------------------------------------------------------------
 
-_render = rf.Renderers[RunProjection]()
+_render = rs.Renderers[RunProjection]()
 """Steps no function below renders (claims, progress, usage, incompleteness, errors until the end, a
 decision inside a run) send nothing of their own; the closing snapshot shows what they
 changed."""
 
 
-@_render.of(rf.PartOpened)
-def _opened(p: RunProjection, s: rf.PartOpened) -> None:
+@_render.of(rs.PartOpened)
+def _opened(p: RunProjection, s: rs.PartOpened) -> None:
     if s.kind == "text":
         p._out.append(TextMessageStartEvent(message_id=s.part_id, role="assistant"))
     else:
@@ -178,16 +179,16 @@ def _opened(p: RunProjection, s: rf.PartOpened) -> None:
         p._out.append(ReasoningMessageStartEvent(message_id=ident, role="reasoning"))
 
 
-@_render.of(rf.PartDelta)
-def _delta(p: RunProjection, s: rf.PartDelta) -> None:
+@_render.of(rs.PartDelta)
+def _delta(p: RunProjection, s: rs.PartDelta) -> None:
     if s.kind == "text":
         p._out.append(TextMessageContentEvent(message_id=s.part_id, delta=s.text))
     else:
         p._out.append(ReasoningMessageContentEvent(message_id=f"rs_{s.part_id}", delta=s.text))
 
 
-@_render.of(rf.PartClosed)
-def _closed(p: RunProjection, s: rf.PartClosed) -> None:
+@_render.of(rs.PartClosed)
+def _closed(p: RunProjection, s: rs.PartClosed) -> None:
     # An abandoned part ends like any other: the closing MESSAGES_SNAPSHOT leaves it out.
     if s.kind == "text":
         if s.tail:
@@ -198,16 +199,16 @@ def _closed(p: RunProjection, s: rf.PartClosed) -> None:
         p._out.append(ReasoningEndEvent(message_id=f"rs_{s.part_id}"))
 
 
-@_render.of(rf.TurnBegan)
-def _turn(p: RunProjection, s: rf.TurnBegan) -> None:
+@_render.of(rs.TurnBegan)
+def _turn(p: RunProjection, s: rs.TurnBegan) -> None:
     p._parent = assistant_id(s.message_id)
     p._close_step()
     p._step = f"turn {s.turn}" + (f" retry {s.retry}" if s.retry else "")
     p._out.append(StepStartedEvent(step_name=p._step))
 
 
-@_render.of(rf.ToolBegan)
-def _tool_began(p: RunProjection, s: rf.ToolBegan) -> None:
+@_render.of(rs.ToolBegan)
+def _tool_began(p: RunProjection, s: rs.ToolBegan) -> None:
     if s.again:
         return  # one tool call per call id: its first run stands
     p._out.append(ToolCallStartEvent(tool_call_id=s.call_id, tool_call_name=s.tool,
@@ -217,8 +218,8 @@ def _tool_began(p: RunProjection, s: rf.ToolBegan) -> None:
     p._out.append(ToolCallEndEvent(tool_call_id=s.call_id))
 
 
-@_render.of(rf.ToolFinished)
-def _tool_finished(p: RunProjection, s: rf.ToolFinished) -> None:
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: RunProjection, s: rs.ToolFinished) -> None:
     if s.again:
         return
     ok = s.outcome == "ok"
@@ -228,8 +229,8 @@ def _tool_finished(p: RunProjection, s: rf.ToolFinished) -> None:
         content=tool_content(ok, s.result, error)))
 
 
-@_render.of(rf.QuestionAsked)
-def _question(p: RunProjection, s: rf.QuestionAsked) -> None:
+@_render.of(rs.QuestionAsked)
+def _question(p: RunProjection, s: rs.QuestionAsked) -> None:
     schema: dict[str, Any] = {"type": "string"}
     if s.options:
         schema["examples"] = [rf.text_of(o) for o in s.options]
@@ -237,8 +238,8 @@ def _question(p: RunProjection, s: rf.QuestionAsked) -> None:
                                    response_schema=schema))
 
 
-@_render.of(rf.ApprovalAsked)
-def _approval(p: RunProjection, s: rf.ApprovalAsked) -> None:
+@_render.of(rs.ApprovalAsked)
+def _approval(p: RunProjection, s: rs.ApprovalAsked) -> None:
     p._interrupts.append(Interrupt(
         id=s.approval_id, reason="approval", message=f"Approve the call of {s.tool or 'a tool'}?",
         tool_call_id=s.call_id or None, expires_at=s.expires_at,
@@ -246,13 +247,13 @@ def _approval(p: RunProjection, s: rf.ApprovalAsked) -> None:
     p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts))  # the person decides
 
 
-@_render.of(rf.StateChanged)
-def _state(p: RunProjection, s: rf.StateChanged) -> None:
+@_render.of(rs.StateChanged)
+def _state(p: RunProjection, s: rs.StateChanged) -> None:
     p._state()
 
 
-@_render.of(rf.RunEnded)
-def _ended(p: RunProjection, s: rf.RunEnded) -> None:
+@_render.of(rs.RunEnded)
+def _ended(p: RunProjection, s: rs.RunEnded) -> None:
     if s.status == "succeeded":
         p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts) if p._interrupts
                   else RunFinishedSuccessOutcome())

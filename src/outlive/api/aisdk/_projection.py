@@ -41,6 +41,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...domain import run_fold as rf
+from ...domain import run_steps as rs
 from ...domain.events import ErrorBody
 from ...domain.model import Event
 from ...domain.run_fold import hidden_deltas
@@ -112,7 +113,7 @@ class ChatProjection:
 
 # ---- the rendering table ----------------------------------------------------------------------
 
-_render = rf.Renderers[ChatProjection]()
+_render = rs.Renderers[ChatProjection]()
 """Steps no function below renders (claims, progress, state, usage, errors and
 incompleteness until the end) send nothing."""
 
@@ -121,19 +122,19 @@ def _part_id(kind: str, part_id: str) -> str:
     return part_id if kind == "text" else f"rs_{part_id}"
 
 
-@_render.of(rf.PartOpened)
-def _opened(p: ChatProjection, s: rf.PartOpened) -> None:
+@_render.of(rs.PartOpened)
+def _opened(p: ChatProjection, s: rs.PartOpened) -> None:
     p._open_step()
     p._emit(f"{s.kind}-start", id=_part_id(s.kind, s.part_id))
 
 
-@_render.of(rf.PartDelta)
-def _delta(p: ChatProjection, s: rf.PartDelta) -> None:
+@_render.of(rs.PartDelta)
+def _delta(p: ChatProjection, s: rs.PartDelta) -> None:
     p._emit(f"{s.kind}-delta", id=_part_id(s.kind, s.part_id), delta=s.text)
 
 
-@_render.of(rf.PartClosed)
-def _closed(p: ChatProjection, s: rf.PartClosed) -> None:
+@_render.of(rs.PartClosed)
+def _closed(p: ChatProjection, s: rs.PartClosed) -> None:
     ident = _part_id(s.kind, s.part_id)
     if s.tail:
         p._emit(f"{s.kind}-delta", id=ident, delta=s.tail)
@@ -143,21 +144,21 @@ def _closed(p: ChatProjection, s: rf.PartClosed) -> None:
         p._emit(f"{s.kind}-end", id=ident)
 
 
-@_render.of(rf.TurnBegan)
-def _turn(p: ChatProjection, s: rf.TurnBegan) -> None:
+@_render.of(rs.TurnBegan)
+def _turn(p: ChatProjection, s: rs.TurnBegan) -> None:
     p._close_step()
     p._open_step()
 
 
-@_render.of(rf.ToolBegan)
-def _tool_began(p: ChatProjection, s: rf.ToolBegan) -> None:
+@_render.of(rs.ToolBegan)
+def _tool_began(p: ChatProjection, s: rs.ToolBegan) -> None:
     if s.again:
         return  # this protocol has one part per call id: its first run stands
     p._tool_input(s.call_id, s.tool, s.arguments, _EXECUTED)
 
 
-@_render.of(rf.ToolFinished)
-def _tool_finished(p: ChatProjection, s: rf.ToolFinished) -> None:
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: ChatProjection, s: rs.ToolFinished) -> None:
     if s.again:
         return
     if s.outcome == "ok":
@@ -169,24 +170,24 @@ def _tool_finished(p: ChatProjection, s: rf.ToolFinished) -> None:
     p._emit("tool-output-error", toolCallId=s.call_id, errorText=text or "failed", **_EXECUTED)
 
 
-@_render.of(rf.QuestionAsked)
-def _question(p: ChatProjection, s: rf.QuestionAsked) -> None:
+@_render.of(rs.QuestionAsked)
+def _question(p: ChatProjection, s: rs.QuestionAsked) -> None:
     # left at input-available on purpose: the person answers it
     p._tool_input(s.call_id, ASK_TOOL, {"question": s.question, "options": s.options},
                   {"dynamic": True})
     p._asked = True
 
 
-@_render.of(rf.ApprovalAsked)
-def _approval_asked(p: ChatProjection, s: rf.ApprovalAsked) -> None:
+@_render.of(rs.ApprovalAsked)
+def _approval_asked(p: ChatProjection, s: rs.ApprovalAsked) -> None:
     p._approvals[s.approval_id] = {
         "approval_id": s.approval_id, "call_id": s.call_id, "tool": s.tool, "args": s.args,
         "expires_at": s.expires_at, "status": "pending"}
     p._emit("data-approval", id=s.approval_id, data=dict(p._approvals[s.approval_id]))
 
 
-@_render.of(rf.ApprovalAnswered)
-def _approval_answered(p: ChatProjection, s: rf.ApprovalAnswered) -> None:
+@_render.of(rs.ApprovalAnswered)
+def _approval_answered(p: ChatProjection, s: rs.ApprovalAnswered) -> None:
     part = p._approvals.setdefault(s.approval_id, {
         "approval_id": s.approval_id, "call_id": s.call_id, "tool": s.tool, "args": {},
         "expires_at": None})
@@ -195,8 +196,8 @@ def _approval_answered(p: ChatProjection, s: rf.ApprovalAnswered) -> None:
     p._emit("data-approval", id=s.approval_id, data=dict(part))
 
 
-@_render.of(rf.RunEnded)
-def _ended(p: ChatProjection, s: rf.RunEnded) -> None:
+@_render.of(rs.RunEnded)
+def _ended(p: ChatProjection, s: rs.RunEnded) -> None:
     p._close_step()
     if s.status == "succeeded":
         reason = "tool-calls" if p._asked else "stop"

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...domain import run_fold as rf
+from ...domain import run_steps as rs
 from ...domain.events import ApprovalDecided, ErrorBody
 from ...domain.model import Event
 from ._shapes import content_part, failure, json_text, plain, response_object
@@ -234,7 +235,7 @@ class ResponseProjection:
 
 # ---- the rendering table ----------------------------------------------------------------------
 
-_render = rf.Renderers[ResponseProjection]()
+_render = rs.Renderers[ResponseProjection]()
 """Steps no function below renders (turns, progress, state, a decision inside a response)
 emit nothing: `approval_decided` only ever opens a slice (the one before ended at its
 request)."""
@@ -244,25 +245,25 @@ def _item_id(kind: str, part_id: str) -> str:
     return part_id if kind == "text" else "rs_" + part_id.removeprefix("msg_")
 
 
-@_render.of(rf.RunClaimed)
-def _claimed(p: ResponseProjection, s: rf.RunClaimed) -> None:
+@_render.of(rs.RunClaimed)
+def _claimed(p: ResponseProjection, s: rs.RunClaimed) -> None:
     if p.status == "queued":
         p.status = "in_progress"
         p._lifecycle("response.in_progress")
 
 
-@_render.of(rf.PartOpened)
-def _opened(p: ResponseProjection, s: rf.PartOpened) -> None:
+@_render.of(rs.PartOpened)
+def _opened(p: ResponseProjection, s: rs.PartOpened) -> None:
     p._open_text(_KIND[s.kind], _item_id(s.kind, s.part_id))
 
 
-@_render.of(rf.PartDelta)
-def _delta(p: ResponseProjection, s: rf.PartDelta) -> None:
+@_render.of(rs.PartDelta)
+def _delta(p: ResponseProjection, s: rs.PartDelta) -> None:
     p._text_delta(_item_id(s.kind, s.part_id), s.text)
 
 
-@_render.of(rf.PartClosed)
-def _closed(p: ResponseProjection, s: rf.PartClosed) -> None:
+@_render.of(rs.PartClosed)
+def _closed(p: ResponseProjection, s: rs.PartClosed) -> None:
     ident = _item_id(s.kind, s.part_id)
     if s.how == "abandoned":
         p._close_text(ident, "incomplete")
@@ -272,8 +273,8 @@ def _closed(p: ResponseProjection, s: rf.PartClosed) -> None:
     p._close_text(ident, _STATUS[s.how], s.text)
 
 
-@_render.of(rf.ToolBegan)
-def _tool_began(p: ResponseProjection, s: rf.ToolBegan) -> None:
+@_render.of(rs.ToolBegan)
+def _tool_began(p: ResponseProjection, s: rs.ToolBegan) -> None:
     arguments = json_text(s.arguments)
     ident = "mcp_" + s.call_id
     decided = p._decided.get(s.logged_id)
@@ -289,8 +290,8 @@ def _tool_began(p: ResponseProjection, s: rf.ToolBegan) -> None:
     p._emit("response.mcp_call_arguments.done", **ids, arguments=arguments)
 
 
-@_render.of(rf.ToolFinished)
-def _tool_finished(p: ResponseProjection, s: rf.ToolFinished) -> None:
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: ResponseProjection, s: rs.ToolFinished) -> None:
     index = p._tools.pop(s.call_id)
     item = p.items[index]
     if s.outcome == "ok":
@@ -304,8 +305,8 @@ def _tool_finished(p: ResponseProjection, s: rf.ToolFinished) -> None:
     p._done(index)
 
 
-@_render.of(rf.QuestionAsked)
-def _question(p: ResponseProjection, s: rf.QuestionAsked) -> None:
+@_render.of(rs.QuestionAsked)
+def _question(p: ResponseProjection, s: rs.QuestionAsked) -> None:
     lines = [s.question]
     if s.options:
         lines.append("")
@@ -317,8 +318,8 @@ def _question(p: ResponseProjection, s: rf.QuestionAsked) -> None:
     p._close_text(ident, "completed", text)
 
 
-@_render.of(rf.ApprovalAsked)
-def _approval(p: ResponseProjection, s: rf.ApprovalAsked) -> None:
+@_render.of(rs.ApprovalAsked)
+def _approval(p: ResponseProjection, s: rs.ApprovalAsked) -> None:
     index = p._add({"id": s.approval_id, "type": "mcp_approval_request",
                     "server_label": SERVER_LABEL, "name": s.tool,
                     "arguments": json_text(s.args)})
@@ -328,26 +329,26 @@ def _approval(p: ResponseProjection, s: rf.ApprovalAsked) -> None:
     p._complete()  # the run waits for a person: completed, as OpenAI's
 
 
-@_render.of(rf.UsageReported)
-def _usage(p: ResponseProjection, s: rf.UsageReported) -> None:
+@_render.of(rs.UsageReported)
+def _usage(p: ResponseProjection, s: rs.UsageReported) -> None:
     inp, outp = p.usage or (0, 0)
     p.usage = (inp + s.input_tokens, outp + s.output_tokens)
 
 
-@_render.of(rf.RunIncomplete)
-def _incomplete(p: ResponseProjection, s: rf.RunIncomplete) -> None:
+@_render.of(rs.RunIncomplete)
+def _incomplete(p: ResponseProjection, s: rs.RunIncomplete) -> None:
     p.incomplete_reason = _INCOMPLETE_REASONS.get(s.reason, s.reason)
 
 
-@_render.of(rf.RunError)
-def _error(p: ResponseProjection, s: rf.RunError) -> None:
+@_render.of(rs.RunError)
+def _error(p: ResponseProjection, s: rs.RunError) -> None:
     code = s.code or "server_error"
     p.error = failure(code, s.message)
     p._emit("error", code=code, message=s.message, param=None)
 
 
-@_render.of(rf.RunEnded)
-def _ended(p: ResponseProjection, s: rf.RunEnded) -> None:
+@_render.of(rs.RunEnded)
+def _ended(p: ResponseProjection, s: rs.RunEnded) -> None:
     if s.status == "succeeded":
         p._complete()
     elif s.status == "cancelled":
