@@ -10,6 +10,12 @@ plain JSON so it survives the database and the wire unchanged.
 States are values: `apply` and `fold` never mutate the state they are given. They share the
 parts an event did not touch with it, so callers must treat every state as read-only.
 
+Handlers read payloads (`events.py`; a malformed event's holds its stored values, see
+`_reading`, so the web reducer's tolerance of odd logs still matches this one). The rules
+that are the run fold's too (`run_fold.py`: which events abandon what a run streamed, what a
+tool receipt's outcome is, a decision's status, a settled status) are taken from there, so
+the transcript and the three protocol projections cannot disagree on them.
+
 Rules beyond the event list of docs/architecture.md §6, chosen so a transcript never shows
 work as still in flight (or as a success) after the run that did it is gone:
 
@@ -38,16 +44,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import msgspec
+
+from . import events as ev
+from .events import PAYLOADS, UNSET, Payload
 from .model import TERMINAL, Event
+from .run_fold import ABANDONING_STOP, decision_status, settled_status, tool_outcome
 from .transcript_state import State, Txn, as_int, as_text, ident, plain_json
 
-__all__ = ["REDUCER_VERSION", "apply", "empty_state", "fold"]
+__all__ = ["HANDLED_TYPES", "REDUCER_VERSION", "apply", "empty_state", "fold"]
 
 REDUCER_VERSION = 2
 """2: delivery is explicit (`turn_start.inputs`, `session_end.dropped_inputs`); `attention`."""
 
 EventTuple = tuple[str, int, Mapping[str, Any]]
-
 
 
 def empty_state() -> State:
@@ -75,7 +85,10 @@ def apply(state: Mapping[str, Any], event_type: str, seq: int, data: Mapping[str
     if seq <= state["seq"]:
         return dict(state)
     txn = Txn(state, indexed=False)
-    _step(txn, event_type, seq, data)
+    handler = _HANDLERS.get(event_type)
+    if handler is not None:
+        handler(txn, seq, _reading(event_type, data), data)
+    txn.state["seq"] = seq
     return txn.finish()
 
 
@@ -84,15 +97,52 @@ def fold(events: Iterable[EventTuple | Event], state: Mapping[str, Any] | None =
     base: Mapping[str, Any] = empty_state() if state is None else state
     _check_version(base)
     txn = Txn(base, indexed=True)
-    data: Mapping[str, Any]
+    top = txn.state
     for event in events:
         if isinstance(event, Event):
-            event_type, seq, data = event.type, event.seq, event.data
+            seq = event.seq
+            if seq <= top["seq"]:
+                continue
+            handler = _HANDLERS.get(event.type)
+            if handler is not None:
+                handler(txn, seq, _reading(event.type, event.data), event.data)
         else:
             event_type, seq, data = event
-        if seq > txn.state["seq"]:
-            _step(txn, event_type, seq, data)
+            if seq <= top["seq"]:
+                continue
+            handler = _HANDLERS.get(event_type)
+            if handler is not None:
+                handler(txn, seq, _reading(event_type, data), data)
+        top["seq"] = seq
     return txn.finish()
+
+
+def _reading(event_type: str, data: Any) -> Any:
+    """The payload the handlers read. A well-formed event's is its typed payload. A malformed
+    one's (a field of the wrong type, or missing: `UNSET`) holds the stored values as they
+    are, unlike `Event.payload`'s neutral values, so the handlers' tolerance of odd logs, which
+    the web reducer repeats value for value, stays what it was."""
+    cls = PAYLOADS[event_type]
+    if not isinstance(data, Mapping):
+        data = {}
+    try:
+        return msgspec.convert(data, cls)
+    except msgspec.ValidationError:
+        return _as_stored(cls, data)
+
+
+def _as_stored(cls: type[Payload], data: Mapping[str, Any]) -> Payload:
+    return cls(**{name: data.get(name, UNSET) for name in cls.__struct_fields__})
+
+
+def _given(value: Any) -> Any:
+    """A field's value, None when the event had none."""
+    return None if value is UNSET else value
+
+
+def _missing(value: Any) -> bool:
+    """Whether a malformed event had no such field."""
+    return value is UNSET
 
 
 def _check_version(state: Mapping[str, Any]) -> None:
@@ -105,23 +155,21 @@ def _check_version(state: Mapping[str, Any]) -> None:
         )
 
 
-def _step(txn: Txn, event_type: str, seq: int, data: Mapping[str, Any]) -> None:
-    handler = _HANDLERS.get(event_type)
-    if handler is not None:
-        handler(txn, seq, data if isinstance(data, Mapping) else {})
-    txn.state["seq"] = seq
-
-
 # ---- handlers -------------------------------------------------------------------------------
+# Each takes the event's payload, and its stored data for what the transcript keeps verbatim
+# (markers).
 
-Handler = Callable[[Txn, int, Mapping[str, Any]], None]
+Handler = Callable[[Txn, int, Any, Mapping[str, Any]], None]
 
 
 def _marker(txn: Txn, seq: int, kind: str, data: Mapping[str, Any]) -> None:
-    txn.add({"kind": "marker", "seq": seq, "type": kind, "data": plain_json(data)})
+    txn.add({"kind": "marker", "seq": seq, "type": kind,
+             "data": plain_json(data if isinstance(data, Mapping) else {})})
 
 
 def _close_open_items(txn: Txn, message_status: str, tool_status: str) -> None:
+    """What a run left open is closed when it is gone (`run_fold.supersedes` abandons every
+    open part for the same events) or settled."""
     for i in range(len(txn.items)):
         item = txn.items[i]
         if item["kind"] == "assistant" and item["status"] == "streaming":
@@ -130,56 +178,54 @@ def _close_open_items(txn: Txn, message_status: str, tool_status: str) -> None:
             txn.item(i)["status"] = tool_status
 
 
-def _on_session_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_start(txn: Txn, seq: int, p: ev.SessionStart, data: Mapping[str, Any]) -> None:
     txn.state["status"] = "running"
-    attempt = as_int(data.get("attempt"))
+    attempt = as_int(p.attempt)
     if attempt is not None:
         txn.state["attempt"] = attempt
 
 
-def _on_session_resumed(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_resumed(txn: Txn, seq: int, p: ev.SessionResumed,
+                        data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
     txn.state["status"] = "running"
-    attempt = as_int(data.get("attempt"))
+    attempt = as_int(p.attempt)
     if attempt is not None:
         txn.state["attempt"] = attempt
+    repaired = [] if _missing(p.repaired_tool_calls) else p.repaired_tool_calls
     txn.top_list("resumed").append(
-        {
-            "seq": seq,
-            "reason": data.get("reason"),
-            "repaired_tool_calls": plain_json(data.get("repaired_tool_calls", [])),
-        }
+        {"seq": seq, "reason": _given(p.reason), "repaired_tool_calls": plain_json(repaired)}
     )
     _marker(txn, seq, "resumed", data)
 
 
-def _on_session_interrupted(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_session_interrupted(txn: Txn, seq: int, p: ev.SessionInterrupted,
+                            data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
-    attempt = as_int(data.get("attempt"))
+    attempt = as_int(p.attempt)
     if attempt is not None:
         txn.state["attempt"] = attempt
     _marker(txn, seq, "interrupted", data)
 
 
-def _on_session_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    status = data.get("status")
-    if not isinstance(status, str) or status not in TERMINAL:
-        status = "failed"
+def _on_session_end(txn: Txn, seq: int, p: ev.SessionEnd, data: Mapping[str, Any]) -> None:
+    status = settled_status(p.status) if isinstance(p.status, str) else "failed"
     _close_open_items(txn, "cancelled" if status == "cancelled" else "interrupted", "interrupted")
     txn.state["status"] = status
-    error = data.get("error")
-    if isinstance(error, Mapping):
+    error = _given(p.error)
+    if isinstance(error, ev.ErrorBody):
+        txn.state["error"] = {"code": error.code, "message": error.message}
+    elif isinstance(error, Mapping):
         txn.state["error"] = {"code": error.get("code"), "message": error.get("message")}
     elif error is not None:
         txn.state["error"] = {"code": None, "message": as_text(error)}
     else:
         txn.state["error"] = None
-    attention = data.get("attention")
-    txn.state["attention"] = attention if isinstance(attention, str) else None
+    txn.state["attention"] = p.attention if isinstance(p.attention, str) else None
     for i in range(len(txn.items)):
         if txn.items[i]["kind"] == "approval" and txn.items[i]["status"] == "pending":
             txn.item(i)["status"] = "cancelled"
-    dropped = _seqs(data.get("dropped_inputs"))
+    dropped = _seqs(p.dropped_inputs)
     if dropped:
         _deliver(txn, dropped.__contains__)
         for i in range(len(txn.items)):
@@ -200,12 +246,12 @@ def _deliver(txn: Txn, delivered: Callable[[int], bool]) -> None:
         pending[:] = [p for p in pending if not delivered(p["seq"])]
 
 
-def _on_user_message(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    text = as_text(data.get("text"))
-    delivery = data.get("delivery") or "steer"
+def _on_user_message(txn: Txn, seq: int, p: ev.UserMessage, data: Mapping[str, Any]) -> None:
+    text = as_text(_given(p.text))
+    delivery = _given(p.delivery) or "steer"
     item: dict[str, Any] = {"kind": "user", "seq": seq, "text": text, "delivery": delivery}
-    if data.get("client_request_id") is not None:
-        item["client_request_id"] = data["client_request_id"]
+    if _given(p.client_request_id) is not None:
+        item["client_request_id"] = p.client_request_id
     txn.add(item)
     txn.top_list("pending_inputs").append({"seq": seq, "text": text, "delivery": delivery})
     txn.state["question"] = None
@@ -214,50 +260,47 @@ def _on_user_message(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
         txn.state.update(status="queued", attempt=0, error=None, incomplete=None)
 
 
-def _on_user_question(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    question = as_text(data.get("question"))
-    options = plain_json(data.get("options") or [])
+def _on_user_question(txn: Txn, seq: int, p: ev.UserQuestion, data: Mapping[str, Any]) -> None:
+    question = as_text(_given(p.question))
+    options = plain_json(_given(p.options) or [])
     txn.add({"kind": "question", "seq": seq, "question": question, "options": options})
     txn.state["question"] = {"question": question, "options": plain_json(options)}
 
 
-def _new_approval(seq: int, approval_id: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+def _new_approval(seq: int, approval_id: Any,
+                  p: ev.ApprovalRequested | ev.ApprovalDecided) -> dict[str, Any]:
+    requested = p if isinstance(p, ev.ApprovalRequested) else None
     return {
         "kind": "approval",
         "seq": seq,
         "approval_id": approval_id,
-        "call_id": ident(data.get("call_id")),
-        "tool": plain_json(data.get("tool")),
-        "args": plain_json(data.get("args") or {}),
-        "expires_at": plain_json(data.get("expires_at")),
+        "call_id": ident(_given(p.call_id)),
+        "tool": plain_json(_given(p.tool)),
+        "args": plain_json(_given(requested.args) or {}) if requested else {},
+        "expires_at": plain_json(_given(requested.expires_at)) if requested else None,
         "status": "pending",
     }
 
 
-def _on_approval_requested(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    approval_id = ident(data.get("approval_id"))
+def _on_approval_requested(txn: Txn, seq: int, p: ev.ApprovalRequested,
+                           data: Mapping[str, Any]) -> None:
+    approval_id = ident(_given(p.approval_id))
     if txn.find("approval", approval_id) is None:
-        txn.add(_new_approval(seq, approval_id, data))
+        txn.add(_new_approval(seq, approval_id, p))
     txn.state["attention"] = "approval"
 
 
-_DECIDED = {"approve": "approved", "deny": "denied"}
-
-
-def _on_approval_decided(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    approval_id = ident(data.get("approval_id"))
+def _on_approval_decided(txn: Txn, seq: int, p: ev.ApprovalDecided,
+                         data: Mapping[str, Any]) -> None:
+    approval_id = ident(_given(p.approval_id))
     i = txn.find("approval", approval_id)
     if i is None:
-        i = txn.add(_new_approval(seq, approval_id, data))
-    decision = data.get("decision")
-    reason = data.get("reason")
+        i = txn.add(_new_approval(seq, approval_id, p))
+    decision, reason = _given(p.decision), _given(p.reason)
     item = txn.item(i)
-    if decision == "deny" and reason == "expired":
-        item["status"] = "expired"
-    else:
-        item["status"] = _DECIDED.get(decision, "denied") if isinstance(decision, str) else "denied"
+    item["status"] = decision_status(decision if isinstance(decision, str) else None, reason)
     item["reason"] = reason if isinstance(reason, str) else None
-    item["always"] = data.get("always") is True
+    item["always"] = p.always is True
     txn.state["attention"] = None
 
 
@@ -271,20 +314,20 @@ def _new_message(message_id: Any) -> dict[str, Any]:
     }
 
 
-def _on_turn_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_turn_start(txn: Txn, seq: int, p: ev.TurnStart, data: Mapping[str, Any]) -> None:
     # Exactly the messages this turn names are now in the model's view; a queued one it does
     # not name keeps waiting for the final answer.
-    inputs = data.get("inputs")
-    through = as_int(data.get("inputs_through"))
-    if isinstance(inputs, list):
-        _deliver(txn, _seqs(inputs).__contains__)
+    through = as_int(p.inputs_through)
+    if isinstance(p.inputs, list):
+        _deliver(txn, _seqs(p.inputs).__contains__)
     elif through is not None:
         _deliver(txn, lambda s: s <= through)
-    message_id = ident(data.get("message_id"))
+    message_id = ident(_given(p.message_id))
     i = txn.find("assistant", message_id)
     if i is None:
         txn.add(_new_message(message_id))
         return
+    # A turn restarted in place: the run fold abandons the part it streamed.
     txn.set_text(i, "text", "")
     txn.set_text(i, "thinking", "")
     item = txn.item(i)
@@ -294,9 +337,10 @@ def _on_turn_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
 
 
 def _delta(field: str) -> Handler:
-    def handle(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-        message_id = ident(data.get("message_id"))
-        text = as_text(data.get("text"))
+    def handle(txn: Txn, seq: int, p: ev.TextDelta | ev.ThinkingDelta,
+               data: Mapping[str, Any]) -> None:
+        message_id = ident(_given(p.message_id))
+        text = as_text(_given(p.text))
         i = txn.find("assistant", message_id)
         if i is None:
             i = txn.add(_new_message(message_id))
@@ -308,94 +352,96 @@ def _delta(field: str) -> Handler:
     return handle
 
 
-_MESSAGE_END_STATUS = {"cancelled": "cancelled", "interrupted": "interrupted"}
+_MESSAGE_END_STATUS = {"cancelled": "cancelled", ABANDONING_STOP: "interrupted"}
+"""A call cut off to be retried (the run fold abandons its parts) is `interrupted`."""
 
 
-def _on_message_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    message_id = ident(data.get("message_id"))
+def _on_message_end(txn: Txn, seq: int, p: ev.MessageEnd, data: Mapping[str, Any]) -> None:
+    message_id = ident(_given(p.message_id))
     i = txn.find("assistant", message_id)
     if i is None:
         i = txn.add(_new_message(message_id))
-    if "text" in data:
-        txn.set_text(i, "text", as_text(data["text"]))
-    stop_reason = data.get("stop_reason")
+    if not _missing(p.text):
+        txn.set_text(i, "text", as_text(p.text))
+    stop_reason = _given(p.stop_reason)
     item = txn.item(i)
     item["status"] = _MESSAGE_END_STATUS.get(as_text(stop_reason), "complete")
     item["stop_reason"] = stop_reason
-    if data.get("usage") is not None:
-        item["usage"] = plain_json(data["usage"])
+    usage = _given(p.usage)
+    if usage is not None:
+        item["usage"] = plain_json(msgspec.to_builtins(usage))
 
 
-def _new_tool(call_id: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+def _new_tool(call_id: Any, tool: Any, arguments: Any) -> dict[str, Any]:
     return {
         "kind": "tool",
         "call_id": call_id,
-        "tool": data.get("tool"),
-        "arguments": plain_json(data.get("arguments") or {}),
+        "tool": tool,
+        "arguments": plain_json(arguments or {}),
         "status": "running",
         "progress": [],
     }
 
 
-def _on_tool_start(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = ident(data.get("call_id"))
+def _on_tool_start(txn: Txn, seq: int, p: ev.ToolStart, data: Mapping[str, Any]) -> None:
+    call_id = ident(_given(p.call_id))
+    tool, arguments = _given(p.tool), _given(p.arguments)
     i = txn.find("tool", call_id)
     if i is None:
-        txn.add(_new_tool(call_id, data))
+        txn.add(_new_tool(call_id, tool, arguments))
         return
-    item = txn.item(i)
-    if data.get("tool") is not None:
-        item["tool"] = data["tool"]
-    if data.get("arguments") is not None:
-        item["arguments"] = plain_json(data["arguments"])
+    item = txn.item(i)  # a resumed run re-announcing (or re-running) the call
+    if tool is not None:
+        item["tool"] = tool
+    if arguments is not None:
+        item["arguments"] = plain_json(arguments)
     item["status"] = "running"
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
 
 
-def _on_tool_progress(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = ident(data.get("call_id"))
+def _on_tool_progress(txn: Txn, seq: int, p: ev.ToolProgress, data: Mapping[str, Any]) -> None:
+    call_id = ident(_given(p.call_id))
     i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(call_id, data))
-    txn.progress(i).append(plain_json(data.get("message")))
+        i = txn.add(_new_tool(call_id, None, None))
+    txn.progress(i).append(plain_json(_given(p.message)))
 
 
-def _on_tool_end(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    call_id = ident(data.get("call_id"))
+_TOOL_STATUS = {"ok": "done", "error": "error", "interrupted": "interrupted"}
+
+
+def _on_tool_end(txn: Txn, seq: int, p: ev.ToolEnd, data: Mapping[str, Any]) -> None:
+    call_id = ident(_given(p.call_id))
     i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(call_id, data))
+        i = txn.add(_new_tool(call_id, None, None))
     item = txn.item(i)
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
-    ok = data.get("ok") is True
-    if data.get("interrupted"):
-        item["status"] = "interrupted"
+    item["status"] = _TOOL_STATUS[tool_outcome(p)]
+    if p.ok is True:
+        item["result"] = plain_json(_given(p.result))
     else:
-        item["status"] = "done" if ok else "error"
-    if ok:
-        item["result"] = plain_json(data.get("result"))
-    else:
-        item["error"] = plain_json(data.get("error"))
-    if data.get("duration_ms") is not None:
-        item["duration_ms"] = data["duration_ms"]
+        item["error"] = plain_json(_given(p.error))
+    if _given(p.duration_ms) is not None:
+        item["duration_ms"] = p.duration_ms
 
 
-def _on_stage(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    txn.state["stage"] = data.get("stage")
+def _on_stage(txn: Txn, seq: int, p: ev.Stage, data: Mapping[str, Any]) -> None:
+    txn.state["stage"] = _given(p.stage)
 
 
-def _on_title(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    txn.state["title"] = data.get("title")
+def _on_title(txn: Txn, seq: int, p: ev.Title, data: Mapping[str, Any]) -> None:
+    txn.state["title"] = _given(p.title)
 
 
-def _on_incomplete(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
-    txn.state["incomplete"] = {"reason": data.get("reason")}
+def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]) -> None:
+    txn.state["incomplete"] = {"reason": _given(p.reason)}
     _marker(txn, seq, "incomplete", data)
 
 
-def _on_error(txn: Txn, seq: int, data: Mapping[str, Any]) -> None:
+def _on_error(txn: Txn, seq: int, p: ev.Error, data: Mapping[str, Any]) -> None:
     _marker(txn, seq, "error", data)
 
 
@@ -420,3 +466,6 @@ _HANDLERS: dict[str, Handler] = {
     "incomplete": _on_incomplete,
     "error": _on_error,
 }
+
+HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)
+"""The event types this reducer renders (any other only advances `seq`)."""

@@ -6,7 +6,8 @@ The slice runs from the user message that opened a run to that run's `session_en
 the SSE `id:`, so `Last-Event-ID` resumes exactly. Nothing here reads a clock, a database or a
 random number: a replay is event for event what the live stream sent.
 
-How our events map:
+The rules (what is abandoned or interrupted, the tail of a `message_end`, unique message ids)
+are the run fold's (`domain/run_fold.py`); this module only renders its steps:
 
 * the opening `user_message`: `RUN_STARTED` (with the client's run id), `STATE_SNAPSHOT`
   (session id, status, title, stage) and `MESSAGES_SNAPSHOT` (the conversation so far: outlive
@@ -32,7 +33,7 @@ How our events map:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from ...domain import run_fold as rf
+from ...domain import run_steps as rs
+from ...domain.events import ErrorBody
 from ...domain.model import Event
 from ...domain.reducer import empty_state, fold
 from ._messages import assistant_id, messages_of, question_id, tool_content, tool_result_id
@@ -78,10 +82,6 @@ _DECISION_SCHEMA = {"type": "object", "required": ["approved"],
                                    "reason": {"type": "string"}}}
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
 @dataclass(frozen=True)
 class RunHeader:
     """What the AG-UI events say that the slice itself does not."""
@@ -93,32 +93,19 @@ class RunHeader:
     """The transcript (reducer state) just before the run's opening message."""
 
 
-@dataclass
-class _Stream:
-    """An open text or reasoning message: its AG-UI id and the text sent so far."""
-
-    ident: str
-    sent: str = ""
-
-
 class RunProjection:
-    """Folds one run's events, in log order, into AG-UI events."""
+    """Renders one run's fold (`RunFold`), event by event, as AG-UI events."""
 
     def __init__(self, header: RunHeader) -> None:
         self.header = header
+        self.fold = rf.RunFold()
         self.started = False
         self.ended = False
         self.emitted = 0
         self._events: list[Event] = []
         self._step: str | None = None
-        self._text: dict[Any, _Stream] = {}  # open text messages by our message id
-        self._reasoning: dict[Any, _Stream] = {}
-        self._ids: set[str] = set()
-        self._tools: set[str] = set()
-        self._seen_tools: set[str] = set()
         self._parent: str | None = None
         self._interrupts: list[Interrupt] = []
-        self._error: tuple[str, str | None] | None = None
         self._out: list[BaseEvent] = []
 
     def apply(self, event: Event) -> list[BaseEvent]:
@@ -127,7 +114,6 @@ class RunProjection:
             return []
         self._out = []
         self._events.append(event)
-        data = event.data if isinstance(event.data, Mapping) else {}
         if not self.started:
             if event.type not in OPENERS:
                 raise ValueError(f"a run starts with a user_message, not {event.type}")
@@ -138,9 +124,7 @@ class RunProjection:
             self._state()
             self._snapshot()
         else:
-            handler = _HANDLERS.get(event.type)
-            if handler is not None:
-                handler(self, event, data)
+            _render.render(self, self.fold.apply(event))
         out, self._out = self._out, []
         self.emitted += len(out)
         return out
@@ -160,225 +144,129 @@ class RunProjection:
         self._out.append(MessagesSnapshotEvent(messages=messages_of(
             self._transcript().get("items", []))))
 
-    # -- steps, text and reasoning ---------------------------------------------------------
-
-    def _open_step(self, name: str) -> None:
-        self._close_step()
-        self._step = name
-        self._out.append(StepStartedEvent(step_name=name))
-
     def _close_step(self) -> None:
         if self._step is not None:
             self._out.append(StepFinishedEvent(step_name=self._step))
             self._step = None
 
-    def _open_id(self, wanted: str, seq: int) -> str:
-        """A message id for a new stream: ours, unless an earlier stream of the run used it."""
-        ident = wanted if wanted not in self._ids else f"{wanted}_{seq}"
-        self._ids.add(ident)
-        return ident
-
-    def _delta(self, kind: str, message_id: Any, text: str, seq: int) -> None:
-        if kind == "text":
-            if message_id not in self._text:
-                self._close_reasoning(message_id)
-                ident = self._open_id(assistant_id(message_id), seq)
-                self._text[message_id] = _Stream(ident)
-                self._out.append(TextMessageStartEvent(message_id=ident, role="assistant"))
-            stream = self._text[message_id]
-            stream.sent += text
-            self._out.append(TextMessageContentEvent(message_id=stream.ident, delta=text))
-        else:
-            if message_id not in self._reasoning:
-                ident = self._open_id(f"rs_{assistant_id(message_id)}", seq)
-                self._reasoning[message_id] = _Stream(ident)
-                self._out.append(ReasoningStartEvent(message_id=ident))
-                self._out.append(ReasoningMessageStartEvent(message_id=ident, role="reasoning"))
-            stream = self._reasoning[message_id]
-            stream.sent += text
-            self._out.append(ReasoningMessageContentEvent(message_id=stream.ident, delta=text))
-
-    def _close_text(self, message_id: Any, text: str | None = None) -> None:
-        stream = self._text.pop(message_id, None)
-        if stream is None:
-            return
-        if text and text != stream.sent and text.startswith(stream.sent):
-            self._out.append(TextMessageContentEvent(message_id=stream.ident,
-                                                     delta=text[len(stream.sent):]))
-        self._out.append(TextMessageEndEvent(message_id=stream.ident))
-
-    def _close_reasoning(self, message_id: Any) -> None:
-        stream = self._reasoning.pop(message_id, None)
-        if stream is None:
-            return
-        self._out.append(ReasoningMessageEndEvent(message_id=stream.ident))
-        self._out.append(ReasoningEndEvent(message_id=stream.ident))
-
-    def _close_all_text(self) -> None:
-        for message_id in list(self._reasoning):
-            self._close_reasoning(message_id)
-        for message_id in list(self._text):
-            self._close_text(message_id)
-
-    # -- tools -------------------------------------------------------------------------------
-
-    def _tool_start(self, call_id: str, tool: str, arguments: Any) -> None:
-        self._tools.add(call_id)
-        self._seen_tools.add(call_id)
-        self._out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=tool,
-                                            parent_message_id=self._parent))
-        self._out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(
-            arguments, ensure_ascii=False, separators=(",", ":"), default=str)))
-        self._out.append(ToolCallEndEvent(tool_call_id=call_id))
-
-    def _tool_end(self, call_id: str, data: Mapping[str, Any]) -> None:
-        self._tools.discard(call_id)
-        ok = data.get("ok") is True and not data.get("interrupted")
-        error = data.get("error") or ("interrupted" if data.get("interrupted") else "failed")
-        self._out.append(ToolCallResultEvent(
-            message_id=tool_result_id(call_id), tool_call_id=call_id, role="tool",
-            content=tool_content(ok, data.get("result"), error)))
-
-    # -- the end -----------------------------------------------------------------------------
-
-    def _end(self, data: Mapping[str, Any]) -> None:
-        self._close_all_text()
-        for call_id in sorted(self._tools):
-            self._tool_end(call_id, {"ok": False, "interrupted": True})
+    def _finish(self, outcome: Any) -> None:
+        """Close what is open, then end the run with `outcome` (None: `RUN_ERROR` follows)."""
+        _render.render(self, self.fold.close_open())
         self._close_step()
         self._snapshot()
-        status = data.get("status")
-        h = self.header
-        if status == "succeeded":
-            outcome: Any = (RunFinishedInterruptOutcome(interrupts=self._interrupts)
-                            if self._interrupts else RunFinishedSuccessOutcome())
+        if outcome is not None:
+            h = self.header
             self._out.append(RunFinishedEvent(thread_id=h.thread_id, run_id=h.run_id,
                                               outcome=outcome))
-        elif status == "cancelled":
-            self._out.append(RunFinishedEvent(thread_id=h.thread_id, run_id=h.run_id,
-                                              outcome=RunFinishedCancelledOutcome()))
-        else:
-            error = data.get("error")
-            message, code = self._error or (None, None)
-            if isinstance(error, Mapping):
-                message = message or _text(error.get("message"))
-                code = code or _text(error.get("code")) or None
-            self._out.append(RunErrorEvent(message=message or "the run failed", code=code))
         self.ended = True
 
 
-# ---- handlers ---------------------------------------------------------------------------------
+# ---- the rendering table ----------------------------------------------------------------------
 
-Handler = Callable[[RunProjection, Event, Mapping[str, Any]], None]
-
-
-def _on_resumed(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._close_all_text()  # abandoned: the closing MESSAGES_SNAPSHOT leaves them out
-
-
-def _on_turn_start(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    message_id = data.get("message_id")
-    p._close_reasoning(message_id)  # a turn restarted in place
-    p._close_text(message_id)
-    p._parent = assistant_id(message_id)
-    p._open_step(f"turn {data.get('turn')}" + (f" retry {data['retry']}"
-                                               if data.get("retry") else ""))
+_render = rs.Renderers[RunProjection]()
+"""Steps no function below renders (claims, progress, usage, incompleteness, errors until the end, a
+decision inside a run) send nothing of their own; the closing snapshot shows what they
+changed."""
 
 
-def _on_thinking(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = _text(data.get("text"))
-    if text:
-        p._delta("reasoning", data.get("message_id"), text, ev.seq)
+@_render.of(rs.PartOpened)
+def _opened(p: RunProjection, s: rs.PartOpened) -> None:
+    if s.kind == "text":
+        p._out.append(TextMessageStartEvent(message_id=s.part_id, role="assistant"))
+    else:
+        ident = f"rs_{s.part_id}"
+        p._out.append(ReasoningStartEvent(message_id=ident))
+        p._out.append(ReasoningMessageStartEvent(message_id=ident, role="reasoning"))
 
 
-def _on_text(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = _text(data.get("text"))
-    if text:
-        p._delta("text", data.get("message_id"), text, ev.seq)
+@_render.of(rs.PartDelta)
+def _delta(p: RunProjection, s: rs.PartDelta) -> None:
+    if s.kind == "text":
+        p._out.append(TextMessageContentEvent(message_id=s.part_id, delta=s.text))
+    else:
+        p._out.append(ReasoningMessageContentEvent(message_id=f"rs_{s.part_id}", delta=s.text))
 
 
-def _on_message_end(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    message_id = data.get("message_id")
-    text = data.get("text") if isinstance(data.get("text"), str) else None
-    p._close_reasoning(message_id)
-    if _text(data.get("stop_reason")) == "interrupted":
-        p._close_text(message_id)
+@_render.of(rs.PartClosed)
+def _closed(p: RunProjection, s: rs.PartClosed) -> None:
+    # An abandoned part ends like any other: the closing MESSAGES_SNAPSHOT leaves it out.
+    if s.kind == "text":
+        if s.tail:
+            p._out.append(TextMessageContentEvent(message_id=s.part_id, delta=s.tail))
+        p._out.append(TextMessageEndEvent(message_id=s.part_id))
+    else:
+        p._out.append(ReasoningMessageEndEvent(message_id=f"rs_{s.part_id}"))
+        p._out.append(ReasoningEndEvent(message_id=f"rs_{s.part_id}"))
+
+
+@_render.of(rs.TurnBegan)
+def _turn(p: RunProjection, s: rs.TurnBegan) -> None:
+    p._parent = assistant_id(s.message_id)
+    p._close_step()
+    p._step = f"turn {s.turn}" + (f" retry {s.retry}" if s.retry else "")
+    p._out.append(StepStartedEvent(step_name=p._step))
+
+
+@_render.of(rs.ToolBegan)
+def _tool_began(p: RunProjection, s: rs.ToolBegan) -> None:
+    if s.again:
+        return  # one tool call per call id: its first run stands
+    p._out.append(ToolCallStartEvent(tool_call_id=s.call_id, tool_call_name=s.tool,
+                                     parent_message_id=p._parent))
+    p._out.append(ToolCallArgsEvent(tool_call_id=s.call_id, delta=json.dumps(
+        s.arguments, ensure_ascii=False, separators=(",", ":"), default=str)))
+    p._out.append(ToolCallEndEvent(tool_call_id=s.call_id))
+
+
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: RunProjection, s: rs.ToolFinished) -> None:
+    if s.again:
         return
-    if message_id not in p._text and text:
-        p._delta("text", message_id, text, ev.seq)
-    p._close_text(message_id, text)
+    ok = s.outcome == "ok"
+    error = s.error or ("interrupted" if s.outcome == "interrupted" else "failed")
+    p._out.append(ToolCallResultEvent(
+        message_id=tool_result_id(s.call_id), tool_call_id=s.call_id, role="tool",
+        content=tool_content(ok, s.result, error)))
 
 
-def _on_tool_start(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = _text(data.get("call_id")) or f"call_{ev.seq}"
-    if call_id not in p._seen_tools:  # a resumed run re-runs the call it had started
-        p._tool_start(call_id, _text(data.get("tool")), data.get("arguments") or {})
-
-
-def _on_tool_end(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = _text(data.get("call_id")) or f"call_{ev.seq}"
-    if call_id not in p._tools:
-        if call_id in p._seen_tools:
-            return  # already closed (a duplicate receipt)
-        p._tool_start(call_id, _text(data.get("tool")), data.get("arguments") or {})
-    p._tool_end(call_id, data)
-
-
-def _on_question(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    options = data.get("options")
+@_render.of(rs.QuestionAsked)
+def _question(p: RunProjection, s: rs.QuestionAsked) -> None:
     schema: dict[str, Any] = {"type": "string"}
-    if isinstance(options, list) and options:
-        schema["examples"] = [_text(o) for o in options]
+    if s.options:
+        schema["examples"] = [rf.text_of(o) for o in s.options]
+    p._interrupts.append(Interrupt(id=question_id(s.seq), reason="question", message=s.question,
+                                   response_schema=schema))
+
+
+@_render.of(rs.ApprovalAsked)
+def _approval(p: RunProjection, s: rs.ApprovalAsked) -> None:
     p._interrupts.append(Interrupt(
-        id=question_id(ev.seq), reason="question", message=_text(data.get("question")),
-        response_schema=schema))
+        id=s.approval_id, reason="approval", message=f"Approve the call of {s.tool or 'a tool'}?",
+        tool_call_id=s.call_id or None, expires_at=s.expires_at,
+        response_schema=_DECISION_SCHEMA, metadata={"tool": s.tool, "args": s.args}))
+    p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts))  # the person decides
 
 
-def _on_approval(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    tool = _text(data.get("tool"))
-    expires = data.get("expires_at")
-    p._interrupts.append(Interrupt(
-        id=_text(data.get("approval_id")) or f"approval_{ev.seq}", reason="approval",
-        message=f"Approve the call of {tool or 'a tool'}?",
-        tool_call_id=_text(data.get("call_id")) or None,
-        expires_at=expires if isinstance(expires, str) else None,
-        response_schema=_DECISION_SCHEMA,
-        metadata={"tool": tool, "args": data.get("args") or {}}))
-    p._end({"status": "succeeded"})  # the session waits on the person: this run is over
-
-
-def _on_state(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
+@_render.of(rs.StateChanged)
+def _state(p: RunProjection, s: rs.StateChanged) -> None:
     p._state()
 
 
-def _on_error(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    if not data.get("retrying"):
-        p._error = (_text(data.get("message")) or "error", _text(data.get("code")) or None)
-
-
-def _on_end(p: RunProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._end(data)
-
-
-_HANDLERS: dict[str, Handler] = {
-    "session_resumed": _on_resumed,
-    "session_interrupted": _on_resumed,
-    "turn_start": _on_turn_start,
-    "thinking_delta": _on_thinking,
-    "text_delta": _on_text,
-    "message_end": _on_message_end,
-    "tool_start": _on_tool_start,
-    "tool_end": _on_tool_end,
-    "user_question": _on_question,
-    "approval_requested": _on_approval,
-    "stage": _on_state,
-    "title": _on_state,
-    "error": _on_error,
-    "session_end": _on_end,
-}
-"""Events with no entry (`session_start`, later `user_message`s, `tool_progress`,
-`incomplete`, `approval_decided` inside a run) send nothing of their own; the closing snapshot
-shows what they changed."""
+@_render.of(rs.RunEnded)
+def _ended(p: RunProjection, s: rs.RunEnded) -> None:
+    if s.status == "succeeded":
+        p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts) if p._interrupts
+                  else RunFinishedSuccessOutcome())
+    elif s.status == "cancelled":
+        p._finish(RunFinishedCancelledOutcome())
+    else:
+        p._finish(None)
+        message, code = (s.failure.message or "error", s.failure.code or None) if s.failure \
+            else (None, None)
+        if isinstance(s.error, ErrorBody):
+            message = message or s.error.message
+            code = code or s.error.code or None
+        p._out.append(RunErrorEvent(message=message or "the run failed", code=code))
 
 
 def project_run(header: RunHeader, events: Iterable[Event]) -> list[BaseEvent]:

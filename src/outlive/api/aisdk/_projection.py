@@ -6,7 +6,8 @@ the AI SDK's UI message stream (protocol v1) it stands for, in order, so the *n*
 run is always the same chunk: the workflow transport's `startIndex` is that position. Nothing
 here reads a clock, a database or a random number.
 
-How our events map (the reducer's rules, in this protocol's words):
+The rules (what is abandoned, cut short or interrupted, the tail of a `message_end`, unique
+part ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps:
 
 * the opening `user_message`: `start` (the message id is the run id);
 * `turn_start`: `start-step` (after `finish-step` for the previous turn);
@@ -36,11 +37,14 @@ that knows the whole slice (`hidden_deltas`) leaves such parts out altogether.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
+from ...domain import run_fold as rf
+from ...domain import run_steps as rs
+from ...domain.events import ErrorBody
 from ...domain.model import Event
+from ...domain.run_fold import hidden_deltas
 
 __all__ = ["ASK_TOOL", "ChatProjection", "hidden_deltas", "project_chat"]
 
@@ -49,43 +53,23 @@ ASK_TOOL = "ask_user"
 
 _ABANDONED = {"outlive": {"abandoned": True}}
 _FINISH_REASONS = {"length": "length"}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
+_EXECUTED = {"dynamic": True, "providerExecuted": True}
 
 
 def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-@dataclass
-class _Open:
-    """An open text or reasoning part."""
-
-    part_id: str
-    kind: str  # "text" | "reasoning"
-    sent: list[str] = field(default_factory=list)
-
-
 class ChatProjection:
-    """Folds one run's events, in log order, into UI message stream chunks."""
+    """Renders one run's fold (`RunFold`), event by event, as UI message stream chunks."""
 
     def __init__(self, run_id: str, hidden: frozenset[int] = frozenset()) -> None:
         self.run_id = run_id
-        self.hidden = hidden
-        """Seqs of deltas to leave out (parts a replay knows were abandoned)."""
+        self.fold = rf.RunFold(hidden)
         self.started = False
         self.ended = False
         self.emitted = 0
         self._step = False
-        self._text: dict[Any, _Open] = {}
-        self._reasoning: dict[Any, _Open] = {}
-        self._tools: set[str] = set()
-        self._seen_tools: set[str] = set()
-        self._ids: set[str] = set()
-        self._error: str | None = None
-        self._incomplete: str | None = None
         self._asked = False
         self._approvals: dict[str, dict[str, Any]] = {}
         self._out: list[dict[str, Any]] = []
@@ -95,29 +79,19 @@ class ChatProjection:
         if self.ended:
             return []
         self._out = []
-        data = event.data if isinstance(event.data, Mapping) else {}
         if not self.started:
             if event.type != "user_message":
                 raise ValueError(f"a run starts with a user_message, not {event.type}")
             self.started = True
             self._emit("start", messageId=self.run_id)
         else:
-            handler = _HANDLERS.get(event.type)
-            if handler is not None:
-                handler(self, event, data)
+            _render.render(self, self.fold.apply(event))
         out, self._out = self._out, []
         self.emitted += len(out)
         return out
 
-    # -- emitting ------------------------------------------------------------------------
-
     def _emit(self, type_: str, **fields: Any) -> None:
         self._out.append({"type": type_, **fields})
-
-    def _new_id(self, wanted: str, seq: int) -> str:
-        ident = wanted if wanted not in self._ids else f"{wanted}_{seq}"
-        self._ids.add(ident)
-        return ident
 
     def _open_step(self) -> None:
         if not self._step:
@@ -129,248 +103,119 @@ class ChatProjection:
             self._step = False
             self._emit("finish-step")
 
-    # -- text and reasoning parts --------------------------------------------------------
-
-    def _delta(self, kind: str, message_id: Any, text: str, seq: int) -> None:
-        table = self._text if kind == "text" else self._reasoning
-        part = table.get(message_id)
-        if part is None:
-            self._open_step()
-            base = _text(message_id) or f"msg_{seq}"
-            part = table[message_id] = _Open(
-                self._new_id(base if kind == "text" else f"rs_{base}", seq), kind)
-            self._emit(f"{kind}-start", id=part.part_id)
-        part.sent.append(text)
-        self._emit(f"{kind}-delta", id=part.part_id, delta=text)
-
-    def _close(self, kind: str, message_id: Any, *, abandoned: bool = False,
-               text: str | None = None) -> None:
-        table = self._text if kind == "text" else self._reasoning
-        part = table.get(message_id)
-        if part is None:
-            return
-        sent = "".join(part.sent)
-        if not abandoned and text and text != sent and text.startswith(sent):
-            self._emit(f"{kind}-delta", id=part.part_id, delta=text[len(sent):])
-        del table[message_id]
-        if abandoned:
-            self._emit(f"{kind}-end", id=part.part_id, providerMetadata=_ABANDONED)
-        else:
-            self._emit(f"{kind}-end", id=part.part_id)
-
-    def _abandon_all(self) -> None:
-        for message_id in list(self._reasoning):
-            self._close("reasoning", message_id, abandoned=True)
-        for message_id in list(self._text):
-            self._close("text", message_id, abandoned=True)
-
-    def _abandon(self, message_id: Any) -> None:
-        self._close("reasoning", message_id, abandoned=True)
-        self._close("text", message_id, abandoned=True)
-
-    # -- tool parts ------------------------------------------------------------------------
-
-    def _tool_start(self, call_id: str, tool: str, arguments: Any, *, executed: bool) -> None:
+    def _tool_input(self, call_id: str, tool: str, arguments: Any, flags: dict[str, Any]) -> None:
         self._open_step()
-        self._tools.add(call_id)
-        self._seen_tools.add(call_id)
-        flags = {"dynamic": True, **({"providerExecuted": True} if executed else {})}
         self._emit("tool-input-start", toolCallId=call_id, toolName=tool, **flags)
         self._emit("tool-input-delta", toolCallId=call_id, inputTextDelta=_json_text(arguments))
         self._emit("tool-input-available", toolCallId=call_id, toolName=tool, input=arguments,
                    **flags)
 
-    def _tool_end(self, call_id: str, data: Mapping[str, Any]) -> None:
-        self._tools.discard(call_id)
-        flags = {"dynamic": True, "providerExecuted": True}
-        if data.get("ok") is True and not data.get("interrupted"):
-            self._emit("tool-output-available", toolCallId=call_id, output=data.get("result"),
-                       **flags)
-        else:
-            error = data.get("error")
-            text = error if isinstance(error, str) else _json_text(error)
-            if data.get("interrupted") and not text:
-                text = "interrupted"
-            self._emit("tool-output-error", toolCallId=call_id, errorText=text or "failed",
-                       **flags)
 
-    # -- the end -----------------------------------------------------------------------------
+# ---- the rendering table ----------------------------------------------------------------------
 
-    def _end(self, data: Mapping[str, Any]) -> None:
-        status = data.get("status")
-        for message_id in list(self._reasoning):
-            self._close("reasoning", message_id)
-        for message_id in list(self._text):
-            self._close("text", message_id)
-        for call_id in sorted(self._tools):
-            self._tool_end(call_id, {"ok": False, "interrupted": True, "error": "interrupted"})
-        self._close_step()
-        if status == "succeeded":
-            reason = "tool-calls" if self._asked else "stop"
-        elif status == "cancelled":
-            self._emit("abort", reason=_text(data.get("reason")) or "cancelled")
-            reason = "other"
-        elif self._incomplete is not None:
-            reason = _FINISH_REASONS.get(self._incomplete, "other")
-        else:
-            error = data.get("error")
-            message = self._error
-            if message is None and isinstance(error, Mapping):
-                message = _text(error.get("message")) or _text(error.get("code"))
-            self._emit("error", errorText=message or "the run failed")
-            reason = "error"
-        self._emit("finish", finishReason=reason)
-        self.ended = True
+_render = rs.Renderers[ChatProjection]()
+"""Steps no function below renders (claims, progress, state, usage, errors and
+incompleteness until the end) send nothing."""
 
 
-# ---- handlers ---------------------------------------------------------------------------------
-
-Handler = Callable[[ChatProjection, Event, Mapping[str, Any]], None]
-
-
-def _on_resumed(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._abandon_all()  # the run that streamed them is gone; its tools stay open (re-run or not)
+def _part_id(kind: str, part_id: str) -> str:
+    return part_id if kind == "text" else f"rs_{part_id}"
 
 
-def _on_turn_start(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._abandon(data.get("message_id"))  # a turn restarted in place
+@_render.of(rs.PartOpened)
+def _opened(p: ChatProjection, s: rs.PartOpened) -> None:
+    p._open_step()
+    p._emit(f"{s.kind}-start", id=_part_id(s.kind, s.part_id))
+
+
+@_render.of(rs.PartDelta)
+def _delta(p: ChatProjection, s: rs.PartDelta) -> None:
+    p._emit(f"{s.kind}-delta", id=_part_id(s.kind, s.part_id), delta=s.text)
+
+
+@_render.of(rs.PartClosed)
+def _closed(p: ChatProjection, s: rs.PartClosed) -> None:
+    ident = _part_id(s.kind, s.part_id)
+    if s.tail:
+        p._emit(f"{s.kind}-delta", id=ident, delta=s.tail)
+    if s.how == "abandoned":
+        p._emit(f"{s.kind}-end", id=ident, providerMetadata=_ABANDONED)
+    else:
+        p._emit(f"{s.kind}-end", id=ident)
+
+
+@_render.of(rs.TurnBegan)
+def _turn(p: ChatProjection, s: rs.TurnBegan) -> None:
     p._close_step()
     p._open_step()
 
 
-def _on_thinking(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = _text(data.get("text"))
-    if text and ev.seq not in p.hidden:
-        p._delta("reasoning", data.get("message_id"), text, ev.seq)
+@_render.of(rs.ToolBegan)
+def _tool_began(p: ChatProjection, s: rs.ToolBegan) -> None:
+    if s.again:
+        return  # this protocol has one part per call id: its first run stands
+    p._tool_input(s.call_id, s.tool, s.arguments, _EXECUTED)
 
 
-def _on_text(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = _text(data.get("text"))
-    if text and ev.seq not in p.hidden:
-        message_id = data.get("message_id")
-        p._close("reasoning", message_id)
-        p._delta("text", message_id, text, ev.seq)
-
-
-def _on_message_end(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    message_id = data.get("message_id")
-    if _text(data.get("stop_reason")) == "interrupted":
-        p._abandon(message_id)
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: ChatProjection, s: rs.ToolFinished) -> None:
+    if s.again:
         return
-    text = data.get("text") if isinstance(data.get("text"), str) else None
-    p._close("reasoning", message_id)
-    if message_id not in p._text and text:
-        p._delta("text", message_id, text, ev.seq)
-    p._close("text", message_id, text=text)
+    if s.outcome == "ok":
+        p._emit("tool-output-available", toolCallId=s.call_id, output=s.result, **_EXECUTED)
+        return
+    text = s.error if isinstance(s.error, str) else _json_text(s.error)
+    if s.outcome == "interrupted" and not text:
+        text = "interrupted"
+    p._emit("tool-output-error", toolCallId=s.call_id, errorText=text or "failed", **_EXECUTED)
 
 
-def _on_tool_start(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = _text(data.get("call_id")) or f"call_{ev.seq}"
-    if call_id not in p._seen_tools:  # a resumed run re-runs the call it had started
-        p._tool_start(call_id, _text(data.get("tool")), data.get("arguments") or {},
-                      executed=True)
-
-
-def _on_tool_end(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = _text(data.get("call_id")) or f"call_{ev.seq}"
-    if call_id not in p._tools:
-        if call_id in p._seen_tools:
-            return  # already closed (a duplicate receipt)
-        p._tool_start(call_id, _text(data.get("tool")), data.get("arguments") or {},
-                      executed=True)
-    p._tool_end(call_id, data)
-
-
-def _on_question(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = _text(data.get("call_id")) or f"question_{ev.seq}"
-    if call_id in p._seen_tools:
-        call_id = f"{call_id}_{ev.seq}"
-    options = data.get("options")
-    question = {"question": _text(data.get("question")),
-                "options": list(options) if isinstance(options, list) else []}
-    p._tool_start(call_id, ASK_TOOL, question, executed=False)
-    p._tools.discard(call_id)  # left open on purpose: the person answers it
+@_render.of(rs.QuestionAsked)
+def _question(p: ChatProjection, s: rs.QuestionAsked) -> None:
+    # left at input-available on purpose: the person answers it
+    p._tool_input(s.call_id, ASK_TOOL, {"question": s.question, "options": s.options},
+                  {"dynamic": True})
     p._asked = True
 
 
-def _on_approval(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    approval_id = _text(data.get("approval_id")) or f"approval_{ev.seq}"
-    if ev.type == "approval_requested":
-        p._approvals[approval_id] = {
-            "approval_id": approval_id, "call_id": _text(data.get("call_id")),
-            "tool": _text(data.get("tool")), "args": data.get("args") or {},
-            "expires_at": data.get("expires_at"), "status": "pending",
-        }
+@_render.of(rs.ApprovalAsked)
+def _approval_asked(p: ChatProjection, s: rs.ApprovalAsked) -> None:
+    p._approvals[s.approval_id] = {
+        "approval_id": s.approval_id, "call_id": s.call_id, "tool": s.tool, "args": s.args,
+        "expires_at": s.expires_at, "status": "pending"}
+    p._emit("data-approval", id=s.approval_id, data=dict(p._approvals[s.approval_id]))
+
+
+@_render.of(rs.ApprovalAnswered)
+def _approval_answered(p: ChatProjection, s: rs.ApprovalAnswered) -> None:
+    part = p._approvals.setdefault(s.approval_id, {
+        "approval_id": s.approval_id, "call_id": s.call_id, "tool": s.tool, "args": {},
+        "expires_at": None})
+    part["status"] = s.status
+    part["reason"] = s.reason
+    p._emit("data-approval", id=s.approval_id, data=dict(part))
+
+
+@_render.of(rs.RunEnded)
+def _ended(p: ChatProjection, s: rs.RunEnded) -> None:
+    p._close_step()
+    if s.status == "succeeded":
+        reason = "tool-calls" if p._asked else "stop"
+    elif s.status == "cancelled":
+        p._emit("abort", reason=s.reason or "cancelled")
+        reason = "other"
+    elif s.incomplete is not None:
+        reason = _FINISH_REASONS.get(s.incomplete, "other")
     else:
-        part = p._approvals.setdefault(approval_id, {
-            "approval_id": approval_id, "call_id": _text(data.get("call_id")),
-            "tool": _text(data.get("tool")), "args": {}, "expires_at": None})
-        decision, reason = data.get("decision"), data.get("reason")
-        part["status"] = ("expired" if decision == "deny" and reason == "expired"
-                          else "approved" if decision == "approve" else "denied")
-        part["reason"] = reason if isinstance(reason, str) else None
-    p._emit("data-approval", id=approval_id, data=dict(p._approvals[approval_id]))
-
-
-def _on_incomplete(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._incomplete = _text(data.get("reason")) or "unknown"
-
-
-def _on_error(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    if not data.get("retrying"):
-        p._error = _text(data.get("message")) or _text(data.get("code")) or "error"
-
-
-def _on_end(p: ChatProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._end(data)
-
-
-_HANDLERS: dict[str, Handler] = {
-    "session_resumed": _on_resumed,
-    "session_interrupted": _on_resumed,
-    "turn_start": _on_turn_start,
-    "thinking_delta": _on_thinking,
-    "text_delta": _on_text,
-    "message_end": _on_message_end,
-    "tool_start": _on_tool_start,
-    "tool_end": _on_tool_end,
-    "user_question": _on_question,
-    "approval_requested": _on_approval,
-    "approval_decided": _on_approval,
-    "incomplete": _on_incomplete,
-    "error": _on_error,
-    "session_end": _on_end,
-}
-"""Events with no entry (`session_start`, later `user_message`s, `tool_progress`, `stage`,
-`title`) send nothing."""
-
-
-def hidden_deltas(events: Iterable[Event]) -> frozenset[int]:
-    """Seqs of the deltas of every part the slice abandons (see the module docstring), so a
-    replay of a stored slice can leave those parts out."""
-    open_parts: dict[Any, list[int]] = {}
-    hidden: set[int] = set()
-
-    def drop(message_id: Any) -> None:
-        hidden.update(open_parts.pop(message_id, ()))
-
-    for ev in events:
-        data = ev.data if isinstance(ev.data, Mapping) else {}
-        if ev.type in ("text_delta", "thinking_delta"):
-            open_parts.setdefault(data.get("message_id"), []).append(ev.seq)
-        elif ev.type in ("session_resumed", "session_interrupted"):
-            for message_id in list(open_parts):
-                drop(message_id)
-        elif ev.type == "turn_start":
-            drop(data.get("message_id"))
-        elif ev.type == "message_end":
-            if _text(data.get("stop_reason")) == "interrupted":
-                drop(data.get("message_id"))
-            else:
-                open_parts.pop(data.get("message_id"), None)
-        elif ev.type == "session_end":
-            break
-    return frozenset(hidden)
+        message = None
+        if s.failure is not None:
+            message = s.failure.message or s.failure.code or "error"
+        elif isinstance(s.error, ErrorBody):
+            message = s.error.message or s.error.code
+        p._emit("error", errorText=message or "the run failed")
+        reason = "error"
+    p._emit("finish", finishReason=reason)
+    p.ended = True
 
 
 def project_chat(run_id: str, events: Iterable[Event], hidden: frozenset[int] = frozenset()

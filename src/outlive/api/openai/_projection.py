@@ -7,7 +7,9 @@ Response object up to date. Nothing here reads a clock, a database or a random n
 slice always gives the same events with the same `sequence_number`s, so a client may resume
 from any of them and a replay is byte-for-byte what the live stream sent.
 
-How our events map (the rest, `stage`, `title`, `tool_progress` and later user messages, have
+The rules (what is abandoned, cut short or interrupted, the tail of a `message_end`, unique
+item ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps. How
+our events map (the rest, `stage`, `title`, `tool_progress` and later user messages, have
 no Responses counterpart and emit nothing):
 
 * the opening `user_message`: `response.created` and `response.queued` (status `queued`);
@@ -37,12 +39,15 @@ An answer cut short by a cancel or a failure keeps its partial text (status `inc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...domain import run_fold as rf
+from ...domain import run_steps as rs
+from ...domain.events import ApprovalDecided, ErrorBody
 from ...domain.model import Event
-from ._shapes import content_part, failure, json_text, plain, response_object, text_of, whole_number
+from ._shapes import content_part, failure, json_text, plain, response_object
 
 __all__ = ["OPENERS", "SERVER_LABEL", "ResponseHeader", "ResponseProjection", "project"]
 
@@ -55,8 +60,8 @@ that carries on a run which waited for an approval (and ended the previous respo
 _INCOMPLETE_REASONS = {"length": "max_output_tokens"}
 """Our `incomplete` reasons in OpenAI's words; others (`max_turns`) are passed through."""
 
-_ABANDONED = frozenset({"interrupted"})
-_CUT_SHORT = frozenset({"cancelled", "length"})
+_KIND = {"text": "message", "reasoning": "reasoning"}
+_STATUS = {"completed": "completed", "cut_short": "incomplete"}
 
 
 @dataclass(frozen=True)
@@ -83,10 +88,11 @@ class _Part:
 
 
 class ResponseProjection:
-    """Folds one response's events, in log order, into Responses stream events."""
+    """Renders one response's fold (`RunFold`), event by event, as Responses stream events."""
 
     def __init__(self, header: ResponseHeader) -> None:
         self.header = header
+        self.fold = rf.RunFold()
         self.status: str | None = None
         """None before the opening user message; then an OpenAI status."""
         self.created_at = 0
@@ -95,15 +101,14 @@ class ResponseProjection:
         self.incomplete_reason: str | None = None
         self.usage: tuple[int, int] | None = None
         self.items: list[dict[str, Any]] = []
-        self._messages: dict[Any, _Part] = {}
-        self._reasoning: dict[Any, _Part] = {}
-        self._tools: dict[Any, int] = {}
-        self._decided: dict[Any, Mapping[str, Any]] = {}
+        self._parts: dict[str, _Part] = {}  # open text items by the fold's part id
+        self._tools: dict[str, int] = {}  # running calls: their item's index
+        self._decided: dict[str, ApprovalDecided] = {}
         """call id -> the `approval_decided` that opened the slice."""
         self.awaiting: str | None = None
         """The approval id of the `mcp_approval_request` the response ended on, if it did."""
-        self._ids: set[str] = set()
         self._next = 0
+        self._event: Event | None = None
         self._out: list[dict[str, Any]] = []
 
     @property
@@ -120,17 +125,16 @@ class ResponseProjection:
         if self.ended:
             return []
         self._out = []
-        data = event.data if isinstance(event.data, Mapping) else {}
+        self._event = event
         if self.status is None:
             if event.type not in OPENERS:
                 raise ValueError(f"a response starts with a user_message, not {event.type}")
             self._open(event)
-            if event.type == "approval_decided":
-                self._decided[data.get("call_id")] = data
+            payload = event.payload
+            if isinstance(payload, ApprovalDecided):
+                self._decided[rf.text_of(payload.call_id)] = payload
         else:
-            handler = _HANDLERS.get(event.type)
-            if handler is not None:
-                handler(self, event, data)
+            _render.render(self, self.fold.apply(event))
         out, self._out = self._out, []
         return out
 
@@ -149,7 +153,7 @@ class ResponseProjection:
 
     def _item_now(self, index: int) -> dict[str, Any]:
         item = plain(self.items[index])
-        for part in (*self._messages.values(), *self._reasoning.values()):
+        for part in self._parts.values():
             if part.index == index:  # still streaming: show the text so far
                 item["content"] = [content_part(part.kind, part.text)]
         return dict(item)
@@ -162,11 +166,6 @@ class ResponseProjection:
 
     def _lifecycle(self, type_: str) -> None:
         self._emit(type_, response=self.response())
-
-    def _new_id(self, wanted: str, seq: int) -> str:
-        ident = wanted if wanted not in self._ids else f"{wanted}_{seq}"
-        self._ids.add(ident)
-        return ident
 
     def _add(self, item: dict[str, Any]) -> int:
         self.items.append(item)
@@ -186,276 +185,185 @@ class ResponseProjection:
         self._lifecycle("response.created")
         self._lifecycle("response.queued")
 
-    def _running(self) -> None:
-        if self.status == "queued":
-            self.status = "in_progress"
-            self._lifecycle("response.in_progress")
-
-    def _end(self, event: Event, data: Mapping[str, Any]) -> None:
-        status = data.get("status")
-        self._close_all()
-        if status == "succeeded":
-            self.status = "completed"
-            self.completed_at = _epoch(event)
-            self._lifecycle("response.completed")
-        elif status == "awaiting":  # the run waits for a person: completed, as OpenAI's
-            self.status = "completed"
-            self.completed_at = _epoch(event)
-            self._lifecycle("response.completed")
-        elif status == "cancelled":
-            self.status = "cancelled"
-            self._lifecycle("response.cancelled")
-        elif self.incomplete_reason is not None:
-            self.status = "incomplete"
-            self._lifecycle("response.incomplete")
-        else:
-            self.status = "failed"
-            error = data.get("error")
-            if isinstance(error, Mapping):
-                self.error = failure(error.get("code"), error.get("message"))
-            elif self.error is None:
-                self.error = failure(None, error or "the run failed")
-            self._lifecycle("response.failed")
+    def _complete(self) -> None:
+        self.status = "completed"
+        self.completed_at = _epoch(self._event) if self._event is not None else None
+        self._lifecycle("response.completed")
 
     # -- text items ------------------------------------------------------------------------
 
-    def _part(self, kind: str, message_id: Any, seq: int) -> _Part:
-        table = self._messages if kind == "message" else self._reasoning
-        part = table.get(message_id)
-        if part is not None:
-            return part
+    def _open_text(self, kind: str, ident: str) -> None:
         if kind == "message":
-            ident = self._new_id(text_of(message_id) or f"msg_{seq}", seq)
             item = {"id": ident, "type": "message", "role": "assistant",
                     "status": "in_progress", "content": []}
         else:
-            base = text_of(message_id) or f"msg_{seq}"
-            ident = self._new_id("rs_" + base.removeprefix("msg_"), seq)
             item = {"id": ident, "type": "reasoning", "summary": [], "content": [],
                     "status": "in_progress"}
-        part = table[message_id] = _Part(self._add(item), kind)
+        part = self._parts[ident] = _Part(self._add(item), kind)
         self._emit("response.content_part.added", item_id=ident, output_index=part.index,
                    content_index=0, part=content_part(kind, ""))
-        return part
 
-    def _delta(self, kind: str, message_id: Any, text: str, seq: int) -> None:
-        part = self._part(kind, message_id, seq)
+    def _text_delta(self, ident: str, text: str) -> None:
+        part = self._parts[ident]
         part.chunks.append(text)
-        item_id = self.items[part.index]["id"]
-        if kind == "message":
-            self._emit("response.output_text.delta", item_id=item_id, output_index=part.index,
+        if part.kind == "message":
+            self._emit("response.output_text.delta", item_id=ident, output_index=part.index,
                        content_index=0, delta=text, logprobs=[])
         else:
-            self._emit("response.reasoning_text.delta", item_id=item_id,
+            self._emit("response.reasoning_text.delta", item_id=ident,
                        output_index=part.index, content_index=0, delta=text)
 
-    def _close(self, kind: str, message_id: Any, how: str, text: str | None = None) -> None:
-        """End an open text item: `how` is "completed", "incomplete" (cut short, text kept) or
-        "abandoned" (superseded: no content, no text events)."""
-        table = self._messages if kind == "message" else self._reasoning
-        part = table.get(message_id)
-        if part is None:
-            return
+    def _close_text(self, ident: str, status: str, final: str | None = None) -> None:
+        """End an open text item `completed` or `incomplete` (text kept), or abandoned
+        (`final` None: superseded, so no content and no text events)."""
+        part = self._parts.pop(ident)
         item = self.items[part.index]
-        if how == "abandoned":
-            del table[message_id]
-            item["status"] = "incomplete"
+        item["status"] = status
+        if final is None:
             item["content"] = []
             self._done(part.index)
             return
-        sent = part.text
-        if text is not None and text != sent and text.startswith(sent):
-            self._delta(kind, message_id, text[len(sent):], 0)  # what the deltas lacked
-        del table[message_id]
-        final = sent if text is None else text  # message_end's text is authoritative
-        ids = {"item_id": item["id"], "output_index": part.index, "content_index": 0}
-        if kind == "message":
+        ids = {"item_id": ident, "output_index": part.index, "content_index": 0}
+        if part.kind == "message":
             self._emit("response.output_text.done", **ids, text=final, logprobs=[])
         else:
             self._emit("response.reasoning_text.done", **ids, text=final)
-        self._emit("response.content_part.done", **ids, part=content_part(kind, final))
-        item["status"] = how
-        item["content"] = [content_part(kind, final)]
+        self._emit("response.content_part.done", **ids, part=content_part(part.kind, final))
+        item["content"] = [content_part(part.kind, final)]
         self._done(part.index)
 
-    def _close_text(self, how: str) -> None:
-        for kind, table in (("reasoning", self._reasoning), ("message", self._messages)):
-            for message_id in list(table):
-                self._close(kind, message_id, how)
 
-    def _close_all(self) -> None:
-        """The run ended: what is still open was cut short (text kept, tools interrupted)."""
-        self._close_text("incomplete")
-        for call_id in list(self._tools):
-            self._tool_done(call_id, {"ok": False, "interrupted": True, "error": "interrupted"})
+# ---- the rendering table ----------------------------------------------------------------------
 
-    def _whole_message(self, text: str, seq: int, wanted: str) -> None:
-        """A message item that arrives complete (a question, an answer without deltas)."""
-        self._delta("message", wanted, text, seq)
-        self._close("message", wanted, "completed")
-
-    # -- tool items ------------------------------------------------------------------------
-
-    def _tool_start(self, call_id: Any, data: Mapping[str, Any], seq: int) -> None:
-        if call_id in self._tools:  # a resumed run re-runs the call it had started
-            return
-        arguments = json_text(data.get("arguments") or {})
-        ident = self._new_id("mcp_" + (text_of(call_id) or str(seq)), seq)
-        decided = self._decided.get(call_id, {})
-        item = {"id": ident, "type": "mcp_call", "server_label": SERVER_LABEL,
-                "name": text_of(data.get("tool") or decided.get("tool")),
-                "arguments": arguments, "status": "in_progress", "output": None, "error": None}
-        if decided:  # the call a person decided on (a denied one ends without starting)
-            item["approval_request_id"] = text_of(decided.get("approval_id"))
-        index = self._tools[call_id] = self._add(item)
-        ids = {"item_id": ident, "output_index": index}
-        self._emit("response.mcp_call.in_progress", **ids)
-        self._emit("response.mcp_call_arguments.delta", **ids, delta=arguments)
-        self._emit("response.mcp_call_arguments.done", **ids, arguments=arguments)
-
-    def _tool_done(self, call_id: Any, data: Mapping[str, Any]) -> None:
-        index = self._tools.pop(call_id)
-        item = self.items[index]
-        if data.get("ok") is True and not data.get("interrupted"):
-            item["status"] = "completed"
-            item["output"] = json_text(data.get("result"))
-            self._emit("response.mcp_call.completed", item_id=item["id"], output_index=index)
-        else:
-            item["status"] = "incomplete" if data.get("interrupted") else "failed"
-            item["error"] = {"type": "mcp_tool_execution_error",
-                             "content": plain(data.get("error"))}
-            self._emit("response.mcp_call.failed", item_id=item["id"], output_index=index)
-        self._done(index)
+_render = rs.Renderers[ResponseProjection]()
+"""Steps no function below renders (turns, progress, state, a decision inside a response)
+emit nothing: `approval_decided` only ever opens a slice (the one before ended at its
+request)."""
 
 
-# ---- handlers ---------------------------------------------------------------------------------
-
-Handler = Callable[[ResponseProjection, Event, Mapping[str, Any]], None]
-
-
-def _on_start(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._running()
+def _item_id(kind: str, part_id: str) -> str:
+    return part_id if kind == "text" else "rs_" + part_id.removeprefix("msg_")
 
 
-def _on_resumed(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    # The run that streamed the open answer is gone; its tools stay open: the resumed run
-    # re-runs them or records them as interrupted.
-    p._close_text("abandoned")
-    p._running()
+@_render.of(rs.RunClaimed)
+def _claimed(p: ResponseProjection, s: rs.RunClaimed) -> None:
+    if p.status == "queued":
+        p.status = "in_progress"
+        p._lifecycle("response.in_progress")
 
 
-def _on_interrupted(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._close_text("abandoned")
+@_render.of(rs.PartOpened)
+def _opened(p: ResponseProjection, s: rs.PartOpened) -> None:
+    p._open_text(_KIND[s.kind], _item_id(s.kind, s.part_id))
 
 
-def _on_turn_start(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    message_id = data.get("message_id")
-    p._close("reasoning", message_id, "abandoned")  # a turn restarted in place
-    p._close("message", message_id, "abandoned")
+@_render.of(rs.PartDelta)
+def _delta(p: ResponseProjection, s: rs.PartDelta) -> None:
+    p._text_delta(_item_id(s.kind, s.part_id), s.text)
 
 
-def _on_thinking(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = text_of(data.get("text"))
-    if text:
-        p._delta("reasoning", data.get("message_id"), text, ev.seq)
-
-
-def _on_text(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    text = text_of(data.get("text"))
-    if text:
-        message_id = data.get("message_id")
-        p._close("reasoning", message_id, "completed")
-        p._delta("message", message_id, text, ev.seq)
-
-
-def _on_message_end(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    usage = data.get("usage")
-    if isinstance(usage, Mapping):
-        inp, outp = p.usage or (0, 0)
-        p.usage = (inp + whole_number(usage.get("input_tokens")),
-                   outp + whole_number(usage.get("output_tokens")))
-    message_id = data.get("message_id")
-    stop = text_of(data.get("stop_reason"))
-    text = data.get("text") if isinstance(data.get("text"), str) else None
-    if stop in _ABANDONED:
-        p._close("reasoning", message_id, "abandoned")
-        p._close("message", message_id, "abandoned")
+@_render.of(rs.PartClosed)
+def _closed(p: ResponseProjection, s: rs.PartClosed) -> None:
+    ident = _item_id(s.kind, s.part_id)
+    if s.how == "abandoned":
+        p._close_text(ident, "incomplete")
         return
-    how = "incomplete" if stop in _CUT_SHORT else "completed"
-    p._close("reasoning", message_id, how)
-    if message_id not in p._messages and text:
-        p._delta("message", message_id, text, ev.seq)
-    p._close("message", message_id, how, text)
+    if s.tail:
+        p._text_delta(ident, s.tail)
+    p._close_text(ident, _STATUS[s.how], s.text)
 
 
-def _on_tool_start(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._tool_start(data.get("call_id"), data, ev.seq)
+@_render.of(rs.ToolBegan)
+def _tool_began(p: ResponseProjection, s: rs.ToolBegan) -> None:
+    arguments = json_text(s.arguments)
+    ident = "mcp_" + s.call_id
+    decided = p._decided.get(s.logged_id)
+    item = {"id": ident, "type": "mcp_call", "server_label": SERVER_LABEL,
+            "name": s.tool or rf.text_of(decided.tool if decided else None),
+            "arguments": arguments, "status": "in_progress", "output": None, "error": None}
+    if decided is not None:  # the call a person decided on (a denied one ends without starting)
+        item["approval_request_id"] = rf.text_of(decided.approval_id)
+    index = p._tools[s.call_id] = p._add(item)
+    ids = {"item_id": ident, "output_index": index}
+    p._emit("response.mcp_call.in_progress", **ids)
+    p._emit("response.mcp_call_arguments.delta", **ids, delta=arguments)
+    p._emit("response.mcp_call_arguments.done", **ids, arguments=arguments)
 
 
-def _on_tool_end(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    call_id = data.get("call_id")
-    if call_id not in p._tools:
-        if any(i.get("id") == "mcp_" + text_of(call_id) for i in p.items):
-            return  # already closed (the slice ended it, or a duplicate receipt)
-        p._tool_start(call_id, data, ev.seq)
-    p._tool_done(call_id, data)
-
-
-def _on_question(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    lines = [text_of(data.get("question"))]
-    options = data.get("options")
-    if isinstance(options, list) and options:
-        lines.append("")
-        lines.extend(f"- {text_of(o)}" for o in options)
-    p._whole_message("\n".join(lines), ev.seq, f"msg_question_{ev.seq}")
-
-
-def _on_approval(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    ident = p._new_id(text_of(data.get("approval_id")) or f"mcpr_{ev.seq}", ev.seq)
-    index = p._add({"id": ident, "type": "mcp_approval_request", "server_label": SERVER_LABEL,
-                    "name": text_of(data.get("tool")),
-                    "arguments": json_text(data.get("args") or {})})
+@_render.of(rs.ToolFinished)
+def _tool_finished(p: ResponseProjection, s: rs.ToolFinished) -> None:
+    index = p._tools.pop(s.call_id)
+    item = p.items[index]
+    if s.outcome == "ok":
+        item["status"] = "completed"
+        item["output"] = json_text(s.result)
+        p._emit("response.mcp_call.completed", item_id=item["id"], output_index=index)
+    else:
+        item["status"] = "incomplete" if s.outcome == "interrupted" else "failed"
+        item["error"] = {"type": "mcp_tool_execution_error", "content": plain(s.error)}
+        p._emit("response.mcp_call.failed", item_id=item["id"], output_index=index)
     p._done(index)
-    p.awaiting = ident
-    p._end(ev, {"status": "awaiting"})
 
 
-def _on_incomplete(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    reason = text_of(data.get("reason")) or "unknown"
-    p.incomplete_reason = _INCOMPLETE_REASONS.get(reason, reason)
+@_render.of(rs.QuestionAsked)
+def _question(p: ResponseProjection, s: rs.QuestionAsked) -> None:
+    lines = [s.question]
+    if s.options:
+        lines.append("")
+        lines.extend(f"- {rf.text_of(o)}" for o in s.options)
+    text = "\n".join(lines)
+    ident = f"msg_question_{s.seq}"  # a message that arrives complete
+    p._open_text("message", ident)
+    p._text_delta(ident, text)
+    p._close_text(ident, "completed", text)
 
 
-def _on_error(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    if data.get("retrying"):
-        return  # the run tries again; the abandoned attempt's items are closed already
-    code = text_of(data.get("code")) or "server_error"
-    message = text_of(data.get("message"))
-    p.error = failure(code, message)
-    p._emit("error", code=code, message=message, param=None)
+@_render.of(rs.ApprovalAsked)
+def _approval(p: ResponseProjection, s: rs.ApprovalAsked) -> None:
+    index = p._add({"id": s.approval_id, "type": "mcp_approval_request",
+                    "server_label": SERVER_LABEL, "name": s.tool,
+                    "arguments": json_text(s.args)})
+    p._done(index)
+    p.awaiting = s.approval_id
+    _render.render(p, p.fold.close_open())
+    p._complete()  # the run waits for a person: completed, as OpenAI's
 
 
-def _on_end(p: ResponseProjection, ev: Event, data: Mapping[str, Any]) -> None:
-    p._end(ev, data)
+@_render.of(rs.UsageReported)
+def _usage(p: ResponseProjection, s: rs.UsageReported) -> None:
+    inp, outp = p.usage or (0, 0)
+    p.usage = (inp + s.input_tokens, outp + s.output_tokens)
 
 
-_HANDLERS: dict[str, Handler] = {
-    "session_start": _on_start,
-    "session_resumed": _on_resumed,
-    "session_interrupted": _on_interrupted,
-    "turn_start": _on_turn_start,
-    "thinking_delta": _on_thinking,
-    "text_delta": _on_text,
-    "message_end": _on_message_end,
-    "tool_start": _on_tool_start,
-    "tool_end": _on_tool_end,
-    "user_question": _on_question,
-    "approval_requested": _on_approval,
-    "incomplete": _on_incomplete,
-    "error": _on_error,
-    "session_end": _on_end,
-}
-"""Events with no entry (`user_message` after the first, `tool_progress`, `stage`, `title`)
-emit nothing; `approval_decided` only ever opens a slice (the one before ended at its request)."""
+@_render.of(rs.RunIncomplete)
+def _incomplete(p: ResponseProjection, s: rs.RunIncomplete) -> None:
+    p.incomplete_reason = _INCOMPLETE_REASONS.get(s.reason, s.reason)
+
+
+@_render.of(rs.RunError)
+def _error(p: ResponseProjection, s: rs.RunError) -> None:
+    code = s.code or "server_error"
+    p.error = failure(code, s.message)
+    p._emit("error", code=code, message=s.message, param=None)
+
+
+@_render.of(rs.RunEnded)
+def _ended(p: ResponseProjection, s: rs.RunEnded) -> None:
+    if s.status == "succeeded":
+        p._complete()
+    elif s.status == "cancelled":
+        p.status = "cancelled"
+        p._lifecycle("response.cancelled")
+    elif p.incomplete_reason is not None:
+        p.status = "incomplete"
+        p._lifecycle("response.incomplete")
+    else:
+        p.status = "failed"
+        if isinstance(s.error, ErrorBody):
+            p.error = failure(s.error.code, s.error.message)
+        elif p.error is None:
+            p.error = failure(None, s.error or "the run failed")
+        p._lifecycle("response.failed")
 
 
 def project(header: ResponseHeader, events: Iterable[Event]
