@@ -106,6 +106,7 @@ async def test_the_top_bar_says_reconnecting_while_the_server_is_down(
     await page.get_by_test_id("login-key").fill(key)
     await page.get_by_test_id("login").click()
     await wait_streaming(page)
+    await page.wait_for_function("() => window.outlive.app.watcher.stream.status() === 'open'")
     health = page.get_by_test_id("health")
     await expect(health).to_have_text("Live")
     await expect(health).to_have_attribute("data-state", "healthy")
