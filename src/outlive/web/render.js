@@ -417,7 +417,9 @@ export class RailView {
       if (s.id === selected) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
       const title = displayTitle(s.title, s.id);
-      setText(node.querySelector(".rail-title"), title);
+      const titleEl = node.querySelector(".rail-title");
+      setText(titleEl, title);
+      if (titleEl.title !== title) titleEl.title = title;
       const word = statusWord(s);
       node.dataset.attention = s.attention || "";
       setText(node.querySelector(".rail-status"), word);
