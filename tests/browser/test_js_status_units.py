@@ -75,6 +75,13 @@ HEALTH_WORD_JS = """async () => {
   stream.s = 'connecting'; step(); step();
   degraded = true; step();
   stream.s = 'open'; degraded = false; step();
+  // A connection that opened and dropped between two samples: a reconnect all the same.
+  const brief = {opened: 1, status: () => 'connecting'};
+  const el2 = document.createElement('span');
+  const line2 = watchHealth(el2, () => brief, () => false);
+  line2.stop();
+  line2.update();
+  trace.push([el2.dataset.state, el2.textContent]);
   return {words, trace};
 }"""
 
@@ -89,7 +96,7 @@ async def test_health_word(browser: Browser, static_origin: str) -> None:
     assert out["trace"] == [
         ["healthy", "Live"], ["connecting", "Connecting…"], ["healthy", "Live"],
         ["healthy", "Live"], ["connecting", "Reconnecting…"], ["degraded", "Reconnecting…"],
-        ["healthy", "Live"],
+        ["healthy", "Live"], ["connecting", "Reconnecting…"],
     ]
 
 

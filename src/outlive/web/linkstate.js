@@ -44,7 +44,8 @@ export function watchHealth(el, getStream, isDegraded) {
   const update = () => {
     const stream = getStream();
     const status = stream === null ? "stopped" : stream.status();
-    if (status === "open") everOpen = true;
+    // The stream counts its openings: a connection can open and drop between two samples.
+    if (status === "open" || (stream !== null && stream.opened > 0)) everOpen = true;
     downFor = status === "connecting" ? downFor + 1 : 0;
     const { state, text } = healthState(status, downFor, everOpen, isDegraded());
     el.dataset.state = state;
