@@ -15,6 +15,7 @@ from tests.support.pages import (  # noqa: E402
     assert_matches_server,
     create_via_api,
     expect_status,
+    expect_status_word,
     login,
 )
 
@@ -34,7 +35,11 @@ async def test_approve_from_a_second_context_while_the_first_watches(
         await expect(card.get_by_test_id("approval-tool")).to_have_text("send_message")
         await expect(card.get_by_test_id("approval-args")).to_contain_text('"to": "team"')
         rail = page.locator(f'[data-testid=rail-item][data-session-id="{sid}"]')
-        await expect(rail.get_by_test_id("rail-status")).to_have_text("needs approval")
+        await expect(rail.get_by_test_id("rail-status")).to_have_text("waiting on approval")
+        meta = await rail.locator(".rail-meta").text_content() or ""
+        assert meta.count("approval") == 1, f"one word for the approval, not two: {meta!r}"
+        await expect_status(page, "running")  # the machine status: no worker holds it
+        await expect_status_word(page, "waiting on approval")
         deciders.append(page)
 
     await deciders[1].get_by_test_id("approval").get_by_test_id("approve").click()

@@ -91,3 +91,33 @@ async def test_a_black_holed_page_says_reconnecting_and_recovers_without_a_reloa
         await assert_matches_server(page, stack, key, sid)
     finally:
         await proxy.close()
+
+
+async def test_the_top_bar_says_reconnecting_while_the_server_is_down(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    """With the page's default constants (the health monitor takes nine 5 s samples to call
+    the page degraded): the top bar follows the owner stream, as the session pane does."""
+    stack = await stacks(speed=4)
+    key = await stack.new_key("alice")
+    sid = await create_via_api(stack, key, "run long")
+    page, _ = await browser.new_page()
+    await page.goto(f"{stack.base_url}/#/s/{sid}")
+    await page.get_by_test_id("login-key").fill(key)
+    await page.get_by_test_id("login").click()
+    await wait_streaming(page)
+    await page.wait_for_function("() => window.outlive.app.watcher.stream.status() === 'open'")
+    health = page.get_by_test_id("health")
+    await expect(health).to_have_text("Live")
+    await expect(health).to_have_attribute("data-state", "healthy")
+
+    await stack.stop_server()
+    await expect(page.get_by_test_id("session-link")).to_have_text("reconnecting…")
+    await expect(health).to_have_text("Reconnecting…", timeout=5_000)
+    await expect(health).to_have_attribute("data-state", "connecting")
+
+    await stack.start_server()
+    await expect(health).to_have_text("Live", timeout=15_000)
+    await expect(health).to_have_attribute("data-state", "healthy")
+    await expect(page.get_by_test_id("session-link")).to_have_text("")
+    await expect_status(page, "succeeded")

@@ -1,7 +1,8 @@
 """The rail as a daily tool and the shortcuts around the forms, in Chromium against a real
-server: search by title, filter by status, relative dates with the full date on hover, the
-tab title, keyboard navigation (`/`, `n`, ↑/↓), Ctrl+Enter in the New-session prompt, and a
-question answered by clicking one of its options in the one box left for answering."""
+server: search (title, status word, agent, model, id), filter by status, relative dates with
+the full date on hover, the tab title, keyboard navigation (`/`, `n`, ↑/↓), Ctrl+Enter in the
+New-session prompt, and a question answered by clicking one of its options in the one box
+left for answering."""
 
 from __future__ import annotations
 
@@ -69,6 +70,17 @@ async def test_rail_search_filter_dates_title_and_shortcuts(
     await search.press("Escape")
     await expect(shown).to_have_count(3)
     await expect(page.get_by_test_id("rail-nomatch")).to_be_hidden()
+    # ... and by what else the rail knows of a session: its status word, agent, model, id.
+    await search.fill("Waiting for")
+    await expect(shown).to_have_count(1)
+    await expect(shown).to_have_attribute("data-session-id", asked)
+    await search.fill(failed[-8:])
+    await expect(shown).to_have_count(1)
+    await expect(shown).to_have_attribute("data-session-id", failed)
+    await search.fill("demo")
+    await expect(shown).to_have_count(3)
+    await search.press("Escape")
+    await expect(shown).to_have_count(3)
 
     # Filter by status.
     await page.get_by_test_id("rail-filter").select_option("failed")

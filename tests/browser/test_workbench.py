@@ -242,7 +242,8 @@ async def test_a_second_owner_sees_none_of_the_first_owners_sessions(
 
 
 async def test_screenshots(stacks: StackFactory, browser: Browser, tmp_path: Path) -> None:
-    """Pictures for the README: the rail with sessions in every tone, and a session view.
+    """Pictures for the README: the rail with sessions in every tone and status word, and a
+    session view.
     Taken on every run; written over docs/screenshots only with OUTLIVE_UPDATE_SCREENSHOTS=1."""
     shots = SCREENSHOTS if os.environ.get("OUTLIVE_UPDATE_SCREENSHOTS") == "1" else tmp_path
     stack = await stacks(speed=3)
@@ -251,6 +252,7 @@ async def test_screenshots(stacks: StackFactory, browser: Browser, tmp_path: Pat
     await create_via_api(stack, key, "please fail a tool", title="Check the flaky service")
     cancelled = await create_via_api(stack, key, "run long", title="Draft the launch post")
     await create_via_api(stack, key, "ask me", title="Plan the offsite")
+    await create_via_api(stack, key, "please send it", title="Tell the team")
     await create_via_api(stack, key, "hello there", title="Summarise the changelog")
     await asyncio.sleep(0.5)
     async with stack.client(key) as c:
@@ -265,6 +267,9 @@ async def test_screenshots(stacks: StackFactory, browser: Browser, tmp_path: Pat
         "() => document.querySelectorAll('[data-testid=rail-item][data-tone=idle]').length >= 3"
         " && document.querySelector('[data-testid=rail-item][data-tone=error]')"
     )
+    for word in ("waiting on approval", "waiting for you"):
+        await expect(page.get_by_test_id("rail-status").filter(has_text=word)).to_be_visible(
+            timeout=TIMEOUT_MS)
     await page.locator("[data-testid=thinking] summary").first.click()
     await expect(page.locator('[data-testid=tool-card][data-status="running"]')).to_be_visible(
         timeout=TIMEOUT_MS

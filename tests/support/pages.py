@@ -84,7 +84,14 @@ async def wait_streaming(page: Page, min_chars: int = 40) -> None:
 
 
 async def expect_status(page: Page, status: str, timeout: int = TIMEOUT_MS) -> None:
-    await expect(page.get_by_test_id("session-status")).to_have_text(status, timeout=timeout)
+    """The header's machine status (the API's `status`), whatever word it shows for it."""
+    await expect(page.get_by_test_id("session-status")).to_have_attribute(
+        "data-status", status, timeout=timeout)
+
+
+async def expect_status_word(page: Page, word: str, timeout: int = TIMEOUT_MS) -> None:
+    """The words the header shows for the status (web/status_words.js)."""
+    await expect(page.get_by_test_id("session-status")).to_have_text(word, timeout=timeout)
 
 
 async def assert_matches_server(page: Page, stack: Stack, key: str, session_id: str) -> None:

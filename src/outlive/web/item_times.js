@@ -6,6 +6,10 @@
 // the way the reducer finds them: user messages, questions, approvals and markers by the seq
 // of the event that made them, messages by `message_id`, tool calls by `call_id`.
 //
+// They also tell whose the session's stage is: a `stage` event comes from a tool while it runs
+// (ToolContext.set_stage), and nothing clears it when that tool ends, so the page shows the
+// stage only while a call that was running when it was set is still running.
+//
 // A tool call cut off by a cancel or a crash often has no measured duration: it ends when its
 // run was stopped, i.e. at the event that closed it when that came from the same attempt, or
 // at the last sign of life of its own attempt when a later attempt repaired it.
@@ -23,6 +27,7 @@ export class ItemTimes {
     this.messages = new Map();
     this.tools = new Map();
     this.running = new Set();
+    this.stageCalls = new Set(); // the calls running when the last stage was set
     this.lastOfAttempt = new Map();
     for (const t of Array.isArray(times) ? times : []) {
       if (Array.isArray(t)) this.record(t[0], t[1], t[2], t[3], t[4]);
@@ -54,6 +59,8 @@ export class ItemTimes {
       tool.end = this.stoppedAt(tool, ts, attempt);
       this.tools.set(key, tool);
       this.running.delete(key);
+    } else if (type === "stage") {
+      this.stageCalls = new Set(this.running);
     } else if (CLOSERS.has(type)) {
       for (const k of this.running) {
         const tool = this.tools.get(k);
@@ -67,6 +74,12 @@ export class ItemTimes {
   stoppedAt(tool, ts, attempt) {
     if (tool.attempt === undefined || attempt === undefined || tool.attempt === attempt) return ts;
     return this.lastOfAttempt.get(tool.attempt) ?? tool.last ?? tool.start ?? ts;
+  }
+
+  /** Whether the last stage still belongs to a running tool call. */
+  stageCurrent() {
+    for (const call of this.stageCalls) if (this.running.has(call)) return true;
+    return false;
   }
 
   /** The ISO time an item began, or "" when it is not known. */

@@ -73,6 +73,7 @@ export const app = {
   renderPending: false,
   cancels: null,
   stopLink: null,
+  healthLine: null,
   noticeTag: "",
 };
 

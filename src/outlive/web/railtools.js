@@ -3,6 +3,7 @@
 // not match (the `hidden` attribute, which RailView leaves alone) and re-applies whenever
 // the list changes. Loaded by index.html on its own.
 
+import { FILTER_LABELS } from "./status_words.js";
 import { relativeTime } from "./time.js";
 
 const list = document.getElementById("rail-list");
@@ -13,25 +14,35 @@ const sessionView = document.getElementById("session-view");
 const newView = document.getElementById("new-view");
 const title = document.getElementById("session-title");
 
-const TONES = { all: null, live: "live", failed: "error", finished: "idle" };
+/** Which rail items each filter keeps: those waiting on the person have their own. */
+const FILTERS = {
+  all: () => true,
+  waiting: (item) => Boolean(item.dataset.attention),
+  live: (item) => item.dataset.tone === "live" && !item.dataset.attention,
+  failed: (item) => item.dataset.tone === "error",
+  finished: (item) => item.dataset.tone === "idle" && !item.dataset.attention,
+};
 
-/** Whether a rail item is shown for this query and filter. */
-export function matches(item, query, tone) {
+/** Whether a rail item is shown for this query (lower case) and filter (a FILTERS key).
+ *  The query matches what render.js put in `data-search`: title, status word, stage,
+ *  agent, model and id. */
+export function matches(item, query, filterKey = "all") {
   if (item.dataset.deleting) return false; // deleting.js: waiting out its undo window
-  if (tone && item.dataset.tone !== tone) return false;
+  const keep = FILTERS[filterKey] || FILTERS.all;
+  if (!keep(item)) return false;
   if (!query) return true;
-  const text = item.querySelector(".rail-title")?.textContent ?? "";
-  return text.toLocaleLowerCase().includes(query);
+  const text = item.dataset.search
+    ?? (item.querySelector(".rail-title")?.textContent ?? "").toLocaleLowerCase();
+  return text.includes(query);
 }
 
 export function applyFilter() {
   const query = search.value.trim().toLocaleLowerCase();
-  const tone = TONES[filter.value] ?? null;
   let shown = 0;
   let total = 0;
   for (const item of list.children) {
     total += 1;
-    const visible = matches(item, query, tone);
+    const visible = matches(item, query, filter.value);
     if (item.hidden === visible) item.hidden = !visible;
     if (visible) shown += 1;
   }
@@ -76,7 +87,7 @@ search.addEventListener("keydown", (e) => {
 filter.addEventListener("change", applyFilter);
 new MutationObserver(applyFilter).observe(list, {
   childList: true, subtree: true, characterData: true, attributes: true,
-  attributeFilter: ["data-tone", "data-deleting"],
+  attributeFilter: ["data-tone", "data-deleting", "data-attention", "data-search"],
 });
 new MutationObserver(refreshTitle).observe(list, {
   childList: true, subtree: true, attributes: true,
@@ -88,6 +99,9 @@ new MutationObserver(refreshTitle).observe(title, {
 for (const view of [sessionView, newView]) {
   new MutationObserver(refreshTitle).observe(view, { attributes: true,
     attributeFilter: ["hidden"] });
+}
+for (const option of filter.options) {
+  if (FILTER_LABELS[option.value]) option.textContent = FILTER_LABELS[option.value];
 }
 setInterval(refreshTimes, 30_000);
 applyFilter();

@@ -9,6 +9,7 @@ import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { showResult } from "./tool_result.js";
 import { fullTime, relativeTime, shortTime } from "./time.js";
+import { statusWord } from "./status_words.js";
 import { toneOf } from "./watcher.js";
 
 const DELIVERY_HELP = {
@@ -376,7 +377,12 @@ export class RailView {
     this.list.replaceChildren();
   }
 
-  render(sessions, selected) {
+  /**
+   * `openStage`: the stage of the session on screen as its transcript tells it (a stage
+   * goes when the tool that set it ends), or null; the others show the owner stream's stage
+   * while they run (the owner stream says nothing when a tool ends).
+   */
+  render(sessions, selected, openStage = null) {
     this.selected = selected;
     const seen = new Set();
     let prev = null;
@@ -396,9 +402,8 @@ export class RailView {
               { class: "rail-meta" },
               h("span", { class: "dot", "aria-hidden": "true" }),
               h("span", { class: "rail-status", "data-testid": "rail-status" }),
-              h("span", { class: "rail-attention", "data-testid": "rail-attention" }),
-              h("span", { class: "rail-stage" }),
-              h("span", { class: "rail-time" }),
+              h("span", { class: "rail-stage", "data-testid": "rail-stage" }),
+              h("span", { class: "rail-time", "data-testid": "rail-time" }),
             ),
           ),
         );
@@ -411,15 +416,21 @@ export class RailView {
       const link = node.querySelector(".rail-link");
       if (s.id === selected) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
-      setText(node.querySelector(".rail-title"), displayTitle(s.title, s.id));
-      let status = s.cancel_requested && tone === "live" ? `${s.status} · cancelling` : s.status;
-      if (s.attention === "approval") status = "needs approval";
+      const title = displayTitle(s.title, s.id);
+      const titleEl = node.querySelector(".rail-title");
+      setText(titleEl, title);
+      if (titleEl.title !== title) titleEl.title = title;
+      const word = statusWord(s);
       node.dataset.attention = s.attention || "";
-      setText(node.querySelector(".rail-status"), status);
-      setText(node.querySelector(".rail-stage"), tone === "live" && s.stage ? s.stage : "");
-      node.dataset.attention = s.attention || "";
-      setText(node.querySelector(".rail-attention"),
-        s.attention === "question" ? "needs your answer" : s.attention || "");
+      setText(node.querySelector(".rail-status"), word);
+      let stage = tone === "live" && !s.attention && s.stage ? s.stage : "";
+      if (s.id === selected && openStage !== null) stage = openStage;
+      setText(node.querySelector(".rail-stage"), stage);
+      // What the rail's search looks in (railtools.js): everything the list knows that a
+      // person would type: the title (the first prompt's words for an untitled session, as
+      // the server titles it), the status word, the stage, the agent, the model and the id.
+      node.dataset.search = [title, word, stage, s.agent, s.model, s.id]
+        .filter((t) => typeof t === "string" && t).join("\n").toLocaleLowerCase();
       const time = node.querySelector(".rail-time");
       time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
       setText(time, relativeTime(s.created_at));

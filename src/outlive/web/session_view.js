@@ -6,6 +6,7 @@ import { ApiError, api } from "./api.js";
 import { show, setText, h } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
 import { displayTitle } from "./render.js";
+import { statusWord } from "./status_words.js";
 import { app, config, els, rail, transcript } from "./page.js";
 import { SessionFeed } from "./session.js";
 import { endTitleEdit } from "./session_actions.js";
@@ -114,6 +115,24 @@ export function currentStatus() {
   return status;
 }
 
+/** What statusWord needs, from the freshest source: the transcript, the rail, the details. */
+function wordFields(status, state, entry, detail) {
+  const from = state || entry || detail || {};
+  const cancelling = Boolean(entry && entry.cancel_requested);
+  return { status, attention: from.attention ?? null, error: from.error ?? null,
+           cancel_requested: cancelling };
+}
+
+/** The open session's stage: only while the tool that set it runs (item_times.js), "" when
+ *  there is none; null while its transcript is not loaded (the rail keeps its own). */
+export function openStage(status = currentStatus()) {
+  const state = app.feed ? app.feed.state : null;
+  if (!state) return null;
+  const times = app.feed.times;
+  const current = times ? times.stageCurrent() : true;
+  return state.stage && current && !TERMINAL.has(status) && !state.attention ? state.stage : "";
+}
+
 /** `tag` names what the notice is about, so it can go when that is over ("cancelling"). */
 export function setNotice(text, kind = "info", tag = "") {
   app.noticeTag = text ? tag : "";
@@ -135,7 +154,7 @@ export function renderSession() {
     setText(els.title, displayTitle(title, id || ""));
   }
   const status = currentStatus();
-  setText(els.status, status || "…");
+  setText(els.status, status ? statusWord(wordFields(status, state, entry, detail)) : "…");
   els.status.dataset.status = status;
   els.status.dataset.tone = toneOf(status);
   els.status.className = `status-pill tone-${toneOf(status)}`;
@@ -145,8 +164,7 @@ export function renderSession() {
   const model = (detail && detail.model) || (entry && entry.model) || "";
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
-  const stage = state && state.stage && !TERMINAL.has(status) ? state.stage : "";
-  setText(els.stage, stage);
+  setText(els.stage, openStage(status) ?? "");
 
   let problem = "";
   if (state && state.error) {
@@ -215,6 +233,6 @@ export function scheduleRender() {
 
 export function render() {
   if (!app.signedIn) return;
-  if (app.watcher) rail.render(app.watcher.list(), app.sessionId);
+  if (app.watcher) rail.render(app.watcher.list(), app.sessionId, app.sessionId ? openStage() : null);
   if (app.sessionId && !els.sessionView.hidden) renderSession();
 }

@@ -6,7 +6,7 @@ import { ApiError, NetworkError, api } from "./api.js";
 import { CancelQueue } from "./cancels.js";
 import { backoffDelay } from "./config.js";
 import { show, setText } from "./dom.js";
-import { watchLink } from "./linkstate.js";
+import { watchHealth, watchLink } from "./linkstate.js";
 import { loadMeta } from "./new_session.js";
 import { app, config, els, rail } from "./page.js";
 import { cancelAnswered } from "./session_actions.js";
@@ -115,7 +115,13 @@ export function enterApp() {
     onChange: () => scheduleRender(),
   });
   app.cancels.start();
-  app.stopLink = watchLink(els.link, () => (app.feed ? app.feed.stream : null));
+  const stopLink = watchLink(els.link, () => (app.feed ? app.feed.stream : null));
+  app.healthLine = watchHealth(els.health, () => (app.watcher ? app.watcher.stream : null),
+                               () => Boolean(app.health && app.health.degraded));
+  app.stopLink = () => {
+    stopLink();
+    app.healthLine.stop();
+  };
   loadMeta();
   route();
 }
@@ -128,6 +134,7 @@ export function leaveApp() {
   if (app.stopLink) app.stopLink();
   app.cancels = null;
   app.stopLink = null;
+  app.healthLine = null;
   app.watcher = null;
   app.health = null;
   app.signedIn = false;
@@ -135,7 +142,6 @@ export function leaveApp() {
 }
 
 function onHealth(degraded) {
-  els.health.dataset.state = degraded ? "degraded" : "healthy";
-  setText(els.health, degraded ? "Reconnecting…" : "Live");
+  if (app.healthLine) app.healthLine.update();
   if (!degraded && app.watcher) app.watcher.recovered();
 }

@@ -51,6 +51,7 @@ export class Stream {
     this.heardAt = 0;
     this.watchdog = null;
     this.silences = 0; // connections given up for their silence (tests read it)
+    this.opened = 0; // connections that opened (the top bar tells a first connect from a reconnect)
   }
 
   /** How long a connection may stay silent before it counts as dead (ms). */
@@ -127,7 +128,9 @@ export class Stream {
     this.connections++;
     this.heardAt = Date.now();
     es.addEventListener("open", () => {
-      if (this.es === es) this.heard("open", null);
+      if (this.es !== es) return;
+      this.opened++;
+      this.heard("open", null);
     });
     es.addEventListener("ping", () => {
       if (this.es === es) this.heard("ping", null);
