@@ -51,4 +51,8 @@ async def test_approve_from_a_second_context_while_the_first_watches(
         rail = page.locator(f'[data-testid=rail-item][data-session-id="{sid}"]')
         await expect(rail.get_by_test_id("rail-status")).to_have_text("succeeded")
         await expect(page.get_by_test_id("tool-card")).to_have_attribute("data-status", "done")
+        # The run went on after the decision: no handoff, no repair is shown.
+        await expect(page.get_by_text("Continued after your decision")).to_be_visible()
+        await expect(page.get_by_text("Resumed by another worker")).to_have_count(0)
+        await expect(page.get_by_text("repaired")).to_have_count(0)
     await assert_matches_server(watcher, stack, key, sid)

@@ -10,6 +10,7 @@ import pytest
 from outlive.domain import Status
 from outlive.domain.approvals import ApprovalConflict, ApprovalRequest
 from outlive.domain.model import new_id
+from outlive.domain.reducer import fold
 from outlive.providers import ToolCall
 from outlive.runtime import AgentRegistry, demo_agent
 from outlive.runtime.agents import Agent
@@ -59,8 +60,10 @@ async def test_approve_runs_the_call_once_and_the_session_carries_on(store, work
     assert len(sent) == 1 and sent[0].data["result"]["deduplicated"] is False
     assert sent[0].data["result"]["idempotency_key"] == f"{s.id}:{a.call_id}"
     assert [e.type for e in events].count("approval_decided") == 1
+    # A run that goes on after a decision is no handoff: no worker was lost, nothing repaired.
     resumed = next(e for e in events if e.type == "session_resumed")
-    assert resumed.data["reason"] == "handoff"
+    assert resumed.data == {"reason": "approval", "attempt": resumed.data["attempt"],
+                            "repaired_tool_calls": []}
     assert events[-2].type == "message_end" and "Sent" in events[-2].data["text"]
 
 
@@ -77,6 +80,14 @@ async def test_deny_gives_the_model_the_reason_and_nothing_runs(store, workers, 
     end = next(e for e in events if e.type == "tool_end")
     assert end.data["ok"] is False and end.data["error"]["value"] == {
         "denied": True, "reason": "wrong recipient"}
+    # It never ran: its receipt names the tool (there is no tool_start) and has no duration,
+    # so its card is titled by the tool and shows no "0 ms".
+    assert (end.data["tool"], end.data["duration_ms"]) == ("send_message", None)
+    card = next(i for i in fold(events)["items"] if i["kind"] == "tool")
+    assert (card["tool"], card["status"], "duration_ms" in card) == ("send_message", "error",
+                                                                       False)
+    resumed = next(e for e in events if e.type == "session_resumed")
+    assert (resumed.data["reason"], resumed.data["repaired_tool_calls"]) == ("approval", [])
     result = next(e for e in await store.read_entries(s.id) if e.kind == "tool_result")
     assert "wrong recipient" in json.dumps(result.data)
     assert "did not send it" in events[-2].data["text"]

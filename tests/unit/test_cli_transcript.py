@@ -91,6 +91,12 @@ def test_snapshot_items() -> None:
         "? Which?", "  1. x"]
     assert item_lines({"kind": "marker", "type": "resumed", "data": {"reason": "crash"}}) == [
         "— resumed after crash"]
+    assert item_lines({"kind": "marker", "type": "resumed",
+                       "data": {"reason": "approval", "attempt": 1}}) == [
+        "— continued after your decision"]
+    assert feed_all([("session_resumed", {"reason": "approval", "attempt": 1,
+                                          "repaired_tool_calls": []})]) == (
+        "— continued after your decision\n")
     assert item_lines({"kind": "marker", "type": "error",
                        "data": {"code": "provider_error", "message": "slow", "retrying": True}}
                       ) == ["! slow (retrying)"]

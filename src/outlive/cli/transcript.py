@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..domain.events import (
+    RESUMED_AFTER_DECISION,
     UNSET,
     ApprovalDecided,
     ApprovalRequested,
@@ -115,6 +116,8 @@ def _error(error: Error) -> str:
 
 
 def _resumed(resumed: SessionResumed) -> str:
+    if resumed.reason == RESUMED_AFTER_DECISION:
+        return "— continued after your decision"
     return f"— resumed after {resumed.reason or 'a stop'}"
 
 
@@ -190,6 +193,8 @@ class TranscriptWriter:
                                              status))
             case Error():
                 return self._block(_error(event))
+            case SessionResumed(reason=reason) if reason == RESUMED_AFTER_DECISION:
+                return self._block(_resumed(event))
             case SessionResumed(attempt=attempt):
                 shown = "?" if attempt is None else attempt
                 return self._block(f"{_resumed(event)} (attempt {shown})")

@@ -35,6 +35,7 @@ __all__ = [
     "EVENT_TYPES",
     "OWNER_EVENT_TYPES",
     "PAYLOADS",
+    "RESUMED_AFTER_DECISION",
     "UNSET",
     "ApprovalDecided",
     "ApprovalRequested",
@@ -121,8 +122,14 @@ class SessionStart(Payload, frozen=True, kw_only=True):
     attempt: int | None
 
 
+RESUMED_AFTER_DECISION = "approval"
+"""`SessionResumed.reason` of the first claim after a person decided an approval: the run that
+waited goes on (no worker was lost, nothing was repaired); else the claim's reason."""
+
+
 class SessionResumed(Payload, frozen=True, kw_only=True):
-    """A worker took over a run another worker left: what it repaired."""
+    """A worker took over a run another worker left (what it repaired), or a run goes on
+    after a person's decision (`RESUMED_AFTER_DECISION`)."""
 
     TYPE: ClassVar[str] = "session_resumed"
     reason: str | None
@@ -254,9 +261,12 @@ class ToolEnd(Payload, frozen=True, kw_only=True):
     call_id: str | None
     ok: bool
     duration_ms: int | float | None
+    """None for a call that never ran (a denial)."""
     result: Any | UnsetType = UNSET
     error: Any | UnsetType = UNSET
     interrupted: bool = False
+    tool: str | None = None
+    """The tool's name on the receipt of a call that had no `tool_start` (a denial)."""
 
     @property
     def succeeded(self) -> bool:

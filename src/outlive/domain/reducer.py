@@ -415,7 +415,7 @@ def _on_tool_end(txn: Txn, seq: int, p: ev.ToolEnd, data: Mapping[str, Any]) -> 
     call_id = ident(_given(p.call_id))
     i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(call_id, None, None))
+        i = txn.add(_new_tool(call_id, _given(p.tool), None))
     item = txn.item(i)
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)

@@ -298,7 +298,7 @@ def _on_tool_end(f: RunFold, seq: int, p: ev.ToolEnd) -> None:
     if call_id not in f._running:
         if call_id in f._seen:
             return  # already closed (a duplicate receipt)
-        f._begin(call_id, "", {})
+        f._begin(call_id, text_of(p.tool), {})
     result = None if p.result is ev.UNSET else p.result
     error = None if p.error is ev.UNSET else p.error
     f._finish(call_id, tool_outcome(p), result, error)

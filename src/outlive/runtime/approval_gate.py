@@ -15,6 +15,8 @@ import enum
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import msgspec
+
 from ..domain.approvals import Approval, Decision, denial_error, rule_for
 from ..domain.model import NewEvent
 from ..providers import ToolCall
@@ -49,8 +51,10 @@ class Ruling(NamedTuple):
 def denial(call: ToolCall, reason: str | None) -> tuple[EntryDraft, NewEvent]:
     """The history entry and `tool_end` of a call that was not allowed to run."""
     result = ToolResult(False, None, denial_error(reason), 0)
-    return (tool_result_entry(call.call_id, call.name, result),
-            result.ended(call.call_id).new())
+    # It never started: its receipt names the tool (no `tool_start` did) and has no duration.
+    receipt = msgspec.structs.replace(result.ended(call.call_id), tool=call.name,
+                                      duration_ms=None)
+    return tool_result_entry(call.call_id, call.name, result), receipt.new()
 
 
 class ApprovalGate:

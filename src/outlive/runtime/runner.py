@@ -20,6 +20,7 @@ from .. import metrics
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.events import (
+    RESUMED_AFTER_DECISION,
     Incomplete,
     MessageEnd,
     SessionResumed,
@@ -105,6 +106,7 @@ class Run:
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE
+        self._checker: asyncio.Task[None] | None = None
         self._asked = False
         """The last answer asked the person a question: a settle now waits on them."""
         self._title_pending = claim.session.title_state is TitleState.PENDING
@@ -128,7 +130,8 @@ class Run:
             self._check = _Check.AGAIN
             return
         self._check = _Check.RUNNING
-        asyncio.get_running_loop().create_task(self._check_session())
+        # Held here: the event loop keeps only a weak reference to a task.
+        self._checker = asyncio.get_running_loop().create_task(self._check_session())
 
     async def _check_session(self) -> None:
         try:
@@ -211,18 +214,20 @@ class Run:
         plan = plan_resume(self.writes.history)
         reason = self.claim.reason
         attempt = self.session.attempt
+        dangling = [ToolCall(c.call_id, c.name, dict(c.arguments)) for c in plan.dangling]
         if reason in (ClaimReason.CRASH, ClaimReason.HANDOFF):
-            self.writes.hold(events=[
-                SessionResumed(reason=reason.value, attempt=attempt,
-                               repaired_tool_calls=[c.call_id for c in plan.dangling]).new()
-            ])
+            # The first claim after a person decided an approval continues the run that
+            # waited: no worker was lost and nothing is repaired (`ApprovalGate.fresh`).
+            decided = (reason is ClaimReason.HANDOFF and bool(dangling)
+                       and await self.gate.fresh(dangling))
+            self.writes.hold(events=[SessionResumed(
+                reason=RESUMED_AFTER_DECISION if decided else reason.value, attempt=attempt,
+                repaired_tool_calls=[] if decided else [c.call_id for c in dangling]).new()])
         elif not self.claim.started:  # else the claim wrote it: durable already
             self.writes.hold(events=[SessionStart(reason=reason.value, attempt=attempt).new()])
-        if plan.dangling:
+        if dangling:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
-        if plan.dangling:
-            await self._resume_calls(
-                [ToolCall(c.call_id, c.name, dict(c.arguments)) for c in plan.dangling])
+            await self._resume_calls(dangling)
         self._asked = plan.awaiting_user
         await self._loop(final=plan.complete or plan.awaiting_user)
 

@@ -263,6 +263,7 @@ function markerText(item) {
       const attempt = Number.isInteger(d.attempt) ? ` (attempt ${d.attempt})` : "";
       if (d.reason === "crash") return `Resumed after crash${attempt}${fixes}`;
       if (d.reason === "handoff") return `Resumed by another worker${attempt}${fixes}`;
+      if (d.reason === "approval") return "Continued after your decision";
       return `Resumed${d.reason ? ` (${pretty(d.reason)})` : ""}${attempt}${fixes}`;
     }
     case "interrupted":
