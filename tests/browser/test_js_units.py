@@ -624,3 +624,43 @@ async def test_a_cancel_is_kept_across_pages_and_retried_until_answered(
     assert out["pending"] is True and "a" in out["stored"]
     assert out["answers"] == [["a", "running", False], ["done", "succeeded", True]]
     assert out["left"] == "{}"
+
+
+async def test_an_answer_written_again_after_a_crash_reads_once(
+    browser: Browser, static_origin: str
+) -> None:
+    """A real log (tests/fixtures/logs_v1/crash_text.json: a worker killed mid-answer, the
+    answer written again by the next one): the cut-off attempt's text is folded away under
+    its badge, so the same opening is shown once; an answer nothing followed keeps its text."""
+    from tests.support.logs_v1 import LOGS, stored_rows
+
+    rows = stored_rows(LOGS / "crash_text.json")
+    page, _ = await browser.new_page()
+    await page.goto(static_origin + "/web/style.css")
+    got = await page.evaluate("""async (rows) => {
+      const {fold} = await import('/web/reducer.js');
+      const {TranscriptView, supersededAnswers} = await import('/web/render.js');
+      const state = fold(rows.map((r) => [r.type, r.seq, r.data]));
+      const el = document.createElement('div');
+      document.body.appendChild(el);
+      const view = new TranscriptView(el);
+      view.render(state);
+      const answers = [...el.querySelectorAll('[data-testid=msg-assistant]')];
+      const cut = structuredClone(state);
+      cut.items = cut.items.slice(0, cut.items.findIndex((i) => i.kind === 'assistant') + 1);
+      return {
+        superseded: answers.map((a) => a.dataset.superseded),
+        shown: answers.map((a) => a.querySelector('[data-testid=msg-text]').hidden ? null
+                            : a.querySelector('[data-testid=msg-text]').textContent),
+        folded: answers[0].querySelector('[data-testid=superseded-attempt]').hidden,
+        foldedText: answers[0].querySelector('.attempt-text').textContent,
+        badge: answers[0].querySelector('[data-testid=msg-status]').textContent,
+        alone: [...supersededAnswers(cut.items)],
+        firstText: state.items.find((i) => i.kind === 'assistant').text,
+      };
+    }""", rows)
+    assert got["superseded"][0] == "true" and set(got["superseded"][1:]) == {"false"}
+    assert got["shown"][0] is None and all(got["shown"][1:])
+    assert not got["folded"] and got["foldedText"] == got["firstText"] != ""
+    assert got["badge"] == "interrupted · written again below"
+    assert got["alone"] == []  # the same attempt, with nothing after it, stays in view

@@ -102,3 +102,25 @@ def test_snapshot_items() -> None:
                       ) == ["! slow (retrying)"]
     assert item_lines({"kind": "marker", "type": "interrupted", "data": {}}) == [
         "— interrupted (stopped)"]
+
+
+def test_show_reads_each_answer_once() -> None:
+    """`sessions show` of real logs (tests/fixtures/logs_v1): the provider retries' empty
+    attempts say nothing, and the answer a crash cut off and the next worker wrote again is
+    one line, so its opening is not read twice."""
+    from outlive.cli.transcript import transcript_lines
+    from outlive.domain.reducer import fold
+    from tests.support.logs_v1 import LOGS, load
+
+    retried, _ = load(LOGS / "provider_error.json")
+    lines = transcript_lines(fold(retried)["items"])
+    assert not [line for line in lines if line.startswith("[interrupted")]
+    crashed, _ = load(LOGS / "crash_text.json")
+    items = fold(crashed)["items"]
+    lines = transcript_lines(items)
+    first = next(i for i in items if i["kind"] == "assistant")
+    assert first["status"] == "interrupted" and first["text"]
+    assert lines.count("[interrupted: written again below]") == 1
+    assert first["text"] not in lines
+    # an answer cut off with nothing after it keeps its text
+    assert transcript_lines([first]) == [first["text"], "[interrupted: partial answer]"]

@@ -20,7 +20,7 @@ from .local_key import key_file as key_file_for
 from .local_key import read_key, shown_path
 from .options import ApiKeyOption, DbOption, KeyFileOption, UrlOption
 from .status_words import status_word
-from .transcript import TranscriptWriter, event_json, item_lines
+from .transcript import TranscriptWriter, event_json, transcript_lines
 
 __all__ = ["sessions_app"]
 
@@ -134,9 +134,8 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
             s = d.session
             out.print(f"{s.id}  {_word(s)}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
-            for item in d.snapshot.state.get("items", []):
-                for line in item_lines(item):
-                    out.print(line, highlight=False, soft_wrap=True)
+            for line in transcript_lines(d.snapshot.state.get("items", [])):
+                out.print(line, highlight=False, soft_wrap=True)
 
     _run(go())
 

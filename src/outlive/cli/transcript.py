@@ -36,7 +36,7 @@ from ..domain.events import (
     parse,
 )
 
-__all__ = ["TranscriptWriter", "event_json", "item_lines"]
+__all__ = ["TranscriptWriter", "event_json", "item_lines", "transcript_lines"]
 
 _STOPPED = {
     "cancelled": "[cancelled: partial answer]",
@@ -213,8 +213,35 @@ class TranscriptWriter:
         return self._block()
 
 
+def transcript_lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A snapshot's items (`GET /v1/sessions/{id}` → snapshot.state.items) as text. An answer
+    cut off with nothing written says nothing, and one the run then wrote again (a later
+    answer follows: a crash, a provider retry, an interrupt) is one line, not its partial
+    text a second time (the web page folds it the same way)."""
+    later_answer = False
+    superseded: set[int] = set()
+    for i in range(len(items) - 1, -1, -1):
+        if items[i].get("kind") == "assistant":
+            if later_answer and items[i].get("status") == "interrupted":
+                superseded.add(i)
+            later_answer = True
+    lines: list[str] = []
+    for i, item in enumerate(items):
+        if item.get("kind") == "assistant" and item.get("status") in _CUT_OFF:
+            if not item.get("text") and not item.get("thinking"):
+                continue
+            if i in superseded:
+                lines.append("[interrupted: written again below]")
+                continue
+        lines.extend(item_lines(item))
+    return lines
+
+
+_CUT_OFF = ("interrupted", "cancelled")
+
+
 def item_lines(item: Mapping[str, Any]) -> list[str]:
-    """One transcript item of a snapshot (`GET /v1/sessions/{id}` → snapshot.state.items)."""
+    """One transcript item of a snapshot, on its own (`transcript_lines` reads them all)."""
     kind = item.get("kind")
     if kind == "user":
         return [_user(item.get("text", ""), item.get("delivery"))]

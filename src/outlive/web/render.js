@@ -95,7 +95,28 @@ function createAssistant() {
       h("div", { class: "thinking-text" }),
     ),
     h("div", { class: "msg-text markdown", "data-testid": "msg-text" }),
+    h(
+      "details",
+      { class: "attempt", "data-testid": "superseded-attempt", hidden: true },
+      h("summary", null, "What it had written"),
+      h("div", { class: "attempt-text" }),
+    ),
   );
+}
+
+/** Indexes of answers cut off by a crash, a retry or an interrupt that the run then wrote
+ * again: a later answer follows. Their partial text is folded away, so the same opening
+ * does not read twice (an answer that nothing followed keeps its text in view). */
+export function supersededAnswers(items) {
+  const out = new Set();
+  let laterAnswer = false;
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i];
+    if (item.kind !== "assistant") continue;
+    if (laterAnswer && item.status === "interrupted") out.add(i);
+    laterAnswer = true;
+  }
+  return out;
 }
 
 const MESSAGE_BADGE = {
@@ -105,18 +126,25 @@ const MESSAGE_BADGE = {
   interrupted: "interrupted",
 };
 
-function updateAssistant(node, item) {
+function updateAssistant(node, item, times, superseded = false) {
   node.dataset.status = item.status;
   node.dataset.messageId = String(item.message_id);
+  node.dataset.superseded = superseded ? "true" : "false";
   let badge = MESSAGE_BADGE[item.status] ?? String(item.status);
   if (item.status === "complete" && item.stop_reason === "length") badge = "cut off";
+  if (superseded) badge = "interrupted · written again below";
   const badgeEl = node.querySelector(".msg-status");
   setText(badgeEl, badge);
   badgeEl.hidden = badge === "";
   const thinking = node.querySelector(".thinking");
-  thinking.hidden = !item.thinking;
+  thinking.hidden = !item.thinking || superseded;
   setText(node.querySelector(".thinking-text"), item.thinking);
-  setMarkdown(node.querySelector(".msg-text"), item.text);
+  const text = node.querySelector(".msg-text");
+  text.hidden = superseded;
+  setMarkdown(text, superseded ? "" : item.text);
+  const attempt = node.querySelector(".attempt");
+  attempt.hidden = !superseded || !item.text;
+  setText(node.querySelector(".attempt-text"), superseded ? item.text : "");
 }
 
 function createTool() {
@@ -307,9 +335,9 @@ function createItem(item) {
   return node;
 }
 
-function updateItem(node, item, times) {
+function updateItem(node, item, times, superseded) {
   const kind = KINDS[item.kind];
-  if (kind) kind[1](node, item, times);
+  if (kind) kind[1](node, item, times, superseded);
   if (times) setTime(node, times.startOf(item));
 }
 
@@ -318,21 +346,24 @@ export class TranscriptView {
     this.el = container;
     this.items = [];
     this.nodes = [];
+    this.superseded = new Set();
   }
 
   clear() {
     this.items = [];
     this.nodes = [];
+    this.superseded = new Set();
     this.el.replaceChildren();
   }
 
   /** `times`: an ItemTimes (item_times.js) dating the items, or null. */
   render(state, times = null) {
     const items = state.items;
+    const superseded = supersededAnswers(items);
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
       const prev = this.items[i];
-      if (prev === item) continue;
+      if (prev === item && superseded.has(i) === this.superseded.has(i)) continue;
       let node = this.nodes[i];
       if (!node || !prev || !sameItem(prev, item)) {
         const fresh = createItem(item);
@@ -340,13 +371,14 @@ export class TranscriptView {
         else this.el.appendChild(fresh);
         node = fresh;
       }
-      updateItem(node, item, times);
+      updateItem(node, item, times, superseded.has(i));
       this.nodes[i] = node;
       this.items[i] = item;
     }
     for (let i = items.length; i < this.nodes.length; i++) this.nodes[i].remove();
     this.nodes.length = items.length;
     this.items.length = items.length;
+    this.superseded = superseded;
     const pending = new Set((state.pending_inputs || []).map((p) => p.seq));
     for (let i = 0; i < items.length; i++) {
       if (items[i].kind !== "user") continue;
