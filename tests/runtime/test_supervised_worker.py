@@ -30,6 +30,7 @@ from tests.support.processes import (
     ServeProcess,
     WorkerProcess,
     child_env,
+    free_port,
     wait_listening,
 )
 from tests.support.sessions import settled
@@ -66,10 +67,10 @@ def procs(request: pytest.FixtureRequest, pg_dsn: str, tmp_path: Path) -> Iterat
             print(f"\n===== worker logs =====\n{ps.logs()}")
 
 
-async def start(procs: Processes, failpoint: str | None) -> WorkerProcess:
+async def start(procs: Processes, failpoint: str | None, *args: str) -> WorkerProcess:
     """One worker with no backstop scan: only its listen loop wakes it for new work."""
     env = {FAILPOINT_ENV: failpoint} if failpoint else {}
-    w = await procs.start("--backstop", "0", speed=0.0, env=env)
+    w = await procs.start("--backstop", "0", *args, speed=0.0, env=env)
     await wait_listening(procs.dsn, 1)
     return w
 
@@ -99,7 +100,8 @@ async def test_a_dropped_listen_connection_is_reconnected_not_a_crash(
 async def test_a_crashed_listen_loop_is_logged_restarted_and_new_sessions_still_run(
     pg_store: PostgresStore, owner_id: str, procs: Processes
 ) -> None:
-    w = await start(procs, "worker-listen=1")
+    port = free_port()
+    w = await start(procs, "worker-listen=1", "--metrics-port", str(port))
     # Its notice crashes the loop; the restarted loop rescans and the claim finds it.
     await run_one(pg_store, owner_id, "hello")
     log = w.log()
@@ -107,6 +109,10 @@ async def test_a_crashed_listen_loop_is_logged_restarted_and_new_sessions_still_
     assert re.search(r"Traceback \(most recent call last\):(.|\n)*"
                      r"FailpointError: failpoint worker-listen", log), log
     assert w.alive()
+    # ... and counted where the worker's metrics are scraped
+    async with httpx.AsyncClient() as http:
+        scraped = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    assert 'outlive_task_crashes_total{task="worker-listen"} 1.0' in scraped
     # No backstop scan: only a working listen loop wakes the worker for this one.
     await run_one(pg_store, owner_id, "hello again")
     assert w.log().count(CRASH) == 1

@@ -127,6 +127,13 @@ GraceOption = Annotated[float, typer.Option("--grace",
                                             help="Shutdown grace period, seconds.")]
 WorkerIdOption = Annotated[str | None, typer.Option("--worker-id",
                                                     help="Name in leases and logs.")]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option("--metrics-port", envvar="OUTLIVE_METRICS_PORT", show_envvar=False,
+                 help="Serve GET /metrics without a token on this port of 127.0.0.1: the "
+                      "process's counters (claims, repairs, crashed loops …) [env "
+                      "OUTLIVE_METRICS_PORT]."),
+]
 RetainOption = Annotated[
     str | None,
     typer.Option("--retain", envvar="OUTLIVE_RETAIN",

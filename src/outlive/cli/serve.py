@@ -36,6 +36,7 @@ from .options import (
     ListenDbOption,
     LogLevelOption,
     LoopOption,
+    MetricsPortOption,
     PrivateWebhooksOption,
     RetainOption,
     RoutesOption,
@@ -140,12 +141,7 @@ def serve(
                                  help="Serve GET /metrics on the API port to 'Authorization: "
                                       "Bearer <token>' [env OUTLIVE_METRICS_TOKEN].")
     ] = None,
-    metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", envvar="OUTLIVE_METRICS_PORT",
-                                 show_envvar=False,
-                                 help="Serve GET /metrics without a token on this port of "
-                                      "127.0.0.1 [env OUTLIVE_METRICS_PORT].")
-    ] = None,
+    metrics_port: MetricsPortOption = None,
     api_docs: Annotated[
         bool, typer.Option("--api-docs", help="Serve /docs and /redoc (they load scripts "
                            "from a CDN).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import prometheus_client
 from rich.console import Console
 
 from ..config import build_agents, build_providers, configure_logging, database_url
@@ -25,6 +26,7 @@ from .options import (
     ListenDbOption,
     LogLevelOption,
     LoopOption,
+    MetricsPortOption,
     PrivateWebhooksOption,
     RetainOption,
     RoutesOption,
@@ -73,6 +75,7 @@ def worker(
     webhook_timeout: WebhookTimeoutOption = D.webhook_timeout,
     log_level: LogLevelOption = "INFO",
     loop: LoopOption = "auto",
+    metrics_port: MetricsPortOption = None,
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
@@ -85,6 +88,9 @@ def worker(
     registry = build_agents(agent_modules(agents), demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes,
                                 demo_calls=demo_calls)
+
+    if metrics_port is not None:  # the process's counters, from a thread of their own
+        prometheus_client.start_http_server(metrics_port, addr="127.0.0.1")
 
     async def go() -> None:
         store = await open_store(database_url(db), listen_url=listen_db)
