@@ -1,5 +1,10 @@
 """Resume exactness: a client that drops its connection at 50 random points of a long run and
-reconnects with Last-Event-ID each time sees every stored event exactly once, in order."""
+reconnects with Last-Event-ID each time sees every stored event exactly once, in order.
+
+The run is the demo's long answer at real pace (its first text alone streams for about 9 s) and
+the test cancels it after the last drop, so every drop lands while the run streams, however
+slow the machine: a run that had ended by itself would not end `cancelled`. Nothing here
+counts events, which depends on how the worker coalesced text under load."""
 
 from __future__ import annotations
 
@@ -7,14 +12,13 @@ import asyncio
 import contextlib
 import json
 import random
-import time
 
 from outlive.domain.reducer import fold
 from tests.support.api import SSE, Harness, sse
 from tests.support.inprocess import make_key
 
-SPEED = 18.0
-"""Demo pacing for a "run long" session of about 3 s."""
+SPEED = 1.0
+"""Real pacing: "run long" streams for about 45 s, of which the 50 drops take a few."""
 DROPS = 50
 
 
@@ -31,10 +35,7 @@ async def test_fifty_drops_lose_and_duplicate_nothing(harness: Harness, db_url: 
     got: list[dict] = []
     last = 0
     drops = 0
-    drops_while_running = 0
-    mid_frame = 0
     ended = False
-    started = time.monotonic()
 
     async def read(st: SSE, frames: int | None) -> bool:
         """Read event frames (at most `frames`); True when the server closed the stream."""
@@ -72,30 +73,28 @@ async def test_fifty_drops_lose_and_duplicate_nothing(harness: Harness, db_url: 
             if rng.random() < 0.5:  # drop after a few frames
                 await read(st, rng.randint(0, 4))
             else:  # drop at a random moment, maybe in the middle of a frame
-                before = last
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(rng.uniform(0.0, 0.06)):
                         await read(st, None)
-                mid_frame += last == before
         drops += 1
-        drops_while_running += not ended
+    assert not ended
+    r = await c.post(f"/v1/sessions/{sid}/cancel")
+    assert r.status_code == 202, r.text  # still running after the last drop
     async with c.stream("GET", path, params={"until": "end"},
                         headers={"Last-Event-ID": str(last)}) as resp:
         assert await read(SSE(resp), None)  # the rest, then the server closes
-    elapsed = time.monotonic() - started
 
     assert ended and got[-1]["type"] == "session_end"
-    assert got[-1]["data"]["status"] == "succeeded"
+    assert got[-1]["data"]["status"] == "cancelled"  # it ended after the drops, not before
     stored = [e for e in await _all_events(c, path)]
     assert got == stored  # identical to the stored log: nothing lost, nothing doubled
     assert [e["seq"] for e in got] == list(range(1, len(stored) + 1))
     assert {(e["attempt"], e["fence"]) for e in got[1:]} == {(1, 1)}  # the run never noticed
-    assert drops_while_running >= DROPS * 0.6, (drops_while_running, elapsed)
     events = await server.store.read_events(sid, limit=10_000)
-    assert len(probes) == 5 and len({seq for seq, _ in probes}) >= 2
-    for seq, state in probes:
+    assert len(probes) == 5
+    for seq, state in probes:  # snapshots taken while it ran equal the fold of the log there
+        assert 0 < seq < got[-1]["seq"]
         assert state == json.loads(json.dumps(fold(events[:seq])))
-    assert len(got) > 60
 
 
 async def _all_events(c, path: str) -> list[dict]:
