@@ -57,13 +57,17 @@ async def test_a_run_with_nothing_to_write_is_not_woken() -> None:
         nonlocal flushes
         flushes += 1
 
+    looked = asyncio.Event()
+
     def pending() -> bool:
         nonlocal checks
         checks += 1
+        if checks == 3:
+            looked.set()
         return False
 
-    await sup.supervise(asyncio.create_task(asyncio.sleep(INTERVAL * 5)), flush,
-                        pending=pending)
+    # The activity runs until the run was looked at three times, however long that takes.
+    await sup.supervise(asyncio.create_task(looked.wait()), flush, pending=pending)
     assert flushes == 0 and checks >= 3
 
 
@@ -73,20 +77,27 @@ async def test_the_activity_ending_wakes_the_run_at_once() -> None:
     async def flush() -> None:
         raise AssertionError("nothing to flush")
 
+    # A flush interval far longer than any machine's hiccup: ending before it proves the end
+    # woke the run, not the flush clock.
+    sup = Supervisor(sup.writes, 30.0)
     act = asyncio.create_task(asyncio.sleep(0.001))
-    started = time.monotonic()
-    await sup.supervise(act, flush)
-    assert time.monotonic() - started < INTERVAL / 2
+    async with asyncio.timeout(15):
+        await sup.supervise(act, flush)
     assert not sup.running
 
 
 async def test_without_pending_every_tick_flushes() -> None:
     sup = supervisor()
-    flushes = 0
+    flushes: list[float] = []
+    flushed = asyncio.Event()
 
     async def flush() -> None:
-        nonlocal flushes
-        flushes += 1
+        flushes.append(time.monotonic())
+        if len(flushes) == 3:
+            flushed.set()
 
-    await sup.supervise(asyncio.create_task(asyncio.sleep(INTERVAL * 4.5)), flush)
-    assert 3 <= flushes <= 5
+    # The activity runs until three ticks flushed, however long that takes.
+    await sup.supervise(asyncio.create_task(flushed.wait()), flush)
+    assert len(flushes) == 3
+    gaps = [b - a for a, b in itertools.pairwise(flushes)]
+    assert all(g >= INTERVAL * 0.9 for g in gaps)  # one a tick, never more often

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 
 import pytest
 
@@ -25,8 +26,11 @@ async def test_waiters_of_one_slot_share_a_timer_and_keep_their_order() -> None:
     loop = asyncio.get_running_loop()
     woke: list[tuple[int, float]] = []
 
+    due: list[float] = []
+
     async def one(i: int, seconds: float) -> None:
         asked = loop.time()
+        due.append(asked + seconds)
         await clock.sleep(seconds)
         late = loop.time() - (asked + seconds)
         woke.append((i, late))
@@ -37,7 +41,10 @@ async def test_waiters_of_one_slot_share_a_timer_and_keep_their_order() -> None:
     assert all(late >= -1e-6 for _, late in woke)  # never early
     # Less than a period late, give or take a busy machine's loop.
     assert sorted(late for _, late in woke)[len(woke) // 2] < PERIOD
-    assert clock.fired <= 8
+    # One timer per slot the waits fell in (how far apart they started depends on the
+    # machine; the grid points they span do not), not one per waiter.
+    slots = math.ceil((max(due) - min(due)) / PERIOD) + 2
+    assert clock.fired <= slots
     assert clock.waiting == 0
 
 
@@ -63,16 +70,20 @@ async def test_wake_waits_for_ready_without_waking_and_looks_again_each_interval
     loop = asyncio.get_running_loop()
     ready = False
     checks: list[float] = []
+    looked = asyncio.Event()
 
     def is_ready() -> bool:
         checks.append(loop.time())
+        if len(checks) == 4:
+            looked.set()
         return ready
 
     fut: asyncio.Future[None] = loop.create_future()
     clock.wake(fut, 0.05, is_ready)
-    await asyncio.sleep(0.23)
+    async with asyncio.timeout(10):  # it looks again and again, however slow the machine
+        await looked.wait()
     assert not fut.done()  # nothing woken while not ready
-    assert 3 <= len(checks) <= 5  # looked at every 50 ms, not every 20 ms tick
+    # Looked at every 50 ms, not every 20 ms tick.
     assert all(b - a >= 0.05 - 1e-6 for a, b in itertools.pairwise(checks))
     ready = True
     async with asyncio.timeout(1):
