@@ -25,6 +25,10 @@ from typer.testing import CliRunner
 
 from outlive.cli import app
 from outlive.cli import main as cli_main
+from outlive.domain.reducer import fold
+from outlive.providers import DemoProvider, Message
+from outlive.providers.demo import plan_turn
+from outlive.tools import demo_tools
 from tests.support.processes import REPO, ServeProcess, child_env, free_port
 
 SPEED = 10.0
@@ -91,6 +95,35 @@ def readme_run_long_seconds() -> float:
     return float(found.group(1))
 
 
+def planned_run_long_seconds() -> float:
+    """How long "run long" takes at speed 1 by the demo's own plan: its three turns as the
+    provider paces them, and the two slow tasks."""
+    messages = [Message.user("run long")]
+    provider = DemoProvider(speed=1.0)
+    tools = demo_tools().specs()
+    total = 0.0
+    while True:
+        turn = plan_turn(messages, tools)
+        total += provider.planned_seconds(turn)
+        if not turn.tool_calls:
+            return total
+        messages.append(Message.assistant(turn.text, tool_calls=turn.tool_calls))
+        for call in turn.tool_calls:
+            total += float(call.arguments.get("seconds", 0))
+            messages.append(Message.tool_result(call.call_id, '{"result": "done"}'))
+
+
+def sse_frames(text: str) -> list[tuple[str, Any]]:
+    """The (event, data) of each frame of an SSE stream as curl printed it."""
+    frames = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines()
+                      if ": " in line and not line.startswith(":"))
+        if "event" in fields and fields["event"] != "ping":
+            frames.append((fields["event"], json.loads(fields.get("data", "null"))))
+    return frames
+
+
 def test_readme_try_it_runs_as_written(served: Served) -> None:
     """`make run` is the module's server; the rest of the block runs in bash as printed, with
     the key it printed and its port. The stream ends by itself (`?until=end`) when the session
@@ -105,17 +138,36 @@ def test_readme_try_it_runs_as_written(served: Served) -> None:
     assert "http://localhost:8765" in script
     script = "\n".join(lines[1:]).replace("KEY=olk_...", f"KEY={served.key}")
     script = script.replace("http://localhost:8765", f"http://localhost:{served.port}")
+    with served.client() as c:
+        before = {s["id"] for s in c.get("/v1/sessions").json()["sessions"]}
     began = time.monotonic()
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=served.folder,
                           capture_output=True, text=True, timeout=60)
     took = time.monotonic() - began
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    assert "event: session_end" in done.stdout
-    assert done.stdout.count("event: text_delta") > 20
-    assert '"status":"succeeded"' in done.stdout.replace(" ", "")
-    # Scaled to speed 1 (pacing is sleeps divided by the speed); the machine's load only adds.
+    frames = sse_frames(done.stdout)
+    assert [event for event, _ in frames[:2]] == ["attached", "snapshot"]
+    events = [data for event, data in frames if event not in ("attached", "snapshot",
+                                                              "caught_up")]
+    assert events[-1]["type"] == "session_end" and events[-1]["data"]["status"] == "succeeded"
+    assert "text_delta" in {e["type"] for e in events}  # streamed as it happened
+    # The snapshot and the events after it are the whole session, exactly (how many deltas
+    # the text came in depends on the worker's coalescing under load, so it is not counted).
+    snapshot = frames[1][1]
+    with served.client() as c:
+        (session,) = [s for s in c.get("/v1/sessions").json()["sessions"]
+                      if s["id"] not in before]
+        stored = c.get(f"/v1/sessions/{session['id']}/events",
+                       headers={"Accept": "application/json"}).json()["events"]
+    assert [e["seq"] for e in events] == list(range(snapshot["seq"] + 1, len(stored) + 1))
+    assert events == stored[snapshot["seq"]:]
+    assert fold([(e["type"], e["seq"], e["data"]) for e in events], snapshot["state"]) == \
+        json.loads(json.dumps(fold([(e["type"], e["seq"], e["data"]) for e in stored])))
+    # Scaled to speed 1 (pacing is sleeps divided by the speed), it never goes faster than
+    # the README says; the machine's load only adds, so only the plan bounds it above.
     claimed = readme_run_long_seconds()
-    assert 0.8 * claimed <= took * SPEED <= 1.6 * claimed, f"{took * SPEED:.0f} s vs {claimed}"
+    assert 0.8 * claimed <= took * SPEED, f"{took * SPEED:.0f} s vs {claimed}"
+    assert 0.8 * claimed <= planned_run_long_seconds() <= 1.25 * claimed
 
 
 # ---- tail and show -------------------------------------------------------------------------
