@@ -149,6 +149,11 @@ async def test_watcher_survives_dropped_connections_without_fetching(live: Live,
         await w.settle("the first session")
         fetches = w.watcher.fetches
         for i in range(3):
+            # Cut the stream, not a fetch that the last new session started: a cut fetch is
+            # reported to on_error (and retried), and whether one is in flight at a cut is
+            # the machine's timing.
+            await eventually(lambda: w.watcher.stream_state == "open" and not w.watcher.fetching,
+                             what="stream open, no fetch in flight")
             proxy.cut()
             await live.client.create_session(f"hello {i}")
             await live.client.set_title((await live.client.list_sessions(limit=1)).sessions[0].id,
