@@ -376,13 +376,23 @@ async def consume_until_first_text(
     return task, seen
 
 
-async def test_cancel_at_speed_one_stops_within_50ms() -> None:
-    task, seen = await consume_until_first_text(DemoProvider(speed=1.0), "run long")
-    started = time.monotonic()
+async def cancels_at_once(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and check it stopped within a few turns of the loop, that is without
+    waiting for any timer (the next piece's is one word away at speed 1). Counting turns, not
+    milliseconds, keeps a loaded machine from failing it."""
     task.cancel()
+    for _ in range(10):
+        if task.done():
+            break
+        await asyncio.sleep(0)
+    assert task.done(), "the cancel waited for a timer"
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 0.05
+
+
+async def test_cancel_at_speed_one_stops_at_once() -> None:
+    task, seen = await consume_until_first_text(DemoProvider(speed=1.0), "run long")
+    await cancels_at_once(task)
     count = len(seen)
     await asyncio.sleep(0.1)
     assert len(seen) == count and not any(isinstance(e, Finish) for e in seen)
@@ -390,16 +400,13 @@ async def test_cancel_at_speed_one_stops_within_50ms() -> None:
 
 async def test_cancel_before_the_first_token() -> None:
     async def consume() -> None:
-        async for _ in DemoProvider(speed=1.0).stream([Message.user("hi")], [], SETTINGS):
+        # Speed 0.01: the first token is 30 s away, so the cancel comes before it.
+        async for _ in DemoProvider(speed=0.01).stream([Message.user("hi")], [], SETTINGS):
             raise AssertionError("no event expected")
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0.01)
-    started = time.monotonic()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert time.monotonic() - started < 0.05
+    await cancels_at_once(task)
 
 
 async def test_speed_zero_still_yields_control() -> None:
@@ -420,8 +427,9 @@ async def test_speed_zero_still_yields_control() -> None:
 
 async def test_concurrent_streams_keep_pace_and_order_on_one_shared_clock() -> None:
     """A hundred streams at once wait on one ticker (a timer per 20 ms slot, not one per
-    piece): each still streams its pieces in order, never ahead of its schedule, and ends
-    within a few ticks of its planned time."""
+    piece): each still streams its pieces in order, never ahead of its schedule. (That a late
+    loop does not stretch an answer is shown on a clock of the test's own, above: on this
+    machine's clock how late a hundred streams end depends on its load.)"""
     speed = 10.0
     provider = DemoProvider(speed=speed)
     specs = demo_tools(speed=0).specs()
@@ -439,7 +447,7 @@ async def test_concurrent_streams_keep_pace_and_order_on_one_shared_clock() -> N
     runs = await asyncio.gather(*(one() for _ in range(100)))
     for elapsed, events in runs:
         assert [e.text for e in events if isinstance(e, TextDelta)] == list(pieces(turn.text))
-        assert planned - 1e-3 <= elapsed <= planned + 0.5
+        assert planned - 1e-3 <= elapsed
     ticks = clock.fired - fired
     assert ticks <= max(e for e, _ in runs) / TICK_SECONDS + 5
     assert ticks * 20 < sum(len(ev) for _, ev in runs)  # far fewer timers than pieces
