@@ -108,13 +108,14 @@ async def test_cancel_of_a_session_cancelled_at_once_is_already_terminal(store):
 async def test_abandoned_running_session_gets_a_cancel_request(store):
     owner = await new_owner(store)
     a = await new_session(store, owner.id, abandon_after=0.1)
-    b = await new_session(store, owner.id, abandon_after=0.1)
+    # b's limit leaves a loaded machine a second between the touch and the sweep.
+    b = await new_session(store, owner.id, abandon_after=1.0)
     never = await new_session(store, owner.id)  # abandon_after off
     later = await new_session(store, owner.id, abandon_after=60)
     queued = await new_session(store, owner.id, abandon_after=0.1)
     claims = await store.claim("w1", limit=4, lease_ttl=30)
     assert [c.session.id for c in claims] == [a.id, b.id, never.id, later.id]
-    await asyncio.sleep(0.15)
+    await asyncio.sleep(1.05)
     await store.touch_watched([b.id])  # a stream is watching b
     n_owner = await store.last_owner_event_id(owner.id)
     assert await store.cancel_abandoned() == [a.id]
@@ -177,15 +178,16 @@ async def test_message_sent_after_cancel_survives_a_cancel_settled_at_claim(stor
 
 async def test_a_message_restarts_the_abandon_clock(store):
     owner = await new_owner(store)
-    s = await new_session(store, owner.id, abandon_after=0.3)
+    # A limit of 1 s leaves a loaded machine a second between the message and the sweep.
+    s = await new_session(store, owner.id, abandon_after=1.0)
     (c,) = await store.claim("w1", limit=1, lease_ttl=30)
     assert c.lease is not None
     await store.mark_delivered(c.lease, 1)
     await store.settle(c.lease, Status.SUCCEEDED)
-    await asyncio.sleep(0.35)  # nobody watched it for longer than abandon_after
+    await asyncio.sleep(1.05)  # nobody watched it for longer than abandon_after
     await store.post_message(owner.id, s.id, "one more thing")  # the person is here
     (again,) = await store.claim("w1", limit=1, lease_ttl=30)
     assert again.session.id == s.id
     assert await store.cancel_abandoned() == []
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(1.05)
     assert await store.cancel_abandoned() == [s.id]  # and it runs out again unwatched
