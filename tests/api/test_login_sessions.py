@@ -50,13 +50,15 @@ async def test_the_cookie_is_a_login_not_the_key_hash_and_logout_ends_it(harness
 
 
 async def test_logins_expire_when_idle_and_end_with_their_key(harness: Harness):
-    server = await harness.serve(ApiSettings(key_cache_ttl=0, login_idle=0.6))
+    server = await harness.serve(ApiSettings(key_cache_ttl=0, login_idle=1.2))
     key, owner = await make_key(server.store)
     c = await logged_in(harness, server, key)
-    for _ in range(3):  # each use slides the idle limit
-        await asyncio.sleep(0.35)
+    # Each use slides the idle limit: three uses 0.5 s apart outlive it, and a step may run
+    # 0.7 s late on a loaded machine before it would lapse.
+    for _ in range(3):
+        await asyncio.sleep(0.5)
         assert (await c.get("/v1/sessions")).status_code == 200
-    await asyncio.sleep(0.8)
+    await asyncio.sleep(1.3)
     r = await c.get("/v1/sessions")
     assert r.status_code == 401 and "log in again" in r.json()["error"]["message"]
     c2 = await logged_in(harness, server, key)
