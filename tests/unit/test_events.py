@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from outlive.domain import events as ev
-from outlive.domain.events import UNSET, Unknown, json_schema, parse, parse_owner
+from outlive.domain.event_schema import json_schema
+from outlive.domain.events import UNSET, Unknown, parse, parse_owner
 from outlive.domain.model import OwnerEvent
 
 SCHEMA = Path(ev.__file__).resolve().parents[1] / "web" / "events.schema.json"
@@ -79,7 +80,7 @@ def test_every_event_type_has_one_payload_type() -> None:
 
 
 def test_the_checked_in_schema_is_the_generated_one() -> None:
-    """Regenerate with: PYTHONPATH=src python -c 'import json; from outlive.domain.events
+    """Regenerate with: PYTHONPATH=src python -c 'import json; from outlive.domain.event_schema
     import json_schema; print(json.dumps(json_schema(), indent=1, sort_keys=True))'
     > src/outlive/web/events.schema.json"""
     assert json.loads(SCHEMA.read_text()) == json_schema()

@@ -46,7 +46,7 @@ def test_the_reducer_and_projections_render_old_logs_as_before(path: Path) -> No
 def test_every_stored_event_matches_the_generated_schema() -> None:
     from jsonschema import Draft202012Validator
 
-    from outlive.domain.events import json_schema
+    from outlive.domain.event_schema import json_schema
 
     validator = Draft202012Validator(json_schema())
     for path in FILES:

@@ -8,8 +8,8 @@ before, including ones with odd or missing fields, still reads.
 Writers build a payload and turn it into a `NewEvent` with `.new()`; readers get the payload
 of a stored `Event` with `.payload` (parsed once) and use attributes. Adding a field is an edit
 here and in the renderers that show it; the JSON Schema beside the web reducer
-(`web/events.schema.json`) is generated from these types (`json_schema()`), and tests hold
-both reducers to it.
+(`web/events.schema.json`) is generated from these types (`event_schema.json_schema()`), and
+tests hold both reducers to it.
 
 Reading is tolerant, because a log outlives the code that wrote it: a field that is missing
 or of the wrong type reads as its neutral value (`""`, `0`, `False`, an empty list or
@@ -34,8 +34,10 @@ from msgspec import UNSET, UnsetType
 __all__ = [
     "EVENT_TYPES",
     "OWNER_EVENT_TYPES",
+    "OWNER_PAYLOAD_TYPES",
     "PAYLOADS",
     "RESUMED_AFTER_DECISION",
+    "SESSION_PAYLOAD_TYPES",
     "UNSET",
     "ApprovalDecided",
     "ApprovalRequested",
@@ -71,7 +73,6 @@ __all__ = [
     "Usage",
     "UserMessage",
     "UserQuestion",
-    "json_schema",
     "parse",
     "parse_owner",
 ]
@@ -358,12 +359,12 @@ OwnerPayload = (
     | SessionCancelRequested | SessionTitle
 )
 
-_SESSION_TYPES: tuple[type[Payload], ...] = typing.get_args(EventPayload)
-_OWNER_TYPES: tuple[type[Payload], ...] = typing.get_args(OwnerPayload)
+SESSION_PAYLOAD_TYPES: tuple[type[Payload], ...] = typing.get_args(EventPayload)
+OWNER_PAYLOAD_TYPES: tuple[type[Payload], ...] = typing.get_args(OwnerPayload)
 
-PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in _SESSION_TYPES}
+PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in SESSION_PAYLOAD_TYPES}
 """The session log's payload type of every event type."""
-_OWNER_PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in _OWNER_TYPES}
+_OWNER_PAYLOADS: Mapping[str, type[Payload]] = {t.TYPE: t for t in OWNER_PAYLOAD_TYPES}
 
 EVENT_TYPES = frozenset(PAYLOADS)
 OWNER_EVENT_TYPES = frozenset(_OWNER_PAYLOADS)
@@ -480,32 +481,3 @@ def _neutral(hint: Any) -> Any:
     if origin is dict:
         return {}
     return None
-
-
-# ---- the schema -------------------------------------------------------------------------------
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of both logs' events, `{type, data}` per event type, generated from
-    the payload types (checked in as `web/events.schema.json`)."""
-    payloads = (*_SESSION_TYPES, *_OWNER_TYPES)
-    (refs, defs) = msgspec.json.schema_components(payloads, ref_template="#/$defs/{name}")
-
-    def branch(cls: type[Payload], ref: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "required": ["type", "data"],
-                "properties": {"type": {"const": cls.TYPE}, "data": ref}}
-
-    session = [branch(c, r) for c, r in zip(_SESSION_TYPES, refs, strict=False)]
-    owner = [branch(c, r) for c, r in zip(_OWNER_TYPES, refs[len(_SESSION_TYPES):],
-                                          strict=True)]
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "outlive events",
-        "description": "Generated from src/outlive/domain/events.py: do not edit by hand.",
-        "$defs": {
-            **defs,
-            "SessionEvent": {"oneOf": session},
-            "OwnerEvent": {"oneOf": owner},
-        },
-        "oneOf": [{"$ref": "#/$defs/SessionEvent"}, {"$ref": "#/$defs/OwnerEvent"}],
-    }
