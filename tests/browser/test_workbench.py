@@ -330,6 +330,17 @@ async def test_resumed_after_crash_marker(stacks: StackFactory, browser: Browser
     await expect(page.get_by_test_id("session-attempt")).to_have_text("attempt 2")
     await expect_status(page, "succeeded")
     await assert_matches_server(page, stack, key, sid)
+    # An answer the crash cut off and the next worker wrote again has its opening folded away,
+    # not shown twice (issue 38, row 5): exactly the cut-off answers that a later one follows.
+    items = (await stack.snapshot(key, sid))["snapshot"]["state"]["items"]
+    answers = [i for i in items if i["kind"] == "assistant"]
+    rewritten = [a for a in answers[:-1] if a["status"] == "interrupted"]
+    cut = page.locator("[data-testid=msg-assistant][data-superseded=true]")
+    await expect(cut).to_have_count(len(rewritten))
+    for i in range(len(rewritten)):
+        await expect(cut.nth(i).get_by_test_id("msg-text")).to_be_hidden()
+        await expect(cut.nth(i).get_by_test_id("msg-status")).to_have_text(
+            "interrupted · written again below")
     # What the crash cut off is closed as interrupted, never shown as complete or done.
     cut = page.locator("[data-testid=msg-assistant][data-status=interrupted], "
                        "[data-testid=tool-card][data-status=interrupted]")

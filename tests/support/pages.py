@@ -59,13 +59,19 @@ async def page_state(page: Page) -> dict[str, Any] | None:
 
 async def transcript_texts(page: Page) -> dict[str, list[str]]:
     """The texts the transcript shows, per kind, read from the DOM (textContent: exact; for
-    answers, rendered as Markdown, the source text the element rendered)."""
+    answers, rendered as Markdown, the source text the element rendered; for an answer that
+    was written again after it was cut off, the text folded under its badge)."""
     texts: dict[str, list[str]] = await page.evaluate(
         """() => {
           // An answer shows as Markdown; its element keeps the text it rendered as source.
           const read = (sel) => [...document.querySelectorAll(
-            `[data-testid=transcript] [data-testid=${sel}] [data-testid=msg-text]`)]
-            .map((el) => el.dataset.source ?? el.textContent);
+            `[data-testid=transcript] [data-testid=${sel}]`)].map((item) => {
+              if (item.dataset.superseded === 'true') {
+                return item.querySelector('.attempt-text').textContent;
+              }
+              const el = item.querySelector('[data-testid=msg-text]');
+              return el.dataset.source ?? el.textContent;
+            });
           return {assistant: read('msg-assistant'), user: read('msg-user')};
         }"""
     )
