@@ -20,16 +20,16 @@ reads as `Unknown` (which every reader skips).
 from __future__ import annotations
 
 import functools
-import re
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
+from .payload_convert import convert
 
 __all__ = [
     "EVENT_TYPES",
@@ -41,6 +41,7 @@ __all__ = [
     "UNSET",
     "ApprovalDecided",
     "ApprovalRequested",
+    "ContextCompacted",
     "Error",
     "ErrorBody",
     "Event",
@@ -302,6 +303,39 @@ class Error(Payload, frozen=True, kw_only=True):
     retry_in_ms: int | None = None
 
 
+class ContextCompacted(Payload, frozen=True, kw_only=True):
+    """The model's view of the history was made smaller before a model call (docs/context.md):
+    old tool results shown as stubs (`trim`), a prefix of the history standing behind a
+    summary (`summary`), or, when the summarizer failed, the oldest turns left out
+    (`truncation`). Entries and this log are unchanged: only what the model is sent."""
+
+    TYPE: ClassVar[str] = "context_compacted"
+    method: str
+    """`trim`, `summary` or `truncation`."""
+    reason: str
+    """`threshold` (the view passed the compaction threshold), `overflow` (the provider
+    refused the call as too long) or `manual` (someone asked for it)."""
+    through_entry: int
+    """The summary stands in for the history entries up to this entry seq (0: none)."""
+    covered_entries: int
+    """How many history entries stand behind the summary in all."""
+    trimmed: int
+    """How many tool results the model sees as a stub."""
+    tokens_before: int
+    tokens_after: int
+    window: int | None
+    first_seq: int | None = None
+    """Seq of the first user message the summary covers (a link to the originals)."""
+    last_seq: int | None = None
+    """Seq of the last user message the summary covers."""
+    route: str | None = None
+    """The summarizer's model route (`summary` only)."""
+    summary: str | None = None
+    """The summary the model now sees instead of the covered entries."""
+    error: str | None = None
+    """Why the summarizer failed (`truncation`)."""
+
+
 # ---- the owner log --------------------------------------------------------------------------
 
 
@@ -352,7 +386,7 @@ class Unknown:
 EventPayload = (
     SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
-    | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error
+    | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage
@@ -407,7 +441,7 @@ def parse(event_type: str, data: Any) -> EventPayload | Unknown:
     cls = PAYLOADS.get(event_type)
     if cls is None:
         return Unknown(event_type, data if isinstance(data, Mapping) else {})
-    return typing.cast(EventPayload, _convert(cls, data))
+    return typing.cast(EventPayload, convert(cls, data))
 
 
 def parse_owner(event_type: str, data: Any) -> OwnerPayload | Unknown:
@@ -415,69 +449,4 @@ def parse_owner(event_type: str, data: Any) -> OwnerPayload | Unknown:
     cls = _OWNER_PAYLOADS.get(event_type)
     if cls is None:
         return Unknown(event_type, data if isinstance(data, Mapping) else {})
-    return typing.cast(OwnerPayload, _convert(cls, data))
-
-
-_FIELD_PATH = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
-_MISSING = re.compile(r"missing required field `([A-Za-z_][A-Za-z0-9_]*)`")
-
-
-def _convert(cls: type[Payload], data: Any) -> Payload:
-    if not isinstance(data, Mapping):
-        data = {}
-    try:
-        return msgspec.convert(data, cls)
-    except msgspec.ValidationError:
-        pass
-    # The slow path, for logs with fields of the wrong type or missing: replace each field
-    # the error names by its neutral value, one at a time, until the payload converts.
-    fixed = {k: v for k, v in data.items() if isinstance(k, str)}
-    for _ in range(len(cls.__struct_fields__) + 1):
-        try:
-            return msgspec.convert(fixed, cls)
-        except msgspec.ValidationError as exc:
-            name = _bad_field(str(exc))
-            if name is None or name not in cls.__struct_fields__:
-                break
-            fixed[name] = _neutral(_hints(cls)[name])
-    return msgspec.convert({n: _neutral(h) for n, h in _required(cls).items()}, cls)
-
-
-def _bad_field(message: str) -> str | None:
-    match = _MISSING.search(message) or _FIELD_PATH.search(message)
-    return match.group(1) if match else None
-
-
-@functools.cache
-def _hints(cls: type[Payload]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {name: hints[name] for name in cls.__struct_fields__}
-
-
-@functools.cache
-def _required(cls: type[Payload]) -> dict[str, Any]:
-    hints = _hints(cls)
-    optional = len(cls.__struct_defaults__)
-    names = cls.__struct_fields__
-    return {name: hints[name] for name in names[: len(names) - optional]}
-
-
-def _neutral(hint: Any) -> Any:
-    """The value a missing or malformed field reads as."""
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (Union, types.UnionType):
-        if type(None) in args or UnsetType in args or Any in args:
-            return None
-        return _neutral(args[0])
-    origin = typing.get_origin(hint) or hint
-    if origin is bool:
-        return False
-    if origin in (int, float):
-        return 0
-    if origin is str:
-        return ""
-    if origin is list:
-        return []
-    if origin is dict:
-        return {}
-    return None
+    return typing.cast(OwnerPayload, convert(cls, data))

@@ -13,6 +13,7 @@ from ._config import (
 )
 from ._port import (
     Completion,
+    ContextOverflow,
     Finish,
     Message,
     ModelProvider,
@@ -34,6 +35,7 @@ from ._port import (
 )
 from ._routes import (
     DEFAULT_ROUTE,
+    ContextLimits,
     ProviderFactory,
     ProviderRegistry,
     Route,
@@ -52,6 +54,8 @@ __all__ = [
     "DEMO_WORDS",
     "AnthropicProvider",
     "Completion",
+    "ContextLimits",
+    "ContextOverflow",
     "DemoProvider",
     "Finish",
     "LocalProvider",

@@ -70,8 +70,13 @@ _ENV_FIELDS = {  # longest suffix first: _API_KEY_ENV must win over _API_KEY
     "_KIND": "kind",
     "_MODELS": "models",
     "_TIMEOUT": "timeout",
+    "_CONTEXT_WINDOW": "context_window",
+    "_OUTPUT_RESERVE": "output_reserve",
 }
-_FILE_FIELDS = frozenset({"kind", "base_url", "api_key", "api_key_env", "models", "timeout"})
+_FILE_FIELDS = frozenset({"kind", "base_url", "api_key", "api_key_env", "models", "timeout",
+                          "context_window", "output_reserve"})
+_WINDOW_FIELDS = frozenset({"context_window", "output_reserve"})
+"""The only fields the built-in `demo` route takes (its window, to see compaction)."""
 
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when an endpoint needs no key (local servers): the SDKs refuse to start without one."""
@@ -94,6 +99,10 @@ class RouteConfig:
     api_key_env: str | None = None
     models: tuple[str, ...] | None = None
     timeout: float | None = None
+    context_window: int | None = None
+    """Tokens the route's models take in (default: the model's known window)."""
+    output_reserve: int | None = None
+    """Tokens of the window kept for the answer (default: `max_tokens`, else an eighth)."""
     builtin: bool = False
 
     def key(self, environ: Mapping[str, str]) -> str | None:
@@ -168,8 +177,6 @@ def _check_prefix(prefix: str, where: str) -> str:
             f"{where}: invalid route prefix {prefix!r} (lowercase letters, digits, '_', '-', "
             "'.'; starting with a letter)"
         )
-    if key == "demo":
-        raise RouteConfigError(f"{where}: the 'demo' route is built in and cannot be changed")
     return key
 
 
@@ -193,6 +200,16 @@ def _coerce(prefix: str, values: Mapping[str, Any], where: str) -> dict[str, Any
             if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
                 raise RouteConfigError(f"{where}: models of '{prefix}:' must be a list of names")
             value = tuple(value)
+        elif name in _WINDOW_FIELDS:
+            try:
+                value = int(value)
+            except (TypeError, ValueError):
+                raise RouteConfigError(
+                    f"{where}: {name} of '{prefix}:' must be a whole number of tokens"
+                ) from None
+            if value < (256 if name == "context_window" else 0):
+                raise RouteConfigError(
+                    f"{where}: {name} of '{prefix}:' is too small ({value} tokens)")
         elif name == "timeout":
             try:
                 value = float(value)
@@ -215,6 +232,10 @@ def _coerce(prefix: str, values: Mapping[str, Any], where: str) -> dict[str, Any
                     f"{where}: api_key_env of '{prefix}:' must name an environment variable"
                 )
         out[name] = value
+    if prefix == "demo" and set(out) - _WINDOW_FIELDS:
+        raise RouteConfigError(
+            f"{where}: the 'demo' route is built in; it takes only "
+            f"{' and '.join(sorted(_WINDOW_FIELDS))}")
     return out
 
 
@@ -273,8 +294,8 @@ def load_routes(
         for prefix, values in layer.items():
             current = routes.get(prefix)
             if current is None:
-                current = RouteConfig(prefix)
-            elif current.kind == "local":
+                current = RouteConfig(prefix, builtin=prefix == "demo")
+            elif current.kind == "local" and set(values) - _WINDOW_FIELDS:
                 raise RouteConfigError(
                     "the 'local' route is configured by installing outlive[local]; "
                     "it takes no base_url or key"
@@ -316,6 +337,10 @@ def apply_routes(
     """Register every route in `routes` (replacing what the registry had for its prefix)."""
     env = os.environ if environ is None else environ
     for prefix, route in sorted(routes.items()):
+        if route.context_window is not None or route.output_reserve is not None:
+            registry.set_window(prefix, route.context_window, route.output_reserve)
+        if prefix == "demo":
+            continue
         reason = route.missing(env)
         if reason is not None:
             registry.register_unavailable(prefix, reason, replace=True)

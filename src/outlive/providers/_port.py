@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
+from ..domain.context import parse_overflow
 from ..domain.errors import InvalidInput, OutliveError
 from ..domain.tool_calls import ToolCall, ToolSpec
 
 __all__ = [
     "Completion",
+    "ContextOverflow",
     "Finish",
     "Message",
     "ModelProvider",
@@ -175,11 +177,39 @@ class PermanentProviderError(ProviderError):
     transient = False
 
 
+class ContextOverflow(PermanentProviderError):
+    """The provider refused the request as longer than the model's context window; `window`
+    and `requested` are the numbers it gave, when it gave them. The run compacts the model's
+    view and tries the call once more (docs/context.md)."""
+
+    def __init__(self, message: str, *, status: int | None = None, window: int | None = None,
+                 requested: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.window = window
+        self.requested = requested
+
+
+def overflow_error(status: int | None, message: str) -> ContextOverflow | None:
+    """The `ContextOverflow` an error message describes (OpenAI's, Anthropic's, llama.cpp's
+    and the local model's wording), or None."""
+    if status is not None and status not in (400, 413, 422):
+        return None
+    found = parse_overflow(message)
+    if found is None:
+        return None
+    return ContextOverflow(message, status=status, window=found.window,
+                           requested=found.requested)
+
+
 def provider_error_for_status(status: int | None, message: str) -> ProviderError:
     """Classify an HTTP failure so every adapter retries the same things.
 
     `None` means no response arrived at all (connection dropped or timed out): transient.
+    A refusal for length is a `ContextOverflow`.
     """
+    overflow = overflow_error(status, message) if status is not None else None
+    if overflow is not None:
+        return overflow
     if status is None or status in (408, 409, 425, 429) or status >= 500:
         return TransientProviderError(message, status=status)
     return PermanentProviderError(message, status=status)

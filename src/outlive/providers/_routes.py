@@ -19,6 +19,7 @@ from .demo import DemoProvider
 
 __all__ = [
     "DEFAULT_ROUTE",
+    "ContextLimits",
     "ProviderFactory",
     "ProviderRegistry",
     "Route",
@@ -60,6 +61,24 @@ def parse_route(route: str) -> Route:
     return Route(prefix, model)
 
 
+@dataclass
+class ContextLimits:
+    """What is known of one route's context window: configured (routes file, environment),
+    or learned from the provider's own refusal of a request that was too long. One object per
+    route in a process, shared by its runs, so one refusal teaches them all."""
+
+    window: int | None = None
+    """Configured tokens (None: the model's known default, or the provider's own)."""
+    reserve: int | None = None
+    """Configured tokens kept for the answer (None: the default)."""
+    learned: int | None = None
+    """The window a refusal named (or implied), if one came."""
+
+    def learn(self, window: int) -> None:
+        if window > 0 and (self.learned is None or window < self.learned):
+            self.learned = window
+
+
 @dataclass(frozen=True)
 class _Registration:
     factory: ProviderFactory | None
@@ -77,6 +96,8 @@ class ProviderRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, _Registration] = {}
         self._instances: dict[str, ModelProvider] = {}
+        self._windows: dict[str, tuple[int | None, int | None]] = {}
+        self._limits: dict[str, ContextLimits] = {}
         self._lock = threading.Lock()
 
     def register(
@@ -111,6 +132,24 @@ class ProviderRegistry:
                 raise ValueError(f"route prefix {key!r} is already registered")
             self._entries[key] = entry
             self._instances.pop(key, None)
+
+    def set_window(self, prefix: str, window: int | None, reserve: int | None = None) -> None:
+        """Configure the context window (and answer reserve) of every `prefix:` model."""
+        key = prefix.strip().lower().rstrip(":")
+        with self._lock:
+            self._windows[key] = (window, reserve)
+            self._limits = {r: v for r, v in self._limits.items() if not r.startswith(key + ":")}
+
+    def limits(self, route: str) -> ContextLimits:
+        """The context limits of `route` (the same object for the process's life)."""
+        parsed = parse_route(route)
+        key = str(parsed)
+        with self._lock:
+            got = self._limits.get(key)
+            if got is None:
+                window, reserve = self._windows.get(parsed.provider, (None, None))
+                got = self._limits[key] = ContextLimits(window, reserve)
+            return got
 
     def prefixes(self) -> list[str]:
         """Prefixes that can serve a session now, sorted."""

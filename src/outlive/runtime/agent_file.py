@@ -6,6 +6,9 @@ Python (`outlive worker --agents agents.toml`).
 system_prompt = "You work with files."
 model = "demo:scripted"
 demo_tools = true                    # also the demo agent's own tools
+# context_window = 8192               # tokens; compaction settings (docs/context.md)
+# compact_at = 0.8                    # compact past this share of the window
+# summarizer = "openai:gpt-4o-mini"   # the route that writes summaries
 
 [[agents.files.mcp_servers]]
 name = "fs"
@@ -33,8 +36,9 @@ from .agents import Agent, AgentRegistry
 
 __all__ = ["load_agents_file"]
 
+_CONTEXT_KEYS = ("context_window", "output_reserve", "compact_at", "summarizer")
 _KEYS = {"system_prompt", "model", "max_turns", "max_tokens", "temperature", "demo_tools",
-         "mcp_servers", "extra"}
+         "mcp_servers", "extra", *_CONTEXT_KEYS}
 
 
 def load_agents_file(path: str | Path, registry: AgentRegistry, *,
@@ -70,7 +74,8 @@ def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed
                for i, s in enumerate(servers_data)]
     fields: dict[str, Any] = {k: table[k] for k in
                               ("system_prompt", "model", "max_turns", "max_tokens",
-                               "temperature", "extra") if k in table}
+                               "temperature", "extra", *_CONTEXT_KEYS) if k in table}
+    _check_context(fields, where)
     if name in registry:
         base = registry.get(name)
         tools = base.tools
@@ -86,3 +91,20 @@ def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed
         return Agent(name=name, tools=tools, mcp_servers=servers, **fields)
     except TypeError as exc:
         raise InvalidInput(f"{where}: {exc}") from exc
+
+
+def _check_context(fields: dict[str, Any], where: str) -> None:
+    """The context settings' types, refused here rather than in a worker's run."""
+    for key in ("context_window", "output_reserve"):
+        value = fields.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < (256 if key == "context_window" else 0)):
+            raise InvalidInput(f"{where}: {key} must be a whole number of tokens "
+                               f"({'at least 256' if key == 'context_window' else '0 or more'})")
+    share = fields.get("compact_at")
+    if share is not None and (not isinstance(share, (int, float)) or isinstance(share, bool)
+                              or not 0.1 <= share <= 1.0):
+        raise InvalidInput(f"{where}: compact_at must be a share of the window, 0.1 to 1.0")
+    route = fields.get("summarizer")
+    if route is not None and (not isinstance(route, str) or ":" not in route):
+        raise InvalidInput(f"{where}: summarizer must be a model route like 'openai:gpt-4o-mini'")

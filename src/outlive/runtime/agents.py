@@ -35,6 +35,14 @@ class Agent:
     temperature: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     mcp_servers: Sequence[McpServer] = ()
+    context_window: int | None = None
+    """Tokens the agent's model takes in; overrides the route's and the model's default."""
+    output_reserve: int | None = None
+    """Tokens of the window kept for the answer (default: `max_tokens`, else an eighth)."""
+    compact_at: float | None = None
+    """Share of the window past which the view is compacted (default 0.8)."""
+    summarizer: str | None = None
+    """The model route that writes summaries (default: the agent's own model)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mcp_servers", tuple(unique_servers(self.mcp_servers)))

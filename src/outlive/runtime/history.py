@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from ..domain.context import SUMMARY_KIND, ContextView, trim_stub, view_of
 from ..domain.events import UserMessage
 from ..domain.model import Entry, Event
 from ..domain.resume import HistoryEntry, visible
 from ..providers import Message, ToolCall
 from ..tools import ToolResult
 
-__all__ = ["MessageLog", "assistant_entry", "model_messages", "tool_result_entry", "user_entry"]
+__all__ = [
+    "SUMMARY_HEADER",
+    "MessageLog",
+    "assistant_entry",
+    "model_messages",
+    "tool_result_entry",
+    "user_entry",
+]
 
 
 def user_entry(event: Event) -> tuple[str, dict[str, Any]]:
@@ -30,6 +38,7 @@ def assistant_entry(
     stop_reason: str,
     status: str = "complete",
     reasoning: Sequence[dict[str, Any]] = (),
+    usage: Any = None,
 ) -> tuple[str, dict[str, Any]]:
     data: dict[str, Any] = {
         "message_id": message_id,
@@ -42,6 +51,9 @@ def assistant_entry(
     }
     if reasoning:  # the provider's signed thinking, sent back with this answer next time
         data["reasoning"] = list(reasoning)
+    if usage is not None:  # what the provider counted: measures the next request
+        data["usage"] = {"input_tokens": int(usage.input_tokens),
+                         "output_tokens": int(usage.output_tokens)}
     return "assistant", data
 
 
@@ -54,33 +66,59 @@ def tool_result_entry(
     return "tool_result", data
 
 
-def model_messages(system_prompt: str, entries: Iterable[Entry]) -> list[Message]:
-    """What the model sees: the system prompt, then every entry but aborted answers."""
+SUMMARY_HEADER = "[A summary of the earlier conversation, which you no longer see in full]"
+
+
+def model_messages(system_prompt: str, entries: Sequence[Entry]) -> list[Message]:
+    """What the model sees: the system prompt, then the model's view of the history
+    (`domain.context.view_of`): the summary in effect, if any, and every later entry but
+    aborted answers, old tool results the view trims shown as a stub."""
+    return _render(system_prompt, view_of(entries))
+
+
+def _render(system_prompt: str, view: ContextView) -> list[Message]:
     out = [Message.system(system_prompt)] if system_prompt else []
-    for e in visible(list(entries)):
-        m = _message(e)
-        if m is not None:
-            out.append(m)
+    summary = f"{SUMMARY_HEADER}\n{view.summary}" if view.summary else None
+    for e in view.entries:
+        m = _message(e, trimmed=e.seq in view.trimmed)
+        if m is None:
+            continue
+        if summary is not None:
+            if m.role == "user":  # one user message, not two in a row
+                m = Message.user(f"{summary}\n\n{m.text}")
+            else:
+                out.append(Message.user(summary))
+            summary = None
+        out.append(m)
+    if summary is not None:
+        out.append(Message.user(summary))
     return out
 
 
 class MessageLog:
     """`model_messages` of a run's growing history, kept up to date rather than rebuilt for
-    every model call: the history only grows (`RunWrites.commit` extends it), and whether an
-    entry is visible, and its message, depend on that entry alone."""
+    every model call: the history only grows (`RunWrites.commit` extends it), and until a
+    new `summary` entry changes the view, whether an entry is visible, and its message,
+    depend on that entry alone."""
 
     def __init__(self, system_prompt: str) -> None:
-        self._system = [Message.system(system_prompt)] if system_prompt else []
-        self._messages: list[Message] = list(self._system)
+        self._prompt = system_prompt
+        self._messages: list[Message] = []
         self._history: list[Entry] | None = None
         self._seen = 0
+        self.view = ContextView([])
+        """The view the messages render (its entries as of the last rebuild)."""
 
     def messages(self, history: list[Entry]) -> list[Message]:
         """`model_messages(system_prompt, history)`, as a new list."""
-        if history is not self._history or len(history) < self._seen:
-            self._history, self._seen = history, 0  # a new history: start again
-            self._messages = list(self._system)
-        for e in visible(history[self._seen :]):
+        fresh = history[self._seen :] if history is self._history else history
+        if (history is not self._history or len(history) < self._seen
+                or any(e.kind == SUMMARY_KIND for e in fresh)):
+            self._history, self._seen = history, len(history)
+            self.view = view_of(history)
+            self._messages = _render(self._prompt, self.view)
+            return list(self._messages)
+        for e in visible(fresh):
             m = _message(e)
             if m is not None:
                 self._messages.append(m)
@@ -88,7 +126,7 @@ class MessageLog:
         return list(self._messages)
 
 
-def _message(e: HistoryEntry) -> Message | None:
+def _message(e: HistoryEntry, *, trimmed: bool = False) -> Message | None:
     """The message of one visible entry (None: a kind the model does not see)."""
     d = e.data
     if e.kind == "user":
@@ -101,6 +139,8 @@ def _message(e: HistoryEntry) -> Message | None:
         return Message.assistant(d.get("text", ""), calls, list(d.get("reasoning") or []))
     if e.kind == "tool_result":
         ok = bool(d.get("ok"))
+        if trimmed:
+            return Message.tool_result(d["call_id"], trim_stub(d), is_error=not ok)
         body = d.get("result") if ok else {"error": d.get("error")}
         return Message.tool_result(
             d["call_id"], json.dumps(body, ensure_ascii=False), is_error=not ok

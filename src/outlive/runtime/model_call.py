@@ -13,9 +13,11 @@ import random
 import time
 from types import TracebackType
 
+from ..domain.context import view_of
 from ..domain.events import Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..providers import (
+    ContextOverflow,
     Finish,
     Message,
     ModelProvider,
@@ -30,6 +32,7 @@ from ..providers import (
 )
 from .activity import Abort, Supervisor
 from .agents import Agent
+from .context import Compactor
 from .history import MessageLog
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
@@ -50,8 +53,10 @@ class ModelCaller:
         settings: RuntimeSettings,
         writes: RunWrites,
         activity: Supervisor,
+        compactor: Compactor | None = None,
     ) -> None:
         self.session_id = session_id
+        self.compactor = compactor
         self.agent = agent
         self.provider = provider
         self.model_name = model_name
@@ -66,14 +71,15 @@ class ModelCaller:
         """The answer, or the part of it streamed before a cancel or an interrupt. A failure
         that is not retried settles the session."""
         attempt = 0
+        overflowed = False
         deadline = time.monotonic() + self.settings.turn_timeout
         while True:
             buf = TurnBuffer(message_id, self.settings.flush_bytes, self.settings.buffer_bytes)
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
-            messages = self._log.messages(self.writes.history)
             tools, settings = self._request()
+            messages = await self._fit(self._log.messages(self.writes.history), tools)
             act = asyncio.create_task(
                 self._stream(buf, messages, tools, settings, deadline),
                 name=f"model:{self.session_id}")
@@ -91,6 +97,10 @@ class ModelCaller:
                 return buf
             if not isinstance(exc, ProviderError):
                 raise exc
+            if isinstance(exc, ContextOverflow) and not overflowed:
+                overflowed = True
+                if await self._overflowed(exc, buf, tools):
+                    continue
             late = time.monotonic() >= deadline
             if not exc.transient or attempt >= self.settings.provider_retries or late:
                 await self.writes.settle(
@@ -107,6 +117,49 @@ class ModelCaller:
             message_id = new_id("msg")
             await self.writes.emit(
                 TurnStart(turn=0, message_id=message_id, retry=attempt).new())
+
+    async def _fit(self, messages: list[Message], tools: list[ToolSpec], *,
+                   reason: str = "threshold", force: bool = False) -> list[Message]:
+        """`messages`, or those of a compacted view when they would pass the threshold of
+        the model's window (`Compactor`). Records the measure of the request sent."""
+        compactor = self.compactor
+        if compactor is None:
+            return messages
+        window = compactor.window()
+        if window is None:
+            return messages
+        view = view_of(self.writes.history)
+        measure = compactor.measure(view, messages, tools)
+        compactor.last = measure
+        if not (force or compactor.due(window, measure)):
+            return messages
+        if await compactor.compact(window, measure, reason=reason, force=force) is None:
+            return messages
+        messages = self._log.messages(self.writes.history)
+        compactor.last = compactor.measure(view_of(self.writes.history), messages, tools)
+        return messages
+
+    async def _overflowed(self, exc: ContextOverflow, buf: TurnBuffer,
+                          tools: list[ToolSpec]) -> bool:
+        """The provider refused the call as too long: learn its window, compact once and
+        say so; False when nothing could be made smaller (the run fails on it)."""
+        compactor = self.compactor
+        if compactor is None or self.activity.cancelled:
+            return False
+        sent = compactor.last
+        compactor.refused(exc.requested)
+        if exc.window:
+            compactor.limits.learn(exc.window)
+        elif sent is not None:  # it did not say: it takes less than what was sent
+            compactor.limits.learn(max(256, int(sent.tokens * 0.9)))
+        before = len(self.writes.history)
+        await self.writes.emit(*self._close_partial(buf), Error(
+            code="context_length_exceeded", message=(
+                f"{exc.message} — compacting the context and trying once more"),
+            retrying=True).new())
+        messages = self._log.messages(self.writes.history)
+        await self._fit(messages, tools, reason="overflow", force=True)
+        return len(self.writes.history) > before
 
     def _request(self) -> tuple[list[ToolSpec], ModelSettings]:
         """The tools and settings of every call of the run (the agent does not change)."""

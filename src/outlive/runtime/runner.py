@@ -42,12 +42,13 @@ from ..domain.model import (
     new_id,
 )
 from ..domain.resume import plan_resume
-from ..providers import ModelProvider, ToolCall
+from ..providers import ContextLimits, ModelProvider, ToolCall
 from ..store import RunnerStore
 from ..tools import ToolResult
 from .activity import Abort, Supervisor
 from .agents import Agent
 from .approval_gate import ApprovalGate, Verdict, denial
+from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
 from .model_call import ModelCaller
@@ -85,6 +86,8 @@ class Run:
         sink: LeaseWrites | None = None,
         *,
         notices_complete: bool = False,
+        limits: ContextLimits | None = None,
+        summarizers: SummarizerResolver | None = None,
     ) -> None:
         """`sink`: where the run's fenced writes go (the worker's group committer), else
         straight to the store. `notices_complete`: every notice for the session reaches the
@@ -101,8 +104,11 @@ class Run:
         self.activity = Supervisor(self.writes, settings.flush_interval)
         self.inbox = Inbox(store, claim.session, settings.backstop_interval, claim.inputs,
                            notices_complete=notices_complete)
+        self.compactor = Compactor(
+            self.session_id, agent, provider, model_name, claim.session.model,
+            limits or ContextLimits(), settings, self.writes, self.activity, summarizers)
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
-                                        settings, self.writes, self.activity)
+                                        settings, self.writes, self.activity, self.compactor)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE
@@ -360,7 +366,7 @@ class Run:
         end = MessageEnd(message_id=buf.message_id, text=buf.text, stop_reason=stop,
                          usage=usage)
         answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop,
-                                  reasoning=buf.reasoning)]
+                                  reasoning=buf.reasoning, usage=buf.usage)]
         ended = [*buf.drain(), end.new()]
         if stop == "length":
             await self.writes.settle(

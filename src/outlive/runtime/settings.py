@@ -43,6 +43,9 @@ class RuntimeSettings:
     """A model stream that yields nothing (no token, no tool call) for this long is aborted
     and counts as a transient provider error: retried within `provider_retries`."""
     turn_timeout: float = 900.0
+    context_threshold: float = 0.8
+    """Compact the model's view before a call that would pass this share of the model's
+    context window (an agent's `compact_at` overrides it; docs/context.md)."""
     """Wall-clock cap on a turn's model call, retries and backoff included; past it the run
     settles `failed` (`provider_error`)."""
     sweep_interval: float | None = 30.0

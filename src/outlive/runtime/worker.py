@@ -193,7 +193,9 @@ class Worker:
         # Asked at each claim: a run claimed while LISTEN is down reads on a timer too.
         complete = self._sub is not None and self._sub.complete
         run = Run(self.store, claim, agent, provider, model_name, self.settings,
-                  self.committer, notices_complete=complete)
+                  self.committer, notices_complete=complete,
+                  limits=self.providers.limits(session.model),
+                  summarizers=self.providers.resolve)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id
