@@ -359,6 +359,11 @@ class WindowServer(HttpServer):
         return self
 
     @property
+    def base_url(self) -> str:
+        """What the vendor's SDK takes as `base_url`."""
+        return self.url
+
+    @property
     def accepted(self) -> list[Exchange]:
         return [x for x in self.requests if x.accepted]
 

@@ -42,6 +42,7 @@ __all__ = [
     "AnthropicWindowServer",
     "Exchange",
     "OpenAIWindowServer",
+    "WindowServer",
     "check_pairs",
     "count_tokens",
 ]
