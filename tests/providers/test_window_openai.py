@@ -309,3 +309,12 @@ def test_markers_parse_nested_arguments() -> None:
     assert markers('x [tool:lookup {"q": {"a": 1}}] y [tool:counter]') == [
         ("lookup", '{"q": {"a": 1}}'), ("counter", "{}")]
     assert json.loads(markers("[tool:a {}]")[0][1]) == {}
+
+
+async def test_a_bug_in_the_server_is_a_500_and_kept(
+    server: OpenAIWindowServer, sdk: openai.AsyncOpenAI
+) -> None:
+    with pytest.raises(openai.InternalServerError) as err:
+        await sdk.chat.completions.create(model="tiny", messages=["not a message"])  # type: ignore[list-item]
+    assert "window server bug" in str(err.value)
+    assert len(server.bugs) == 1 and "AttributeError" in server.bugs[0]

@@ -10,7 +10,7 @@ from the server's own 400 (which names the window, in each vendor's wording).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -22,7 +22,8 @@ from outlive.runtime import Agent, AgentRegistry
 from outlive.store import Store
 from outlive.tools import demo_tools
 from tests.support.inprocess import Workers
-from tests.support.sessions import all_events, settled
+from tests.support.sessions import ENDED, all_events, settled
+from tests.support.waiting import eventually
 from tests.support.window_models import AnthropicWindowServer, OpenAIWindowServer, WindowServer
 
 pytestmark = pytest.mark.skip(reason="waiting for the compaction runtime")
@@ -47,6 +48,8 @@ def message(i: int) -> str:
     return f"question {i}: tell me more about leases, fences and gates, part {i}"
 
 
+Route = Callable[..., ProviderRegistry]
+
 SERVERS: dict[str, type[WindowServer]] = {
     "openai": OpenAIWindowServer, "anthropic": AnthropicWindowServer}
 
@@ -58,33 +61,42 @@ async def server(request: pytest.FixtureRequest) -> AsyncIterator[WindowServer]:
     await s.close()
 
 
-def registry(server: WindowServer, **route: Any) -> ProviderRegistry:
-    """The built-in routes plus `tiny:`, a route to `server`."""
-    config = RouteConfig("tiny", server.vendor, base_url=server.base_url,  # type: ignore[arg-type]
-                         api_key="x", **route)
-    return apply_routes(default_registry(demo_speed=0), {"tiny": config})
+@pytest.fixture
+async def tiny(server: WindowServer, workers: Workers) -> AsyncIterator[Route]:
+    """Builds the provider registry: the built-in routes plus `tiny:`, a route to `server`
+    (RouteConfig fields as keywords). After the test, the workers stop first, then the
+    route's HTTP clients close."""
+    made: list[ProviderRegistry] = []
 
+    def make(**route: Any) -> ProviderRegistry:
+        config = RouteConfig("tiny", server.vendor, base_url=server.base_url,  # type: ignore[arg-type]
+                             api_key="x", **route)
+        made.append(apply_routes(default_registry(demo_speed=0), {"tiny": config}))
+        return made[-1]
 
-async def converse(store: Store, workers: Workers, owner: str,
-                   providers: ProviderRegistry) -> str:
-    """The prompt and FOLLOW_UPS follow-ups, each posted once the previous one is answered;
-    every run must succeed. The worker is stopped and the route's HTTP client closed after."""
-    s = await store.create_session(owner, agent=AGENT.name, model=AGENT.model,
-                                   prompt=message(0))
-    try:
-        await workers.start(agents=AgentRegistry([AGENT]), providers=providers)
-        done = await settled(store, s.id, timeout=60)
-        assert done.status is Status.SUCCEEDED, done.error
-        for i in range(1, FOLLOW_UPS + 1):
-            posted = await store.post_message(owner, s.id, message(i))
-            assert posted.requeued
-            done = await settled(store, s.id, timeout=60)
-            assert done.status is Status.SUCCEEDED, (i, done.error)
-    finally:
-        await workers.close()
+    yield make
+    await workers.close()
+    for providers in made:
         provider, _ = providers.resolve(AGENT.model)
         await provider.aclose()  # type: ignore[attr-defined]
-    return s.id
+
+
+async def converse(store: Store, workers: Workers, owner: str, providers: ProviderRegistry,
+                   session_id: str | None = None, start: int = 0) -> str:
+    """The prompt and the follow-ups from `start` on, each posted once the previous one is
+    answered; every run must succeed."""
+    if session_id is None:
+        session_id = (await store.create_session(owner, agent=AGENT.name, model=AGENT.model,
+                                                 prompt=message(0))).id
+    await workers.start(agents=AgentRegistry([AGENT]), providers=providers)
+    done = await settled(store, session_id, timeout=60)
+    assert done.status is Status.SUCCEEDED, done.error
+    for i in range(max(start, 1), FOLLOW_UPS + 1):
+        posted = await store.post_message(owner, session_id, message(i))
+        assert posted.requeued
+        done = await settled(store, session_id, timeout=60)
+        assert done.status is Status.SUCCEEDED, (i, done.error)
+    return session_id
 
 
 async def assert_nothing_lost(store: Store, session_id: str, server: WindowServer) -> None:
@@ -104,16 +116,23 @@ async def assert_nothing_lost(store: Store, session_id: str, server: WindowServe
     assert asked == expected
     # No request separated a tool call from its result; tool calls were in the requests.
     assert server.check_pairs() > 0
-    # The history outgrew the window: compaction happened, more than once.
+    # The history outgrew the window: compaction happened, more than once, and from the
+    # first summary on the model was shown one instead of the whole history.
     assert len(server.summaries) >= 2
-    assert all(x.tokens <= WINDOW for x in server.accepted)
+    first = server.requests.index(server.summaries[0])
+    later = [x for x in server.answers if server.requests.index(x) > first]
+    assert later and all("Summary: " in x.system + "".join(t.text for t in x.turns)
+                         for x in later)
+    assert len(later[-1].turns) < 2 * len(expected)
+    assert server.bugs == []
     tool_ends = [e for e in events if e.type == "tool_end"]
     assert len(tool_ends) == len([i for i in range(FOLLOW_UPS + 1) if i % 3 == 1])
     assert all(e.data["ok"] for e in tool_ends)
 
 
-async def test_a_configured_window_is_never_overrun(store, workers, owner, server) -> None:
-    providers = registry(server, context_window=WINDOW)
+async def test_a_configured_window_is_never_overrun(store, workers, owner, server,
+                                                    tiny) -> None:
+    providers = tiny(context_window=WINDOW)
     sid = await converse(store, workers, owner, providers)
     await assert_nothing_lost(store, sid, server)
     # Knowing the window, the runtime never sent a request the server refused for size.
@@ -121,9 +140,9 @@ async def test_a_configured_window_is_never_overrun(store, workers, owner, serve
 
 
 async def test_an_unknown_window_is_learned_from_the_servers_400(
-    store, workers, owner, server
+    store, workers, owner, server, tiny
 ) -> None:
-    providers = registry(server)
+    providers = tiny()
     sid = await converse(store, workers, owner, providers)
     await assert_nothing_lost(store, sid, server)
     overflows = [x for x in server.refused if x.reason == "context_length"]
@@ -136,3 +155,41 @@ async def test_an_unknown_window_is_learned_from_the_servers_400(
     events = await all_events(store, sid)
     assert not [e for e in events if e.type == "session_end"
                 and e.data.get("status") != "succeeded"]
+
+
+async def test_a_worker_killed_while_summarizing_loses_nothing(
+    store, workers, owner, server, tiny
+) -> None:
+    """Like kill -9 while the summary is being written: it was never committed, so the next
+    worker asks for it again and the conversation goes on from where the log ends."""
+    server.hang_summaries = True
+    providers = tiny(context_window=WINDOW)
+    sid = (await store.create_session(owner, agent=AGENT.name, model=AGENT.model,
+                                      prompt=message(0))).id
+    first = await workers.start(agents=AgentRegistry([AGENT]), providers=providers)
+    i = 0  # the message whose run is in flight
+    while not await settled_or_summarizing(store, sid, server):
+        assert (await store.load_session(sid)).status is Status.SUCCEEDED
+        i += 1
+        assert i <= FOLLOW_UPS, "the history never needed a summary"
+        await store.post_message(owner, sid, message(i))
+    await workers.crash(first)
+    (hung,) = [x for x in server.requests if x.reason == "summary_hung"]
+    server.hang_summaries = False
+    await converse(store, workers, owner, providers, session_id=sid, start=i + 1)
+    await assert_nothing_lost(store, sid, server)
+    # The summary the dead worker waited for was asked for again, and answered.
+    assert server.requests.index(server.summaries[0]) > server.requests.index(hung)
+
+
+async def settled_or_summarizing(store: Store, session_id: str, server: WindowServer) -> bool:
+    """Wait until the session's run settles (False) or its summary request hangs (True)."""
+
+    async def either() -> str | None:
+        if server.summary_hanging.is_set():
+            return "summarizing"
+        s = await store.load_session(session_id)
+        return "settled" if s.status in ENDED else None
+
+    return str(await eventually(either, 60, what="the run settled or summarizing")) == (
+        "summarizing")

@@ -10,15 +10,15 @@ it is against a real server, and only the server's own 400 tells the truth.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .fakeserver import REASONS, read_request
+from .window_http import HttpServer
 
 SUMMARY_MARKER = "You compress a conversation"
 """A request whose system prompt starts with this is a summarization request."""
@@ -127,6 +127,8 @@ class Exchange:
     calls: list[Call] = field(default_factory=list)
     output_tokens: int = 0
     finish: str = ""
+    system: str = ""
+    """The request's system prompt (OpenAI: its leading system messages)."""
     at: float = field(default_factory=time.monotonic)
 
     @property
@@ -205,99 +207,6 @@ def pieces(text: str, words: int) -> list[str]:
     return ["".join(tokens[i:i + words]) for i in range(0, len(tokens), words)] or [""]
 
 
-def sse(data: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return f"{head}data: {payload}\n\n".encode()
-
-
-class HttpServer:
-    """Raw HTTP/1.1 with keep-alive on 127.0.0.1: JSON answers, SSE over chunked transfer
-    encoding, and hanging until the client goes away. Subclasses implement `serve`."""
-
-    name: ClassVar[str] = "window"
-
-    def __init__(self) -> None:
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start(self) -> HttpServer:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def close(self) -> None:
-        if self._server is None:
-            return
-        self._server.close()
-        for t in list(self._handlers):
-            t.cancel()
-        for t in list(self._handlers):
-            with contextlib.suppress(BaseException):
-                await t
-        await self._server.wait_closed()
-
-    async def serve(self, method: str, path: str, body: Any, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter) -> bool:
-        """Answer one request; returns whether the connection stays usable."""
-        raise NotImplementedError
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        try:
-            while (request := await read_request(reader)) is not None:
-                if not await self.serve(request.method, request.path, request.body, reader,
-                                        writer):
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        except asyncio.CancelledError:
-            return  # the server is closing
-        finally:
-            self._handlers.discard(task)
-            writer.close()
-            # The task must end normally even when close() cancels it here: asyncio (3.11)
-            # logs a handler task that ends cancelled as an error.
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await writer.wait_closed()
-
-    @staticmethod
-    async def send_json(writer: asyncio.StreamWriter, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        writer.write(
-            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
-            + data)
-        await writer.drain()
-
-    @staticmethod
-    async def send_stream(writer: asyncio.StreamWriter, events: list[bytes],
-                          delay: float = 0.0) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for event in events:
-            if delay:
-                await asyncio.sleep(delay)
-            writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
-            await writer.drain()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-
-    @staticmethod
-    async def hang(reader: asyncio.StreamReader) -> None:
-        """Answer nothing until the client closes the connection (or the server closes)."""
-        with contextlib.suppress(ConnectionError):
-            while await reader.read(4096):
-                pass
-
-
 def error_text(body: dict[str, Any]) -> str:
     inner = body.get("error")
     return str(inner.get("message", "")) if isinstance(inner, dict) else str(inner)
@@ -320,6 +229,21 @@ def split_pair(turns: list[Turn]) -> str | None:
         allowed = {c.id for c in t.calls} if t.role == "assistant" else set()
         open_ = set(allowed)
     return f"calls {sorted(open_)} have no result at the end" if open_ else None
+
+
+def check_pairs(requests: Iterable[Exchange]) -> int:
+    """Assert that no request was refused for pairing and that no accepted one separated a
+    tool call from its result; returns how many calls the accepted requests carried, so a
+    test can tell it checked something."""
+    calls = 0
+    for n, x in enumerate(requests):
+        assert x.reason != "pairing", f"request {n} was refused for pairing: {x.error}"
+        if not x.accepted:
+            continue
+        problem = split_pair(x.turns)
+        assert problem is None, f"accepted request {n} split a tool call: {problem}"
+        calls += sum(len(t.calls) for t in x.turns)
+    return calls
 
 
 class WindowServer(HttpServer):
@@ -382,8 +306,7 @@ class WindowServer(HttpServer):
         return [x for x in self.accepted if not x.summary]
 
     def check_pairs(self) -> int:
-        from .window_models import check_pairs
-
+        """`check_pairs` of every request so far."""
         return check_pairs(self.requests)
 
     def next_id(self) -> int:
@@ -437,7 +360,7 @@ class WindowServer(HttpServer):
         x = Exchange(self.vendor, body, [], False, 0)
         try:
             conv = self.conversation(body)
-            x.turns, x.summary = conv.turns, conv.summary
+            x.turns, x.summary, x.system = conv.turns, conv.summary, conv.system
             if self.validate_pairs:
                 self.pairing(body)
             parts = self.count(body)

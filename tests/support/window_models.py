@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from .window_core import (
@@ -31,12 +30,12 @@ from .window_core import (
     Refusal,
     Turn,
     WindowServer,
+    check_pairs,
     count_tokens,
     json_tokens,
     pieces,
-    split_pair,
-    sse,
 )
+from .window_http import sse
 
 __all__ = [
     "AnthropicWindowServer",
@@ -46,21 +45,6 @@ __all__ = [
     "check_pairs",
     "count_tokens",
 ]
-
-
-def check_pairs(requests: Iterable[Exchange]) -> int:
-    """Assert that no request was refused for pairing and that no accepted one separated a
-    tool call from its result; returns how many calls the accepted requests carried, so a
-    test can tell it checked something."""
-    calls = 0
-    for n, x in enumerate(requests):
-        assert x.reason != "pairing", f"request {n} was refused for pairing: {x.error}"
-        if not x.accepted:
-            continue
-        problem = split_pair(x.turns)
-        assert problem is None, f"accepted request {n} split a tool call: {problem}"
-        calls += sum(len(t.calls) for t in x.turns)
-    return calls
 
 
 def _text(content: Any) -> str:
