@@ -29,7 +29,9 @@ from tests.support.window_models import AnthropicWindowServer, OpenAIWindowServe
 pytestmark = pytest.mark.skip(reason="waiting for the compaction runtime")
 
 WINDOW = 3000
-"""About ten exchanges of the servers' ~1,400-character answers: 41 need several compactions."""
+"""The demo tools' schemas take ~820 of it by the servers' count, leaving room for about six
+exchanges of their ~1,400-character answers (~300 tokens each): 41 need several compactions
+(without compaction the 7th request is refused)."""
 
 FOLLOW_UPS = 40
 
