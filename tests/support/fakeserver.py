@@ -59,6 +59,25 @@ class Request:
     body: Any
 
 
+async def read_request(reader: asyncio.StreamReader) -> Request | None:
+    """One HTTP/1.1 request with a JSON body (or none), or None once the client hung up."""
+    line = await reader.readline()
+    if not line:
+        return None
+    method, path, _ = line.decode().split(" ", 2)
+    headers: dict[str, str] = {}
+    while True:
+        h = await reader.readline()
+        if h in (b"\r\n", b"\n", b""):
+            break
+        k, _, v = h.decode().partition(":")
+        headers[k.strip().lower()] = v.strip()
+    length = int(headers.get("content-length", "0"))
+    raw = await reader.readexactly(length) if length else b""
+    body = json.loads(raw) if raw else None
+    return Request(method, path, headers, body)
+
+
 class FakeServer:
     def __init__(self, replies: list[Reply] | None = None) -> None:
         self.replies: list[Reply] = list(replies or [])
@@ -121,21 +140,7 @@ class FakeServer:
 
     @staticmethod
     async def _read_request(reader: asyncio.StreamReader) -> Request | None:
-        line = await reader.readline()
-        if not line:
-            return None
-        method, path, _ = line.decode().split(" ", 2)
-        headers: dict[str, str] = {}
-        while True:
-            h = await reader.readline()
-            if h in (b"\r\n", b"\n", b""):
-                break
-            k, _, v = h.decode().partition(":")
-            headers[k.strip().lower()] = v.strip()
-        length = int(headers.get("content-length", "0"))
-        raw = await reader.readexactly(length) if length else b""
-        body = json.loads(raw) if raw else None
-        return Request(method, path, headers, body)
+        return await read_request(reader)
 
     async def _respond(self, reply: Reply, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> bool:

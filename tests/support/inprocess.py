@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from outlive.api import ApiSettings, create_app, hash_key, new_key
-from outlive.providers import default_registry
+from outlive.providers import ProviderRegistry, default_registry
 from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agent
 from outlive.store import Owner, Store
 
@@ -51,13 +51,15 @@ class RunningWorker:
 
 
 async def start_worker(store: Store, speed: float = 0.0, *, agents: AgentRegistry | None = None,
-                       demo_calls: bool = False, **settings: Any) -> RunningWorker:
+                       demo_calls: bool = False, providers: ProviderRegistry | None = None,
+                       **settings: Any) -> RunningWorker:
     """Start a worker on `store` (the demo agent unless `agents`) and wait until it runs;
-    `demo_calls` as `--demo-calls` (the demo model's `call <tool>` for any agent)."""
+    `demo_calls` as `--demo-calls` (the demo model's `call <tool>` for any agent);
+    `providers` instead of the built-in routes (e.g. a route to a test's model server)."""
     w = Worker(
         store,
         agents or AgentRegistry([demo_agent(speed)]),
-        default_registry(demo_speed=speed, demo_calls=demo_calls),
+        providers or default_registry(demo_speed=speed, demo_calls=demo_calls),
         RuntimeSettings(**settings),
     )
     running = RunningWorker(w, asyncio.create_task(w.run()))
@@ -94,9 +96,10 @@ class Workers:
 
     async def start(self, speed: float = 0.0, store: Store | None = None,
                     agents: AgentRegistry | None = None, demo_calls: bool = False,
-                    **settings: Any) -> Worker:
+                    providers: ProviderRegistry | None = None, **settings: Any) -> Worker:
         running = await start_worker(store or self.store, speed, agents=agents,
-                                     demo_calls=demo_calls, **{**QUICK, **settings})
+                                     demo_calls=demo_calls, providers=providers,
+                                     **{**QUICK, **settings})
         self.running.append(running)
         return running.worker
 
