@@ -26,7 +26,7 @@ from tests.support.sessions import ENDED, all_events, settled
 from tests.support.waiting import eventually
 from tests.support.window_models import AnthropicWindowServer, OpenAIWindowServer, WindowServer
 
-pytestmark = pytest.mark.skip(reason="waiting for the compaction runtime")
+
 
 WINDOW = 3000
 """The demo tools' schemas take ~820 of it by the servers' count, leaving room for about six

@@ -186,9 +186,9 @@ def test_a_summary_stands_in_for_a_prefix_and_the_newest_one_wins() -> None:
     assert v1.summary == "S1" and v1.through == plan.covered[-1].seq
     assert v1.entries[0].kind == "user" and v1.entries[-1].data["text"] == "the newest question"
     messages = model_messages("sys", h.entries)
-    assert messages[0].role == "system"
-    assert messages[1].role == "user" and messages[1].text.startswith(SUMMARY_HEADER)
-    assert "S1" in messages[1].text and "question" in messages[1].text  # merged, one message
+    assert messages[0].role == "system"  # the summary is what the assistant knows
+    assert messages[0].text.startswith("sys\n\n" + SUMMARY_HEADER) and "S1" in messages[0].text
+    assert messages[1].role == "user" and messages[1].text.startswith("question")
     assert all(m.role != messages[i + 1].role or m.role == "tool"
                for i, m in enumerate(messages[1:-1], start=1))
     # a summary of the summary: the next one covers more, and alone decides the view

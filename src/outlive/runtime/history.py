@@ -77,21 +77,24 @@ def model_messages(system_prompt: str, entries: Sequence[Entry]) -> list[Message
 
 
 def _render(system_prompt: str, view: ContextView) -> list[Message]:
-    out = [Message.system(system_prompt)] if system_prompt else []
+    """The summary goes into the system message, where it reads as what the assistant knows
+    and every provider takes it; only a view that starts with an assistant message (a cut
+    inside a run of tool calls) gets it as a user message of its own, since a conversation
+    must open with the user."""
+    out: list[Message] = []
     summary = f"{SUMMARY_HEADER}\n{view.summary}" if view.summary else None
-    for e in view.entries:
-        m = _message(e, trimmed=e.seq in view.trimmed)
-        if m is None:
-            continue
-        if summary is not None:
-            if m.role == "user":  # one user message, not two in a row
-                m = Message.user(f"{summary}\n\n{m.text}")
-            else:
-                out.append(Message.user(summary))
-            summary = None
-        out.append(m)
-    if summary is not None:
+    messages = [m for m in (_message(e, trimmed=e.seq in view.trimmed) for e in view.entries)
+                if m is not None]
+    if summary is not None and messages and messages[0].role != "user":
+        if system_prompt:
+            out.append(Message.system(system_prompt))
         out.append(Message.user(summary))
+    elif summary is not None:
+        out.append(Message.system(f"{system_prompt}\n\n{summary}" if system_prompt
+                                  else summary))
+    elif system_prompt:
+        out.append(Message.system(system_prompt))
+    out.extend(messages)
     return out
 
 
