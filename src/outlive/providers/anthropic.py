@@ -24,6 +24,7 @@ from ._port import (
     Finish,
     Message,
     ModelSettings,
+    ContextOverflow,
     PermanentProviderError,
     ProviderError,
     ProviderEvent,
@@ -272,6 +273,12 @@ class AnthropicProvider(SdkClients):
             raise TransientProviderError(
                 f"{self.name}: the stream ended before the model finished its answer"
             )
+        if stop == "model_context_window_exceeded":
+            # The answer ran into the end of the window: what it holds is input + output.
+            raise ContextOverflow(
+                f"{self.name}: the answer reached the end of the model's context window "
+                f"({tokens_in} tokens in, {tokens_out} out)",
+                window=tokens_in + tokens_out or None, requested=tokens_in or None)
         reason_: StopReason = _STOP.get(stop or "end_turn", "stop")
         if calls and reason_ == "stop":
             reason_ = "tool_calls"
