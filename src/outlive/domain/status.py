@@ -1,7 +1,8 @@
 """The session status machine of docs/architecture.md §4 as one pure function.
 
 Both store adapters compute every lifecycle change through `transition`, so the table below is
-the single place that decides what a claim, park, settle, cancel, message or delete may do.
+the single place that decides what a claim, park, settle, cancel, message, compaction request
+or delete may do.
 """
 
 from __future__ import annotations
