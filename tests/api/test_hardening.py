@@ -1,7 +1,7 @@
 """Smaller defences through a real uvicorn: clear 4xx for inputs that used to be 500s,
 bounded abandon_after, clean titles (manual and automatic), the failed-login limit, the
-metrics token and its cached counts, response headers, OPTIONS, no CDN-backed docs, and a
-client that leaves mid-replay costing no log flood."""
+metrics token and its cached counts, response headers, OPTIONS, no CDN-backed docs, a
+client that leaves mid-replay costing no log flood, and path ids no row can have."""
 
 from __future__ import annotations
 
@@ -189,3 +189,40 @@ async def test_a_client_leaving_mid_replay_stops_the_writes_without_a_log_flood(
     assert len(noise) <= 1, [r.getMessage() for r in noise[:5]]
     async with httpx.AsyncClient(base_url=idle_api.server.url) as anon:
         assert (await anon.get("/healthz")).status_code == 200
+
+
+NASTY_IDS = ["%00", "ses_%00x", "%ED%A0%80", "ses_%ED%B0%80", "x" * 5000, "%F0%9F%98%80",
+             "%C0%AF", "%FF", "ses_" + "%00" * 300]
+"""NUL, lone surrogates written as (invalid) UTF-8, an id far past any length, an emoji, an
+overlong encoding and a byte no UTF-8 has."""
+
+ID_PATHS = [("GET", "/v1/sessions/{id}"), ("PATCH", "/v1/sessions/{id}"),
+            ("DELETE", "/v1/sessions/{id}"), ("POST", "/v1/sessions/{id}/messages"),
+            ("POST", "/v1/sessions/{id}/cancel"), ("POST", "/v1/sessions/{id}/compact"),
+            ("GET", "/v1/sessions/{id}/events"), ("GET", "/v1/sessions/{id}/approvals"),
+            ("POST", "/v1/sessions/{id}/approvals/{id}"), ("DELETE", "/v1/webhooks/{id}"),
+            ("GET", "/v1/webhooks/{id}/deliveries"), ("GET", "/openai/v1/responses/{id}"),
+            ("POST", "/openai/v1/responses/{id}/cancel"),
+            ("DELETE", "/openai/v1/responses/{id}"), ("GET", "/ai-sdk/chat/{id}/stream"),
+            ("POST", "/ai-sdk/chat/{id}/stop"), ("GET", "/ag-ui/{id}/runs/{id}/events"),
+            ("POST", "/ag-ui/{id}/runs/{id}/cancel")]
+BODIES = {"PATCH": {"title": "t"}, "POST": {"text": "x", "decision": "approve"}}
+
+
+
+async def test_ids_no_row_can_have_answer_4xx_on_every_route(idle_api: Api):
+    c = idle_api.client
+    await idle_api.create("hello")  # something for a bad query to trip over
+    problems = []
+    for raw in NASTY_IDS:
+        for method, path in ID_PATHS:
+            r = await c.request(method, path.replace("{id}", raw),
+                                json=BODIES.get(method))
+            if not 400 <= r.status_code < 500 and not (
+                    r.status_code == 204 and path.startswith("/ai-sdk/")):
+                problems.append(f"{method} {path} {raw[:20]}: {r.status_code} {r.text[:100]}")
+            elif r.status_code >= 400:
+                assert "error" in r.json(), r.text
+    assert not problems, "\n".join(problems)
+    # and the server is still fine
+    assert (await c.get("/v1/sessions")).status_code == 200

@@ -16,6 +16,7 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}", "delete"): {"202", "401", "404"},
     ("/v1/sessions/{session_id}/messages", "post"): {"202", "400", "401", "404", "409", "413"},
     ("/v1/sessions/{session_id}/cancel", "post"): {"202", "401", "404", "409"},
+    ("/v1/sessions/{session_id}/compact", "post"): {"202", "401", "404", "409"},
     ("/v1/sessions/{session_id}/events", "get"): {"200", "400", "401", "404"},
     ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
     ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
@@ -66,6 +67,12 @@ async def test_openapi_lists_every_endpoint(idle_api: Api):
         "last_seq", "error", "created_at", "updated_at", "metadata", "cancel_requested",
         "abandon_after",
     }
+    session = schemas["SessionOut"]["properties"]
+    assert session["compact_requested"]["type"] == "boolean"
+    assert {"$ref": "#/components/schemas/ContextOut"} in session["context"]["anyOf"]
+    assert set(schemas["ContextOut"]["required"]) == {"tokens", "window"}
+    compact = paths["/v1/sessions/{session_id}/compact"]["post"]["responses"]["202"]
+    assert compact["content"]["application/json"]["schema"]["$ref"].endswith("/SessionOut")
     events = paths["/v1/sessions/{session_id}/events"]["get"]["responses"]["200"]["content"]
     assert set(events) == {"application/json", "text/event-stream"}
     assert events["application/json"]["schema"]["$ref"].endswith("/EventsPage")

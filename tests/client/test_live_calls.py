@@ -7,6 +7,7 @@ import pytest
 from outlive.client import (
     BadRequestError,
     Client,
+    ConflictError,
     NotFoundError,
     PayloadTooLargeError,
     SessionInfo,
@@ -103,3 +104,31 @@ async def test_sync_client_calls(live: Live):
 
     sid, n = await asyncio.to_thread(run)
     assert n == 1 and (await _ended(live, sid)).status == "succeeded"
+
+
+async def test_compact_asks_for_a_compaction_and_refusals_raise(live: Live):
+    import asyncio
+
+    c = live.client
+    s = await c.create_session("hello")
+    done = await _ended(live, s.id)
+    assert done.context is None or done.context.tokens >= 0
+    asked = await c.compact(s.id)
+    assert isinstance(asked, SessionInfo)
+    assert (asked.id, asked.status, asked.compact_requested) == (s.id, "queued", True)
+    assert (await _ended(live, s.id)).terminal  # a worker ran the compaction claim
+    cancelled = await c.create_session("hello")
+    await c.cancel(cancelled.id)
+    await _ended(live, cancelled.id)
+    with pytest.raises(ConflictError) as err:
+        await c.compact(cancelled.id)
+    assert err.value.code == "SESSION_CANNOT_COMPACT" and "message" in str(err.value)
+    with pytest.raises(NotFoundError):
+        await c.compact("ses_00000000000000000000000000")
+
+    def sync() -> SessionInfo:
+        with Client(live.server.url, live.key) as sc:
+            return sc.compact(s.id)
+
+    again = await asyncio.to_thread(sync)
+    assert again.id == s.id and again.compact_requested

@@ -25,6 +25,7 @@ def samples(store: Any) -> dict[str, Any]:
         "agent": "demo", "at": datetime.now(UTC) if pg else 0.0,
         "at_most": 10,
         "channel": "outlive", "chat": "chat-1", "crid": "c1", "cur": 0, "cursor": None, "d": 1,
+        "ct": 2310, "cw": None, "cc": True,
         "data": d.json({}), "delivery": "steer", "ds": [1], "fence": 1, "fences": [1],
         "hash": "h", "items": '[["ses_1", "w1", 1, 1, 1, 1, null]]', "nes": [1], "nns": [1],
         "workers": ["w1"], "titles": [None], "statuses": ["succeeded"], "attempts": [1],

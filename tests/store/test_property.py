@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from outlive.domain import (
     AlreadyTerminal,
+    CannotCompact,
     IllegalTransition,
     LeaseLost,
     NotFound,
@@ -71,6 +72,8 @@ OP = st.one_of(
     st.tuples(st.just("post"), IDX, st.sampled_from(MODES)),
     st.tuples(st.just("delete"), IDX),
     st.tuples(st.just("work"), IDX),
+    st.tuples(st.just("compact"), IDX),
+    st.tuples(st.just("compacted"), IDX),
     st.tuples(st.just("stale"), IDX, st.sampled_from(STALE)),
 )
 
@@ -140,6 +143,8 @@ class Scenario:
                                         max_attempts=self.max_attempts)
         assert [c.session.id for c in claims] == [t.id for t in expected]
         for t, c in zip(expected, claims, strict=True):
+            # whether a message waits decides a compaction's claim (`compact` or `follow_up`)
+            t.model = replace(t.model, inputs_waiting=t.last_input > t.delivered)
             out = transition(t.model, Action.CLAIM, max_attempts=self.max_attempts)
             assert c.reason == out.claim_reason
             t.retire()
@@ -291,6 +296,29 @@ class Scenario:
                                 delivered_through=t.last_input or None)
         t.delivered = max(t.delivered, t.last_input)
 
+    async def compact(self, t: Tracked) -> None:
+        call = self.store.request_compaction(self.owner_id, t.id)
+        if t.model.deleted:
+            await self.refused(t, NotFound, call)
+            return
+        try:
+            out = transition(t.model, Action.REQUEST_COMPACT)
+        except CannotCompact:
+            await self.refused(t, CannotCompact, call)
+            return
+        got = await call
+        if t.model.status in TERMINAL:  # queued again, as a follow-up would queue it
+            t.error_code = None
+        t.model = out.state
+        assert got.status is t.model.status and got.compact_requested
+
+    async def compacted(self, t: Tracked) -> None:
+        """The run's commit that compacts: it clears the request and writes the context."""
+        if t.lease is None:
+            return
+        await self.store.commit(t.lease, context=(len(t.inputs), 4096), compacted=True)
+        t.model = replace(t.model, compact_requested=False)
+
     async def stale(self, t: Tracked, kind: str) -> None:
         if not t.stale:
             return
@@ -304,7 +332,8 @@ class Scenario:
         calls = {
             "append_events": lambda: s.append_events(t.id, [NewEvent("stage", {})], lease=lease),
             "append_entries": lambda: s.append_entries(lease, [("user", {})]),
-            "commit": lambda: s.commit(lease, entries=[("user", {})], delivered_through=0),
+            "commit": lambda: s.commit(lease, entries=[("user", {})], delivered_through=0,
+                                       context=(1, 2), compacted=True),
             "settle": lambda: s.settle(lease, Status.SUCCEEDED),
             "park": lambda: s.park(lease),
             "mark_delivered": lambda: s.mark_delivered(lease, 1),
@@ -329,6 +358,7 @@ class Scenario:
             if t.lease is not None:
                 assert (s.lease_worker, s.fence) == (t.lease.worker, t.lease.fence)
             assert s.cancel_requested == m.cancel_requested, t
+            assert s.compact_requested == m.compact_requested, t
             assert (s.deleted_at is not None) == m.deleted, t
             assert s.delivered_input_seq == t.delivered, t
             assert (s.error.code if s.error else None) == t.error_code, t

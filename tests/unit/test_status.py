@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from outlive.domain import (
     Action,
     AlreadyTerminal,
+    CannotCompact,
     ClaimReason,
     IllegalTransition,
     LeaseState,
@@ -87,6 +88,12 @@ TABLE = {
     (R, AW, False, Action.DELETE): (C, NONE, 0, 0, True, None),
     (R, AW, True, Action.DELETE): (C, NONE, 0, 0, True, None),
     **{(R, AW, c, Action.POST_MESSAGE): (R, AW, "0", 0, c, None) for c in (False, True)},
+    # compaction requests: a settled session is queued as a follow-up queues it; a live one
+    # only gets the flag; cancelled and awaiting sessions refuse (CannotCompact)
+    **{(t, NONE, c, Action.REQUEST_COMPACT): (Q, NONE, "0", 0, False, None)
+       for t in (S, F) for c in (False, True)},
+    **{(s, lease, c, Action.REQUEST_COMPACT): (s, lease, 0, 0, c, None)
+       for s, lease in ((Q, NONE), (R, NONE), (R, HELD), (R, EXP)) for c in (False, True)},
 }
 
 REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (R, AW), (S, NONE), (F, NONE),
@@ -114,8 +121,10 @@ def test_transition_table(status, lease, cancel, action):
                    ever_claimed=True)
     key = (status, lease, cancel, action)
     if key not in TABLE:
-        expected_error = AlreadyTerminal if (
+        expected_error: type[Exception] = AlreadyTerminal if (
             action is Action.REQUEST_CANCEL and status in (S, F, C)) else IllegalTransition
+        if action is Action.REQUEST_COMPACT and (status is C or lease == AW):
+            expected_error = CannotCompact
         with pytest.raises(expected_error):
             transition(state, action)
         return
@@ -132,6 +141,45 @@ def test_transition_table(status, lease, cancel, action):
         assert out.claim_reason == reason
     if action is Action.DELETE:
         assert out.state.deleted
+    if action is Action.REQUEST_COMPACT:
+        assert out.state.compact_requested
+
+
+def test_a_queued_compaction_is_claimed_as_one_unless_a_message_waits():
+    asked = Lifecycle(status=Q, attempt=0, fence=3, ever_claimed=True, compact_requested=True)
+    out = transition(asked, Action.CLAIM)
+    assert out.run and out.claim_reason is ClaimReason.COMPACT and out.state.attempt == 1
+    assert out.state.compact_requested  # the run's commit clears it, not the claim
+    waiting = replace(asked, inputs_waiting=True)
+    assert transition(waiting, Action.CLAIM).claim_reason is ClaimReason.FOLLOW_UP
+    never = Lifecycle(status=Q, compact_requested=True, inputs_waiting=True)
+    assert transition(never, Action.CLAIM).claim_reason is ClaimReason.NEW
+    cancelled = replace(asked, cancel_requested=True)
+    assert transition(cancelled, Action.CLAIM).state.status is C
+    # A compaction asked of a running session is no claim reason of its own: the run that
+    # holds it (or the one that resumes it) compacts.
+    crashed = Lifecycle(status=R, attempt=1, fence=3, lease=EXP, ever_claimed=True,
+                        compact_requested=True)
+    assert transition(crashed, Action.CLAIM).claim_reason is ClaimReason.CRASH
+
+
+def test_asking_twice_for_a_compaction_changes_nothing_the_second_time():
+    live = Lifecycle(status=R, attempt=1, fence=1, lease=HELD, ever_claimed=True)
+    first = transition(live, Action.REQUEST_COMPACT)
+    assert first.changed and first.state.compact_requested
+    assert not transition(first.state, Action.REQUEST_COMPACT).changed
+    done = transition(Lifecycle(status=S, attempt=2, fence=2, ever_claimed=True),
+                      Action.REQUEST_COMPACT)
+    assert done.changed and done.state.status is Q
+    assert not transition(done.state, Action.REQUEST_COMPACT).changed
+
+
+def test_a_cancelled_or_awaiting_session_cannot_compact_and_says_what_to_do():
+    with pytest.raises(CannotCompact, match="send it a message"):
+        transition(Lifecycle(status=C, fence=1, ever_claimed=True), Action.REQUEST_COMPACT)
+    awaiting = Lifecycle(status=R, fence=1, ever_claimed=True, awaiting=True)
+    with pytest.raises(CannotCompact, match="decide it first"):
+        transition(awaiting, Action.REQUEST_COMPACT)
 
 
 def test_create_starts_queued_and_only_once():
@@ -194,7 +242,7 @@ def test_random_sequences_never_reach_an_illegal_state(steps):
             continue
         try:
             out = transition(state, action, max_attempts=cap)
-        except (IllegalTransition, AlreadyTerminal):
+        except (IllegalTransition, AlreadyTerminal, CannotCompact):
             continue
         assert _legal(out.state), (state, action, out.state)
         assert out.state.fence >= fence

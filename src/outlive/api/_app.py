@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from .. import __version__
 from ..store import ApiStore
@@ -35,6 +35,7 @@ from ._errors import BodyLimit, install_error_handlers
 from ._headers import AllowedMethods, SecurityHeaders
 from ._hub import Hub
 from ._metrics import ApiMetrics, MetricsMiddleware
+from ._path_ids import ids_that_can_exist
 from ._snapshots import Snapshots
 from ._throttle import LoginThrottle
 
@@ -96,7 +97,7 @@ def create_app(
 
     for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, aisdk,
                    agui):
-        app.include_router(module.router)
+        app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)
     return app

@@ -78,7 +78,8 @@ _DESCRIPTIONS = {
     403: "A login-cookie request that changes something came from another origin "
     "(CROSS_ORIGIN_REQUEST)",
     404: "No such session for this owner (NOT_FOUND; identical for foreign sessions)",
-    409: "Conflict (SESSION_BUSY, SESSION_ALREADY_TERMINAL with `status`)",
+    409: "Conflict (SESSION_BUSY, SESSION_ALREADY_TERMINAL with `status`, "
+    "SESSION_CANNOT_COMPACT)",
     413: "Too large (TOO_LARGE: text over 100,000 characters or body over the limit)",
     422: "Request failed validation (VALIDATION_ERROR with `errors`)",
     429: "Too many failed key checks from this address (TOO_MANY_FAILED_LOGINS, with "

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MIN_ABANDON_AFTER",
     "CancelOut",
+    "ContextOut",
     "CreateSession",
     "DeletedOut",
     "ErrorInfoOut",
@@ -131,6 +132,13 @@ class ErrorInfoOut(BaseModel):
     message: str
 
 
+class ContextOut(BaseModel):
+    tokens: int = Field(description="Input tokens of the last model call (or the run's "
+                        "estimate of them).")
+    window: int | None = Field(description="The model's context window at that call "
+                               "(null: not known).")
+
+
 class SessionOut(BaseModel):
     id: str
     agent: str
@@ -156,6 +164,12 @@ class SessionOut(BaseModel):
     compacted_through: int = Field(
         0, description="Deltas at or below this seq may have been compacted away; a stream "
         "cursor below it gets `resync {reason: \"compacted\"}` (docs/retention.md).")
+    context: ContextOut | None = Field(
+        default=None, description="How full the model's context was at the run's last model "
+        "call (null: no call measured yet).")
+    compact_requested: bool = Field(
+        default=False, description="A compaction of the history was asked for "
+        "(`POST /v1/sessions/{id}/compact`) and no run has done it yet.")
 
 
 class SessionsPage(BaseModel):
@@ -229,6 +243,9 @@ def session_out(s: Session) -> SessionOut:
         abandon_after=s.abandon_after,
         attention=s.attention,  # type: ignore[arg-type]
         compacted_through=s.compacted_through,
+        context=(None if s.context_tokens is None
+                 else ContextOut(tokens=s.context_tokens, window=s.context_window)),
+        compact_requested=s.compact_requested,
     )
 
 

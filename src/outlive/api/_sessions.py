@@ -1,4 +1,5 @@
-"""Session routes (docs/http-api.md): create, list, read, retitle, delete, follow-up, cancel.
+"""Session routes (docs/http-api.md): create, list, read, retitle, delete, follow-up, cancel,
+compact.
 
 All of them are owner-scoped through the Store, which raises the same `NotFound` for missing
 and foreign sessions, so the two give byte-identical 404 bodies. The API checks what only it
@@ -201,3 +202,15 @@ async def post_message(
 async def cancel_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> CancelOut:
     session = await ctx.store.request_cancel(owner.id, session_id)
     return CancelOut(status=session.status)
+
+
+@router.post(
+    "/sessions/{session_id}/compact",
+    status_code=202,
+    response_model=SessionOut,
+    responses=error_responses(401, 404, 409, 422),
+    summary="Ask for the session's history to be compacted: a running session's run does it "
+    "at its next step; a finished one (succeeded or failed) is queued for a run that does",
+)
+async def compact_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> SessionOut:
+    return session_out(await ctx.store.request_compaction(owner.id, session_id))

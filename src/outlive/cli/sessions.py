@@ -24,7 +24,8 @@ from .transcript import TranscriptWriter, event_json, transcript_lines
 
 __all__ = ["sessions_app"]
 
-sessions_app = typer.Typer(help="Create, watch, steer and cancel sessions over the API.",
+sessions_app = typer.Typer(help="Create, watch, steer, compact and cancel sessions over the "
+                           "API.",
                            no_args_is_help=True, rich_markup_mode=None)
 out = Console(markup=False, highlight=False)
 err = Console(stderr=True, markup=False, highlight=False)
@@ -50,6 +51,18 @@ def _client(url: str | None, key: str | None, db: str | None = None,
 
 def _word(s: SessionInfo) -> str:
     return status_word(s.status, s.attention, s.error.code if s.error else None)
+
+
+def context_use(s: SessionInfo) -> str | None:
+    """`2,310 / 4,096 tokens (56 %)`: how full the model's context was at the last model
+    call (no window known: `2,310 tokens`); None before any call was measured."""
+    if s.context is None:
+        return None
+    used = f"{s.context.tokens:,}"
+    window = s.context.window
+    if not window:
+        return f"{used} tokens"
+    return f"{used} / {window:,} tokens ({round(100 * s.context.tokens / window)} %)"
 
 
 def _run(coro: object) -> None:
@@ -104,7 +117,8 @@ def list_(
 
     async def go() -> None:
         async with _client(url, key, db, key_file) as c:
-            rows = [(s.id, _word(s), str(s.attempt), s.title or "", str(s.updated_at))
+            rows = [(s.id, _word(s), str(s.attempt), s.title or "", str(s.updated_at),
+                     context_use(s) or "")
                     for s in await c.list_all_sessions(status=status, attention=attention)]
             if not out.is_terminal:  # scripts: the header, then one line per session
                 for row in (LIST_COLUMNS, *rows):
@@ -119,8 +133,9 @@ def list_(
     _run(go())
 
 
-LIST_COLUMNS = ("id", "status", "attempt", "title", "updated")
-"""`sessions list`'s columns; `status` is the word a person reads (`status_word`)."""
+LIST_COLUMNS = ("id", "status", "attempt", "title", "updated", "context")
+"""`sessions list`'s columns; `status` is the word a person reads (`status_word`), `context`
+how full the model's context was at the last model call (empty: not measured yet)."""
 
 
 @sessions_app.command("show")
@@ -134,6 +149,12 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
             s = d.session
             out.print(f"{s.id}  {_word(s)}  attempt {s.attempt}  {s.title or ''}",
                       highlight=False)
+            used = context_use(s)
+            if used is not None or s.compact_requested:
+                notes = [f"context {used}"] if used is not None else []
+                if s.compact_requested:
+                    notes.append("compaction requested")
+                out.print("  ".join(notes), highlight=False)
             for line in transcript_lines(d.snapshot.state.get("items", [])):
                 out.print(line, highlight=False, soft_wrap=True)
 
@@ -212,6 +233,31 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None,
             r = await c.cancel(session_id)
             msg = "cancel requested" if r.cancel_requested else f"already {r.status}"
             out.print(msg, highlight=False)
+
+    _run(go())
+
+
+@sessions_app.command("compact")
+def compact(session_id: str, url: UrlOption = None, key: KeyOption = None,
+            db: DbOption = None, key_file: KeyFileOption = None) -> None:
+    """Ask for a session's history to be compacted (summarised) so its next turns fit the
+    model's context: a running session's run does it at its next step; a finished one is
+    queued for a run that does it and ends again. Not for a cancelled session (send it a
+    message first) or one waiting on an approval (decide it first)."""
+
+    async def go() -> None:
+        async with _client(url, key, db, key_file) as c:
+            before = (await c.get_session(session_id)).session
+            s = await c.compact(session_id)
+            used = context_use(s)
+            now = f" (context {used})" if used is not None else ""
+            if before.terminal:
+                out.print(f"compaction requested{now}: the {before.status} session is queued; "
+                          "a worker compacts its history, then it ends again (follow it with "
+                          f"`outlive sessions tail {s.id}`)", highlight=False, soft_wrap=True)
+            else:
+                out.print(f"compaction requested{now}: the {s.status} session's run compacts "
+                          "its history at its next step", highlight=False, soft_wrap=True)
 
     _run(go())
 

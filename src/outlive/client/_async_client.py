@@ -199,6 +199,13 @@ class AsyncClient:
         `already_terminal` is True. Any other error raises."""
         return await self._call(_calls.cancel(session_id))
 
+    async def compact(self, session_id: str) -> SessionInfo:
+        """Ask for the session's history to be compacted (`compact_requested` until a run
+        has done it): a running session's run does it at its next step, a finished one is
+        queued for a run that does. 409 SESSION_CANNOT_COMPACT (cancelled, or waiting on an
+        approval) raises ApiError."""
+        return await self._call(_calls.compact(session_id))
+
     async def healthz(self) -> bool:
         return await self._call(_calls.healthz())
 

@@ -30,6 +30,7 @@ __all__ = [
     "Call",
     "cancel",
     "client_headers",
+    "compact",
     "create_session",
     "delete_session",
     "events",
@@ -199,6 +200,12 @@ def cancel(session_id: str) -> Call[CancelResult]:
     """409 SESSION_ALREADY_TERMINAL is a success: the session has ended, with that status."""
     return Call("POST", session_path(session_id, "/cancel"), CancelResult.model_validate,
                 recover=_already_terminal)
+
+
+def compact(session_id: str) -> Call[SessionInfo]:
+    """The session as the request left it; a session that cannot compact now raises ApiError
+    409 SESSION_CANNOT_COMPACT (its message says what to do first)."""
+    return Call("POST", session_path(session_id, "/compact"), SessionInfo.model_validate)
 
 
 def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Call[EventPage]:

@@ -20,6 +20,7 @@ __all__ = [
     "AttachedFrame",
     "CancelResult",
     "CaughtUpFrame",
+    "ContextUse",
     "ErrorInfo",
     "EventPage",
     "EventRecord",
@@ -49,6 +50,19 @@ class ErrorInfo(_Model):
     message: str
 
 
+class ContextUse(_Model):
+    """How full the model's context was at the run's last model call."""
+
+    tokens: int
+    window: int | None = None
+    """The model's context window then (None: not known)."""
+
+    @property
+    def fraction(self) -> float | None:
+        """tokens / window, or None without a window."""
+        return None if not self.window else self.tokens / self.window
+
+
 class SessionInfo(_Model):
     """One session as the API describes it (`GET /v1/sessions/{id}`'s `session`)."""
 
@@ -69,6 +83,10 @@ class SessionInfo(_Model):
     abandon_after: float | None = None
     attention: str | None = None
     """What the session waits on a person for: `question` or `approval` (None: nobody)."""
+    context: ContextUse | None = None
+    """The context use at the last model call (None: none measured yet, or an older server)."""
+    compact_requested: bool = False
+    """A compaction of the history was asked for and no run has done it yet."""
 
     @property
     def terminal(self) -> bool:

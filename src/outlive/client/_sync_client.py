@@ -173,6 +173,10 @@ class Client:
         """As `AsyncClient.cancel`: 409 SESSION_ALREADY_TERMINAL returns the final status."""
         return self._call(_calls.cancel(session_id))
 
+    def compact(self, session_id: str) -> SessionInfo:
+        """As `AsyncClient.compact`."""
+        return self._call(_calls.compact(session_id))
+
     def healthz(self) -> bool:
         return self._call(_calls.healthz())
 

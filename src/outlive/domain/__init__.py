@@ -3,6 +3,7 @@
 from . import errors, model
 from .errors import (
     AlreadyTerminal,
+    CannotCompact,
     Conflict,
     IllegalTransition,
     InvalidInput,
@@ -39,6 +40,7 @@ __all__ = [
     "TERMINAL",
     "Action",
     "AlreadyTerminal",
+    "CannotCompact",
     "Claim",
     "ClaimReason",
     "Conflict",

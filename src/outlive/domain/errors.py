@@ -6,6 +6,7 @@ from typing import Any
 
 __all__ = [
     "AlreadyTerminal",
+    "CannotCompact",
     "Conflict",
     "IllegalTransition",
     "InvalidInput",
@@ -66,6 +67,13 @@ class AlreadyTerminal(Conflict):
     def __init__(self, status: str) -> None:
         super().__init__(f"session already {status}", status=status)
         self.status = status
+
+
+class CannotCompact(Conflict):
+    """A compaction asked of a session that cannot run one now (cancelled, or waiting on an
+    approval): the message says what to do first."""
+
+    code = "SESSION_CANNOT_COMPACT"
 
 
 class SessionBusy(Conflict):

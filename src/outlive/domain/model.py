@@ -92,6 +92,9 @@ class ClaimReason(enum.StrEnum):
     CRASH = "crash"
     HANDOFF = "handoff"
     FOLLOW_UP = "follow_up"
+    COMPACT = "compact"
+    """The owner asked a settled session to compact its history (`request_compaction`), and
+    no message waits: the run compacts and settles again."""
 
 
 @dataclass(frozen=True)
@@ -138,9 +141,21 @@ class Session:
     """Deltas (`text_delta`, `thinking_delta`, `tool_progress`) at or below this seq were
     folded into the snapshot at this seq and deleted; other events remain (no renumbering)."""
 
+    context_tokens: int | None = None
+    """Input tokens of the last model call (or the run's estimate); None: not known yet."""
+    context_window: int | None = None
+    """The model's context window at that call; None: not known."""
+    compact_requested_at: datetime | None = None
+    """When the owner asked for the history to be compacted; cleared by the run's commit that
+    compacts it."""
+
     @property
     def cancel_requested(self) -> bool:
         return self.cancel_requested_at is not None
+
+    @property
+    def compact_requested(self) -> bool:
+        return self.compact_requested_at is not None
 
 
 @dataclass(frozen=True)

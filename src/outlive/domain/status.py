@@ -1,7 +1,8 @@
 """The session status machine of docs/architecture.md §4 as one pure function.
 
 Both store adapters compute every lifecycle change through `transition`, so the table below is
-the single place that decides what a claim, park, settle, cancel, message or delete may do.
+the single place that decides what a claim, park, settle, cancel, message, compaction request
+or delete may do.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .errors import AlreadyTerminal, IllegalTransition
+from .errors import AlreadyTerminal, CannotCompact, IllegalTransition
 from .model import MAX_ATTEMPTS, TERMINAL, ClaimReason, Status
 
 __all__ = ["Action", "LeaseState", "Lifecycle", "Outcome", "transition"]
@@ -37,6 +38,9 @@ class Action(enum.StrEnum):
     """The run stops before a tool call a person must approve: it lets go of the lease."""
     DECIDE_APPROVAL = "decide_approval"
     """A person (or the expiry sweep) decided: the session is claimable again."""
+    REQUEST_COMPACT = "request_compact"
+    """The owner asks for the history to be compacted: a flag for a live session's run, a
+    run of its own for a settled one."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,11 @@ class Lifecycle:
     awaiting: bool = False
     """Running, no lease, waiting on a person's approval (attention "approval"): parked but
     not claimable until a decision, so it holds no worker slot however long it waits."""
+    compact_requested: bool = False
+    """The owner asked for the history to be compacted and no run has done it yet."""
+    inputs_waiting: bool = False
+    """A user message waits undelivered (a queued session's claim then starts a follow-up,
+    which compacts on the way, rather than a compaction alone)."""
 
     @property
     def parked(self) -> bool:
@@ -97,6 +106,7 @@ def _with(
     fence: int | None = None, lease: LeaseState | None = None,
     cancel_requested: bool | None = None, deleted: bool | None = None,
     ever_claimed: bool | None = None, awaiting: bool | None = None,
+    compact_requested: bool | None = None,
 ) -> Lifecycle:
     """`dataclasses.replace` for the fields given (None: unchanged), without its generic
     walk over the fields: every claim and settle of every session comes through here."""
@@ -109,6 +119,9 @@ def _with(
         deleted=s.deleted if deleted is None else deleted,
         ever_claimed=s.ever_claimed if ever_claimed is None else ever_claimed,
         awaiting=s.awaiting if awaiting is None else awaiting,
+        compact_requested=(s.compact_requested if compact_requested is None
+                           else compact_requested),
+        inputs_waiting=s.inputs_waiting,
     )
 
 
@@ -168,6 +181,8 @@ def transition(
         if not (state.awaiting and state.parked):
             raise IllegalTransition("decide_approval needs a session awaiting approval")
         return Outcome(_with(state, awaiting=False))
+    if action is Action.REQUEST_COMPACT:
+        return _request_compact(state)
     if action is Action.DELETE:
         deleted = _with(state, deleted=True)
         if state.status in TERMINAL:
@@ -180,13 +195,35 @@ def transition(
     raise IllegalTransition(f"unknown action {action}")  # pragma: no cover
 
 
+def _request_compact(state: Lifecycle) -> Outcome:
+    """A settled session is queued again as a follow-up message queues it (attempt 0), so a
+    worker claims it to compact (`ClaimReason.COMPACT`); a live one keeps running and its run
+    compacts at its next safe point. Neither a cancelled session nor one waiting on an
+    approval can run a compaction now."""
+    if state.status is Status.CANCELLED:
+        raise CannotCompact("the session was cancelled; send it a message to start it again "
+                            "(its run can then be compacted)", status=state.status.value)
+    if state.awaiting:
+        raise CannotCompact("the session waits on an approval; decide it first, then ask "
+                            "for the compaction again", attention="approval")
+    if state.status in TERMINAL:
+        return Outcome(_with(state, status=Status.QUEUED, attempt=0, cancel_requested=False,
+                             compact_requested=True))
+    return Outcome(_with(state, compact_requested=True), changed=not state.compact_requested)
+
+
 def _claim(state: Lifecycle, max_attempts: int) -> Outcome:
     if not state.claimable:
         raise IllegalTransition(
             f"{state.status} session with a {state.lease} lease is not claimable"
         )
     if state.status is Status.QUEUED:
-        reason = ClaimReason.FOLLOW_UP if state.ever_claimed else ClaimReason.NEW
+        if not state.ever_claimed:
+            reason = ClaimReason.NEW
+        elif state.compact_requested and not state.inputs_waiting:
+            reason = ClaimReason.COMPACT
+        else:
+            reason = ClaimReason.FOLLOW_UP
         attempt = state.attempt + 1
     elif state.lease is LeaseState.EXPIRED:
         reason, attempt = ClaimReason.CRASH, state.attempt + 1

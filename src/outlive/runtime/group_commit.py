@@ -80,12 +80,15 @@ class GroupCommitter:
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> asyncio.Future[tuple[list[Entry], list[Event]]]:
         """Queued at once; the future is the outcome. Cancelling it does not stop the
         write (a cancelled caller never cuts one in half), so a run awaits it without a
         shield or a task of its own: one fewer each per write, tens of thousands a second
         at scale."""
-        return self._submit(Commit(lease, entries, events, delivered_through, title, stage))
+        return self._submit(Commit(lease, entries, events, delivered_through, title, stage,
+                                   context, compacted))
 
     def _submit(self, item: Commit | Settle) -> asyncio.Future[Any]:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

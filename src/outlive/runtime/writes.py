@@ -53,6 +53,8 @@ class LeaseWrites(Protocol):
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> Awaitable[tuple[list[Entry], list[Event]]]: ...
     def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
@@ -129,12 +131,15 @@ class RunWrites:
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> None:
-        """One transaction: the held steps, then these (and the stage's event); nothing at
-        all when all are empty."""
+        """One transaction: the held steps, then these (and the stage's event), with the
+        context use (input tokens, window) and the end of a compaction request written on the
+        session row by the same fenced UPDATE; nothing at all when all are empty."""
         entries, events = self._take(entries, events)
         if (not entries and not events and delivered_through is None and title is None
-                and stage is None):
+                and stage is None and context is None and not compacted):
             return
         started = time.perf_counter()  # as `EVENT_APPEND.time()`, without its timer object
         try:
@@ -142,6 +147,7 @@ class RunWrites:
             pending = self.sink.commit(
                 self.lease, entries=entries, events=events,
                 delivered_through=delivered_through, title=title, stage=stage,
+                context=context, compacted=compacted,
             )
             # The group committer's future is queued already and written even if cancelled:
             # awaited as it is. A coroutine (the Store's) is shielded in a task of its own.

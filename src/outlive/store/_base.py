@@ -150,6 +150,8 @@ def lifecycle(row: Row) -> Lifecycle:
         deleted=row["deleted_at"] is not None,
         ever_claimed=int(row["fence"]) > 0,
         awaiting=row["attention"] == "approval" and lease is LeaseState.NONE,
+        compact_requested=row["compact_requested_at"] is not None,
+        inputs_waiting=int(row["last_input_seq"]) > int(row["delivered_input_seq"]),
     )
 
 
@@ -184,6 +186,9 @@ def to_session(d: Dialect, row: Row) -> Session:
         updated_at=_ts_required(d, row["updated_at"]),
         deleted_at=d.ts(row["deleted_at"]),
         attention=row["attention"],
+        context_tokens=row["context_tokens"],
+        context_window=row["context_window"],
+        compact_requested_at=d.ts(row["compact_requested_at"]),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from ..domain.errors import InvalidInput, LeaseLost, NotFound, OutliveError, PendingInput
@@ -21,28 +22,36 @@ from ._base import Row, Tx, TxState, lease_lost, to_session
 from ._core import EVENT_COLUMNS, OwnerEvent
 from ._port import Commit, CommitOutcome, Settle, SettleOutcome
 from ._settles import SettleOps, SettleRow, checked_settle, holds
-from ._validation import auto_title, check_event_types
+from ._validation import auto_title, check_context, check_event_types
 
 __all__ = ["CommitOps", "HeadItem"]
 
-HeadItem = tuple[Lease, int, int, int, str | None]
+HeadItem = tuple[Lease, int, int, int, str | None, int | None, int | None, bool]
 """One item of `commit_heads`: the lease, how many events and entries, delivered through,
-the automatic title (cleaned) or None."""
+the automatic title (cleaned) or None, the context's tokens (None: no context to write) and
+window, and whether it clears the compaction request."""
 
 
 def _checked(c: Commit) -> Commit:
     """A commit with its event types checked, its title cleaned (raises InvalidInput) and
     its stage's event last among its events (so its seq is allocated with theirs)."""
     check_event_types(c.events)
+    check_context(c.context)
     if c.stage is None and c.title is None:
         return c
     events = c.events if c.stage is None else [*c.events, Stage(stage=c.stage).new()]
     title = None if c.title is None else auto_title(c.title)
-    return Commit(c.lease, c.entries, events, c.delivered_through, title, c.stage)
+    return replace(c, events=events, title=title)
 
 
 def _delivered(c: Commit) -> int:
     return -1 if c.delivered_through is None else c.delivered_through
+
+
+def head_item(c: Commit) -> HeadItem:
+    tokens, window = (None, None) if c.context is None else c.context
+    return (c.lease, len(c.events), len(c.entries), _delivered(c), c.title, tokens, window,
+            c.compacted)
 
 
 class CommitOps(SettleOps):
@@ -61,17 +70,23 @@ class CommitOps(SettleOps):
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> tuple[list[Entry], list[Event]]:
         """Model-history entries, their events and the delivery cursor in one fenced write, so
         a crash can never leave a message consumed twice or an answer committed twice. With
         `stage`, the active stage is set in the same write (as `set_stage`), and with `title`
-        the automatic title (as `set_auto_title`), their events after the commit's own."""
-        c = _checked(Commit(lease, entries, events, delivered_through, title, stage))
+        the automatic title (as `set_auto_title`), their events after the commit's own.
+        `context` (input tokens, window) and `compacted` (clear the compaction request) are
+        written by the same UPDATE that checks the fence: no statement of their own."""
+        c = _checked(Commit(lease, entries, events, delivered_through, title, stage, context,
+                            compacted))
+        _, ne, nn, d, _, ct, cw, cc = head_item(c)
 
         async def op(tx: Tx, st: TxState) -> tuple[list[Entry], list[Event]]:
             rows = await tx.fetch(
                 self.q.commit_head,
-                {"ne": len(c.events), "nn": len(c.entries), "d": _delivered(c),
+                {"ne": ne, "nn": nn, "d": d, "ct": ct, "cw": cw, "cc": cc,
                  "id": lease.session_id, "worker": lease.worker, "fence": lease.fence},
             )
             if not rows:
@@ -155,8 +170,7 @@ class CommitOps(SettleOps):
         mine = [(i, c) for i in valid if isinstance(c := checked[i], Commit)]
         if not mine:
             return
-        items: list[HeadItem] = [(c.lease, len(c.events), len(c.entries), _delivered(c),
-                                  c.title) for _, c in mine]
+        items: list[HeadItem] = [head_item(c) for _, c in mine]
         heads = {r["id"]: r for r in await self._commit_heads(tx, items)}
         for i, c in mine:
             head = heads.get(c.lease.session_id)

@@ -120,6 +120,11 @@ class Commit:
     title: str | None = None
     stage: str | None = None
     """The session's active stage (as `set_stage`), its `stage` event after the commit's own."""
+    context: tuple[int, int | None] | None = None
+    """The context use the run measured (input tokens, the model's window or None), written
+    to the session row with the commit (None: left as it was)."""
+    compacted: bool = False
+    """The commit compacts the history: it clears the owner's compaction request."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,12 @@ class SessionStore(Protocol):
     async def request_cancel(
         self, owner_id: str, session_id: str, *, reason: str = "user"
     ) -> Session: ...
+    async def request_compaction(self, owner_id: str, session_id: str) -> Session:
+        """Ask for the history to be compacted: a live session's run does it at its next
+        safe point; a settled one (`succeeded`, `failed`) is queued for a run that does
+        (`ClaimReason.COMPACT`). `CannotCompact` for a cancelled session or one waiting on
+        an approval; asking again changes nothing more."""
+        ...
     async def post_message(
         self,
         owner_id: str,
@@ -338,6 +349,8 @@ class RunStore(Protocol):
         delivered_through: int | None = None,
         title: str | None = None,
         stage: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> tuple[list[Entry], list[Event]]: ...
     async def commit_many(
         self, commits: Sequence[Commit | Settle]

@@ -35,10 +35,10 @@ __all__ = ["RunOps"]
 
 _Taken = tuple[str, ClaimReason, Lease | None]
 """A session a claim took: its id, why, and its lease (none when the claim ended it)."""
-_STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP)
+_STARTS = (ClaimReason.NEW, ClaimReason.FOLLOW_UP, ClaimReason.COMPACT)
+"""Claims whose run begins with `session_start` (the others resume)."""
 _BUSY_TRIES = 3
 """Heartbeat passes over the sessions whose rows were locked by another transaction."""
-"""Claims whose run begins with `session_start` (the others resume)."""
 
 
 class RunOps(StoreCore):

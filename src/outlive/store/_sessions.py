@@ -227,6 +227,29 @@ class SessionOps(StoreCore):
 
         return await self._write_session(op)
 
+    async def request_compaction(self, owner_id: str, session_id: str) -> Session:
+        """A live session keeps running with the flag set (its worker hears the notice); a
+        settled one is queued again as a follow-up message would queue it, for a claim whose
+        reason is `compact`. The first request's time is kept: asking twice is one request."""
+        async def op(tx: Tx, st: TxState) -> str:
+            row = await self._locked(tx, session_id, owner_id)
+            state = lifecycle(row)
+            out = transition(state, Action.REQUEST_COMPACT)
+            if not out.changed:
+                return session_id
+            await tx.execute(self.q.request_compaction, {"id": session_id})
+            requeued = state.status in TERMINAL
+            if requeued:
+                await self._apply(tx, row, out.state, error_code=None, error_message=None)
+                # The person is there now: the abandon clock starts afresh, as for a message.
+                await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
+                await self._owner_event(tx, owner_id, session_id,
+                                        status_event(Status.QUEUED, 0))
+            st.notify(session_id, owner_id, work=True, owner=requeued)
+            return session_id
+
+        return await self._write_session(op)
+
     async def post_message(
         self,
         owner_id: str,

@@ -34,6 +34,7 @@ __all__ = [
     "check_abandon_after",
     "check_attention",
     "check_client_request_id",
+    "check_context",
     "check_event_types",
     "check_list",
     "check_metadata",
@@ -213,6 +214,24 @@ def check_client_request_id(client_request_id: str | None) -> None:
             f"client_request_id must be 1 to {MAX_CLIENT_REQUEST_ID} characters"
         )
     check_string(client_request_id, "client_request_id")
+
+
+MAX_CONTEXT_TOKENS = 2**31 - 1
+"""The columns are 32-bit integers; no model's window comes near."""
+
+
+def check_context(context: tuple[int, int | None] | None) -> None:
+    """A commit's context use: (tokens, window or None), whole numbers the columns hold."""
+    if context is None:
+        return
+    tokens, window = context
+    for what, value, least in (("tokens", tokens, 0), ("window", window, 1)):
+        if value is None and what == "window":
+            continue
+        if (not isinstance(value, int) or isinstance(value, bool)
+                or not least <= value <= MAX_CONTEXT_TOKENS):
+            raise InvalidInput(f"context {what} must be a whole number from {least} to "
+                               f"{MAX_CONTEXT_TOKENS}, not {value!r}")
 
 
 def check_owner_name(name: str) -> None:

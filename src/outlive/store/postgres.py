@@ -432,7 +432,8 @@ class PostgresStore(SqlStore):
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": _json_param(
             [{"id": lease.session_id, "worker": lease.worker, "fence": lease.fence,
-              "ne": ne, "nn": nn, "d": d, "t": t} for lease, ne, nn, d, t in items])})
+              "ne": ne, "nn": nn, "d": d, "t": t, "ct": ct, "cw": cw, "cc": cc}
+             for lease, ne, nn, d, t, ct, cw, cc in items])})
 
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
         await tx.execute(self.q.settle_rows, {"items": _json_param(

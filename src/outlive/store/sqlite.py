@@ -308,8 +308,8 @@ class SqliteStore(SqlStore):
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": json.dumps(
-            [[lease.session_id, lease.worker, lease.fence, ne, nn, d, t]
-             for lease, ne, nn, d, t in items])})
+            [[lease.session_id, lease.worker, lease.fence, ne, nn, d, t, ct, cw, cc]
+             for lease, ne, nn, d, t, ct, cw, cc in items])})
 
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
         await tx.execute(self.q.settle_rows, {"items": json.dumps([list(e) for e in ends])})

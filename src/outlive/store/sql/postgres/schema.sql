@@ -50,6 +50,9 @@ CREATE TABLE sessions (
     compacted_through   BIGINT NOT NULL DEFAULT 0,
     purge_after         TIMESTAMPTZ,
     ended_at            TIMESTAMPTZ,
+    context_tokens      INTEGER,
+    context_window      INTEGER,
+    compact_requested_at TIMESTAMPTZ,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 

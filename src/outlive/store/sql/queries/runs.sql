@@ -79,9 +79,18 @@ WHERE s.id = ANY(CAST(:ids AS text[])) AND s.lease_worker = :worker AND s.status
 -- The hot path of every turn: fence check, both seq allocations and the delivery cursor.
 -- No row when the fence refuses the write, or the cursor names a message that does not
 -- exist: either way nothing changed, so a group commit goes on with its other writes.
+-- With the write, the context use the run measured (:ct tokens, :cw window; :ct NULL: left
+-- as it was) and, :cc, the end of the owner's compaction request: in this UPDATE rather
+-- than in a statement of their own, so they cost a turn nothing.
 UPDATE sessions SET last_seq = last_seq + :ne, last_entry_seq = last_entry_seq + :nn,
   delivered_input_seq = CASE WHEN :d > delivered_input_seq THEN :d
                              ELSE delivered_input_seq END,
+  context_tokens = CASE WHEN CAST(:ct AS INTEGER) IS NULL THEN context_tokens
+                        ELSE CAST(:ct AS INTEGER) END,
+  context_window = CASE WHEN CAST(:ct AS INTEGER) IS NULL THEN context_window
+                        ELSE CAST(:cw AS INTEGER) END,
+  compact_requested_at = CASE WHEN CAST(:cc AS BOOLEAN) THEN NULL
+                              ELSE compact_requested_at END,
   updated_at = {now}
 WHERE id = :id AND lease_worker = :worker AND fence = :fence AND status = 'running'
   AND :d <= last_input_seq
@@ -91,7 +100,9 @@ RETURNING last_seq, last_entry_seq, last_input_seq, attempt, owner_id, title_sta
 -- name: commit_heads
 -- dialect: sqlite
 -- `commit_head` for every item of a group commit in one statement; :items is a JSON list of
--- [session id, worker, fence, events, entries, delivered through, automatic title or null].
+-- [session id, worker, fence, events, entries, delivered through, automatic title or null,
+-- context tokens or null (null: leave the context as it was), context window or null,
+-- whether it clears the compaction request].
 -- An item missing from the result was refused (as `commit_head` refuses it) and changed
 -- nothing. A title is set (and the seq of its `title` event taken, after the item's events)
 -- unless the person set one by hand: the returned `title_state` is then not 'manual'.
@@ -104,11 +115,15 @@ UPDATE sessions SET
   title = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN h.t ELSE title END,
   title_state = CASE WHEN h.t IS NOT NULL AND title_state <> 'manual' THEN 'automatic'
                      ELSE title_state END,
+  context_tokens = CASE WHEN h.ct IS NULL THEN context_tokens ELSE h.ct END,
+  context_window = CASE WHEN h.ct IS NULL THEN context_window ELSE h.cw END,
+  compact_requested_at = CASE WHEN h.cc THEN NULL ELSE compact_requested_at END,
   updated_at = {now}
 FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS worker,
              json_extract(j.value, '$[2]') AS fence, json_extract(j.value, '$[3]') AS ne,
              json_extract(j.value, '$[4]') AS nn, json_extract(j.value, '$[5]') AS d,
-             json_extract(j.value, '$[6]') AS t
+             json_extract(j.value, '$[6]') AS t, json_extract(j.value, '$[7]') AS ct,
+             json_extract(j.value, '$[8]') AS cw, json_extract(j.value, '$[9]') AS cc
       FROM json_each(:items) j) AS h
 WHERE sessions.id = h.id AND sessions.lease_worker = h.worker AND sessions.fence = h.fence
   AND sessions.status = 'running' AND h.d <= sessions.last_input_seq
@@ -131,9 +146,13 @@ UPDATE sessions s SET
   title = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN h.t ELSE s.title END,
   title_state = CASE WHEN h.t IS NOT NULL AND s.title_state <> 'manual' THEN 'automatic'
                      ELSE s.title_state END,
+  context_tokens = CASE WHEN h.ct IS NULL THEN s.context_tokens ELSE h.ct END,
+  context_window = CASE WHEN h.ct IS NULL THEN s.context_window ELSE h.cw END,
+  compact_requested_at = CASE WHEN h.cc THEN NULL ELSE s.compact_requested_at END,
   updated_at = {now}
 FROM json_to_recordset(CAST(:items AS json))
-     AS h(id text, worker text, fence bigint, ne bigint, nn bigint, d bigint, t text)
+     AS h(id text, worker text, fence bigint, ne bigint, nn bigint, d bigint, t text,
+          ct integer, cw integer, cc boolean)
 WHERE s.id = ANY(ARRAY(SELECT x.id FROM json_to_recordset(CAST(:items AS json)) AS x(id text)))
   AND s.id = h.id AND s.lease_worker = h.worker AND s.fence = h.fence
   AND s.status = 'running' AND h.d <= s.last_input_seq
@@ -225,8 +244,8 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 -- A worker's claim in one statement for its common case: the sessions `claim_candidates`
 -- describes (those nobody holds chosen longest unheld first, below), locked, as they were
 -- (`taken` says which this statement took); of
--- them, with `:start`, each queued session no cancel, deletion, attention or attempt cap
--- stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
+-- them, with `:start`, each queued session no cancel, deletion, attention, compaction request
+-- (whose claim may be a `compact`) or attempt cap stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
 -- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
 -- the database clock after its row was updated. The store checks each taken row against
 -- the machine (`RunOps._taken`); every other candidate goes the general way.
@@ -254,7 +273,7 @@ WITH q AS (
   FROM c
   WHERE s.id = c.id AND CAST(:start AS boolean) AND c.status = 'queued'
     AND c.cancel_requested_at IS NULL AND c.deleted_at IS NULL AND c.attention IS NULL
-    AND c.attempt < :max_attempts
+    AND c.compact_requested_at IS NULL AND c.attempt < :max_attempts
   RETURNING s.id, s.last_seq, s.attempt, s.fence
 ), e AS (
   INSERT INTO session_events (session_id, seq, ts, attempt, fence, type, data)

@@ -57,6 +57,12 @@ SELECT session_id FROM create_requests WHERE owner_id = :owner AND client_reques
 INSERT INTO create_requests (owner_id, client_request_id, session_id)
 VALUES (:owner, :crid, :sid)
 
+-- name: request_compaction
+-- The owner's compaction request; the first one's time is kept until a run's commit clears it.
+UPDATE sessions SET compact_requested_at = COALESCE(compact_requested_at, {now}),
+  updated_at = {now}
+WHERE id = :id
+
 -- name: touch_watched
 UPDATE sessions SET watched_at = {now} WHERE id {in_ids}
 

@@ -49,7 +49,10 @@ CREATE TABLE sessions (
     attention           TEXT,
     compacted_through   INTEGER NOT NULL DEFAULT 0,
     purge_after         REAL,
-    ended_at            REAL
+    ended_at            REAL,
+    context_tokens      INTEGER,
+    context_window      INTEGER,
+    compact_requested_at REAL
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
