@@ -26,8 +26,6 @@ from tests.support.sessions import ENDED, all_events, settled
 from tests.support.waiting import eventually
 from tests.support.window_models import AnthropicWindowServer, OpenAIWindowServer, WindowServer
 
-
-
 WINDOW = 3000
 """The demo tools' schemas take ~820 of it by the servers' count, leaving room for about six
 exchanges of their ~1,400-character answers (~300 tokens each): 41 need several compactions

@@ -261,13 +261,14 @@ def valid_cuts(entries: Sequence[SeqEntry]) -> list[int]:
 
 def plan_compaction(
     view: ContextView, *, fixed: int, window: Window, summary_budget: int,
-    scale: float = 1.0, force: bool = False,
+    scale: float = 1.0, force: bool = False, deep: bool = False,
 ) -> CompactionPlan:
     """The cheapest change that brings the request (`fixed`: system prompt and tools) under
     the window's goal: first trim old, large tool results (oldest first), then cover the
     shortest prefix that suffices, or the longest allowed. `scale` corrects the estimates
     (measured tokens / estimated). `force` (a manual compaction, or the provider refused the
-    call) covers what it can even when the estimate says it fits."""
+    call) covers what it can even when the estimate says it fits; `deep` (a manual
+    compaction) covers the longest prefix allowed."""
     entries = view.entries
     cost = [scale * entry_tokens(e.kind, e.data, trimmed=e.seq in view.trimmed)
             for e in entries]
@@ -297,7 +298,7 @@ def plan_compaction(
     if not cuts:
         return CompactionPlan(frozenset(trim), 0, math.ceil(total))
     chosen = cuts[-1]
-    for cut in cuts:
+    for cut in [] if deep else cuts:
         after = fixed + summary_budget + sum(cost[cut:])
         if after <= goal:
             chosen = cut

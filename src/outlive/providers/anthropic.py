@@ -21,10 +21,10 @@ from types import ModuleType
 from typing import Any
 
 from ._port import (
+    ContextOverflow,
     Finish,
     Message,
     ModelSettings,
-    ContextOverflow,
     PermanentProviderError,
     ProviderError,
     ProviderEvent,

@@ -103,6 +103,9 @@ class Compactor:
         self.summarizers = summarizers
         self.last: Measure | None = None
         """The measure of the request the run sent last."""
+        self.requested = False
+        """Someone asked for a compaction (`POST …/compact`): the next measure compacts as
+        far as it can, and its write clears the request."""
         self.calibration: float | None = None
         """Tokens per estimated token, from a refusal that said how long the request was."""
 
@@ -161,6 +164,16 @@ class Compactor:
     def due(self, window: Window, measure: Measure) -> bool:
         return window.over(measure.tokens)
 
+    def nominal(self, measure: Measure) -> Window:
+        """A window to plan a manual compaction with when the model's is not known."""
+        return Window.of(max(4 * measure.tokens, 4096), max_tokens=self.agent.max_tokens)
+
+    async def done(self) -> None:
+        """A manual compaction found nothing to make smaller: clear the request."""
+        if self.requested:
+            await self.writes.commit(compacted=True)
+            self.requested = False
+
     async def compact(
         self, window: Window, measure: Measure, *, reason: str, force: bool = False,
     ) -> ContextCompacted | None:
@@ -169,7 +182,7 @@ class Compactor:
         summary_budget = _summary_budget(window)
         plan = plan_compaction(view, fixed=measure.fixed, window=window,
                                summary_budget=summary_budget, scale=measure.scale,
-                               force=force)
+                               force=force, deep=reason == "manual")
         if plan.empty:
             return None
         method, text, route, error = "trim", None, None, None
@@ -200,7 +213,9 @@ class Compactor:
             window=window.size, first_seq=seqs[0] if seqs else None,
             last_seq=seqs[-1] if seqs else None, route=data["route"],
             summary=text if method == "summary" else None, error=error)
-        await self.writes.commit([(SUMMARY_KIND, data)], [event.new()])
+        await self.writes.commit([(SUMMARY_KIND, data)], [event.new()],
+                                 compacted=self.requested)
+        self.requested = False
         return event
 
     async def _summarize(self, view: ContextView, plan: CompactionPlan, window: Window,

@@ -80,6 +80,9 @@ class ModelCaller:
                 return buf
             tools, settings = self._request()
             messages = await self._fit(self._log.messages(self.writes.history), tools)
+            if self.activity.cancelled:  # it came during the summarizer
+                buf.aborted = Abort.CANCEL
+                return buf
             act = asyncio.create_task(
                 self._stream(buf, messages, tools, settings, deadline),
                 name=f"model:{self.session_id}")
@@ -94,6 +97,7 @@ class ModelCaller:
                 return buf
             exc = act.exception()
             if exc is None:
+                self._record_use(buf)
                 return buf
             if not isinstance(exc, ProviderError):
                 raise exc
@@ -125,15 +129,19 @@ class ModelCaller:
         compactor = self.compactor
         if compactor is None:
             return messages
+        manual = compactor.requested and reason == "threshold"
         window = compactor.window()
-        if window is None:
-            return messages
         view = view_of(self.writes.history)
         measure = compactor.measure(view, messages, tools)
         compactor.last = measure
-        if not (force or compactor.due(window, measure)):
+        if manual:
+            reason, force = "manual", True
+            window = window or compactor.nominal(measure)
+        if window is None or not (force or compactor.due(window, measure)):
             return messages
         if await compactor.compact(window, measure, reason=reason, force=force) is None:
+            if manual:  # nothing to make smaller: the request is done all the same
+                await compactor.done()
             return messages
         messages = self._log.messages(self.writes.history)
         compactor.last = compactor.measure(view_of(self.writes.history), messages, tools)
@@ -160,6 +168,22 @@ class ModelCaller:
         messages = self._log.messages(self.writes.history)
         await self._fit(messages, tools, reason="overflow", force=True)
         return len(self.writes.history) > before
+
+    def _record_use(self, buf: TurnBuffer) -> None:
+        """The context use of the call just made, for the session row: the input tokens the
+        provider reported (else the measure of the request) and the window."""
+        compactor = self.compactor
+        window = compactor.window() if compactor is not None else None
+        tokens = buf.usage.input_tokens if buf.usage is not None else None
+        if not tokens and compactor is not None and compactor.last is not None:
+            tokens = compactor.last.tokens
+        if tokens:
+            self.writes.context_use = (int(tokens), window.size if window else None)
+
+    async def compact_now(self) -> None:
+        """A manual compaction outside a model call (the session had nothing to answer)."""
+        tools, _ = self._request()
+        await self._fit(self._log.messages(self.writes.history), tools)
 
     def _request(self) -> tuple[list[ToolSpec], ModelSettings]:
         """The tools and settings of every call of the run (the agent does not change)."""

@@ -147,6 +147,8 @@ class Run:
                 if session.fence != self.lease.fence or session.lease_worker != self.lease.worker:
                     self.lost()
                     return
+                if session.compact_requested:
+                    self.compactor.requested = True
                 if session.cancel_requested:
                     self.cancel_seen()
                 elif self.activity.running:
@@ -235,6 +237,11 @@ class Run:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
             await self._resume_calls(dangling)
         self._asked = plan.awaiting_user
+        if reason is ClaimReason.COMPACT or self.session.compact_requested:
+            # Asked for (`POST …/compact`): compact now, then carry on as the session was.
+            self.compactor.requested = True
+            await self.writes.commit()  # the held start, before the summarizer runs
+            await self.model_caller.compact_now()
         await self._loop(final=plan.complete or plan.awaiting_user)
 
     async def _repair(self, tc: ToolCall) -> None:
@@ -301,6 +308,8 @@ class Run:
         if fresh.cancel_requested:
             self.cancel_seen()
             await self.writes.settle(Status.CANCELLED)
+        if fresh.compact_requested:
+            self.compactor.requested = True
         return await self.inbox.refill(fresh)
 
     async def _loop(self, *, final: bool) -> None:

@@ -80,6 +80,9 @@ class RunWrites:
         """The session's entries as written: read on a resume, extended by every commit."""
         self._entries: list[EntryDraft] = []
         self._events: list[NewEvent] = []
+        self.context_use: tuple[int, int | None] | None = None
+        """The context use of the last model call (input tokens, window), written with the
+        next write that carries no context of its own."""
 
     # -- the lease ---------------------------------------------------------------------------
 
@@ -141,6 +144,8 @@ class RunWrites:
         if (not entries and not events and delivered_through is None and title is None
                 and stage is None and context is None and not compacted):
             return
+        if context is None:
+            context, self.context_use = self.context_use, None
         started = time.perf_counter()  # as `EVENT_APPEND.time()`, without its timer object
         try:
             self._check_open()
