@@ -180,7 +180,8 @@ class WorkerProcess(LoggedProcess):
     def __init__(self, db_url: str, *args: str, log_dir: Path, name: str = "w",
                  speed: float = 0.0, env: dict[str, str] | None = None) -> None:
         self.id = f"{name}-{uuid.uuid4().hex[:6]}"
-        self.ready_pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+(?:postgres|sqlite)")
+        self.ready_pattern = re.compile(
+            rf"worker\s+{re.escape(self.id)}\s+on\s+(?:postgres|sqlite)")
         argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
                 self.id, "--demo-speed", f"{speed:g}", *args]
         super().__init__(argv, log_dir / f"{self.id}.log", name=self.id, env=env)
