@@ -36,7 +36,8 @@ from tests.support.window_models import OpenAIWindowServer
 pytestmark = pytest.mark.slow
 
 LEASE_TTL = 2.0
-"""Lease time-to-live of the workers (heartbeat 0.5 s, backstop scan 0.5 s)."""
+"""Lease time-to-live of the workers (heartbeat 0.5 s). Their claim scan runs every 0.2 s:
+on a SQLite file it is how a worker process hears of a follow-up posted by another."""
 
 AGENTS_TOML = f"""\
 [agents.{AGENT.name}]
@@ -78,7 +79,7 @@ def procs(request: pytest.FixtureRequest, db_url: str, server: OpenAIWindowServe
 async def start_worker(procs: Processes, tmp_path: Path, name: str) -> WorkerProcess:
     agents = tmp_path / "agents.toml"
     agents.write_text(AGENTS_TOML)
-    return await procs.start("--agents", str(agents), "--backstop", "0.5", name=name,
+    return await procs.start("--agents", str(agents), "--backstop", "0.2", name=name,
                              speed=0, lease_ttl=LEASE_TTL, heartbeat=0.5)
 
 
