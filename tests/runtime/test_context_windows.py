@@ -21,6 +21,7 @@ from outlive.providers._config import RouteConfig, apply_routes
 from outlive.runtime import Agent, AgentRegistry
 from outlive.store import Store
 from outlive.tools import demo_tools
+from tests.support.context_checks import assert_one_summary_per_prefix
 from tests.support.inprocess import Workers
 from tests.support.sessions import ENDED, all_events, settled
 from tests.support.waiting import eventually
@@ -106,7 +107,25 @@ async def converse(store: Store, workers: Workers, owner: str, providers: Provid
 
 
 async def assert_nothing_lost(store: Store, session_id: str, server: WindowServer) -> None:
-    """Every message answered, in order, and the log replays all of them."""
+    """Every message answered, in order, the log replays all of them, and the model was
+    shown summaries (each prefix summarized once) instead of the whole history."""
+    await assert_replayed(store, session_id, server)
+    # The history outgrew the window: compaction happened, more than once, and from the
+    # first summary on the model was shown one instead of the whole history.
+    assert len(server.summaries) >= 2
+    first = server.requests.index(server.summaries[0])
+    later = [x for x in server.answers if server.requests.index(x) > first]
+    assert later and all("Summary: " in x.system + "".join(t.text for t in x.turns)
+                         for x in later)
+    assert len(later[-1].turns) < 2 * (FOLLOW_UPS + 1)
+    entries = await assert_one_summary_per_prefix(store, session_id)
+    summaries = [e for e in entries if e.data["method"] == "summary"]
+    assert len(summaries) == len(server.summaries)  # every summary written was used
+
+
+async def assert_replayed(store: Store, session_id: str, server: WindowServer) -> None:
+    """Every message answered, in order (the model asked each one itself, never a tool call
+    apart from its result), and the log replays all of them."""
     expected = [message(i) for i in range(FOLLOW_UPS + 1)]
     events = await all_events(store, session_id)
     users = [e.data["text"] for e in events if e.type == "user_message"]
@@ -126,14 +145,6 @@ async def assert_nothing_lost(store: Store, session_id: str, server: WindowServe
     assert asked == expected
     # No request separated a tool call from its result; tool calls were in the requests.
     assert server.check_pairs() > 0
-    # The history outgrew the window: compaction happened, more than once, and from the
-    # first summary on the model was shown one instead of the whole history.
-    assert len(server.summaries) >= 2
-    first = server.requests.index(server.summaries[0])
-    later = [x for x in server.answers if server.requests.index(x) > first]
-    assert later and all("Summary: " in x.system + "".join(t.text for t in x.turns)
-                         for x in later)
-    assert len(later[-1].turns) < 2 * len(expected)
     assert server.bugs == []
     tool_ends = [e for e in events if e.type == "tool_end"]
     assert len(tool_ends) == len([i for i in range(FOLLOW_UPS + 1) if i % 3 == 1])
@@ -167,6 +178,47 @@ async def test_an_unknown_window_is_learned_from_the_servers_400(
     events = await all_events(store, sid)
     assert not [e for e in events if e.type == "session_end"
                 and e.data.get("status") != "succeeded"]
+
+
+@pytest.mark.parametrize("status", [500, 400])
+async def test_a_failing_summarizer_leaves_out_old_turns_and_loses_nothing(
+    store: Store, workers: Workers, owner: str, server: WindowServer, tiny: Route, status: int
+) -> None:
+    """Every summarization request fails (a server error, or a refusal): the session still
+    answers every message, the model is told that earlier messages were left out, and the
+    log still replays all of them."""
+    server.fail_summaries = status
+    providers = tiny(context_window=WINDOW)
+    sid = await converse(store, workers, owner, providers)
+    await assert_replayed(store, sid, server)
+    failed = [x for x in server.refused if x.reason == "summary_failed"]
+    assert failed and all(x.status == status for x in failed)
+    assert server.summaries == []
+    entries = await assert_one_summary_per_prefix(store, sid)
+    events = await all_events(store, sid)
+    compacted = [e.data for e in events if e.type == "context_compacted"]
+    cuts = [d for d in compacted if d["method"] != "trim"]
+    # One truncation per failed summary, each saying why, none claiming a summary.
+    assert len(cuts) == len(failed) >= 2
+    assert all(d["method"] == "truncation" and d.get("error") and d.get("summary") is None
+               and d.get("route") is None for d in cuts), cuts
+    assert [e.data["method"] for e in entries if e.data["method"] != "trim"] == (
+        ["truncation"] * len(cuts))
+    # From the first truncation on, the model was told that earlier messages were left out.
+    first = server.requests.index(failed[0])
+    later = [x for x in server.answers if server.requests.index(x) > first]
+    # Told once: a later truncation replaces the note of the one before (the count grows),
+    # so notes do not pile up in the view, each taking room from the conversation.
+    assert later and all((x.system + "".join(t.text for t in x.turns)).count(TRUNCATED) == 1
+                         for x in later)
+    assert f"[{entries[-1].data['covered']} {TRUNCATED}" in later[-1].system
+    assert len(later[-1].turns) < 2 * (FOLLOW_UPS + 1)
+    assert not [e for e in events if e.type == "session_end"
+                and e.data.get("status") != "succeeded"]
+
+
+TRUNCATED = "earlier messages of this conversation were left out of your view"
+"""From runtime/context.py's note for a truncation."""
 
 
 async def test_a_worker_killed_while_summarizing_loses_nothing(

@@ -175,12 +175,13 @@ class LoggedProcess:
 
 class WorkerProcess(LoggedProcess):
     """One `outlive worker --db DB --worker-id ID --demo-speed SPEED ARGS` process; ready once
-    it logs `worker <id> on postgres`."""
+    it logs `worker <id> on postgres` (or `on sqlite`, for a SQLite file)."""
 
     def __init__(self, db_url: str, *args: str, log_dir: Path, name: str = "w",
                  speed: float = 0.0, env: dict[str, str] | None = None) -> None:
         self.id = f"{name}-{uuid.uuid4().hex[:6]}"
-        self.ready_pattern = re.compile(rf"worker\s+{re.escape(self.id)}\s+on\s+postgres")
+        self.ready_pattern = re.compile(
+            rf"worker\s+{re.escape(self.id)}\s+on\s+(?:postgres|sqlite)")
         argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
                 self.id, "--demo-speed", f"{speed:g}", *args]
         super().__init__(argv, log_dir / f"{self.id}.log", name=self.id, env=env)
@@ -221,10 +222,11 @@ class ServeProcess(LoggedProcess):
 
 
 class Processes:
-    """Starts worker processes on one PostgreSQL database; `close()` reaps them all."""
+    """Starts worker processes on one database (PostgreSQL, or a `sqlite:///` file, which
+    the processes share through SQLite's own locking); `close()` reaps them all."""
 
     def __init__(self, dsn: str, log_dir: Path, **extra_env: str) -> None:
-        self.dsn = postgres_url(dsn)
+        self.dsn = dsn if dsn.startswith("sqlite:") else postgres_url(dsn)
         self.log_dir = log_dir
         self.extra_env = extra_env
         self.started: list[WorkerProcess] = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -278,11 +279,18 @@ def render_transcript(entries: Sequence[SeqEntry], max_chars: int) -> str:
     return "\n".join(line if len(line) <= each else line[: each - 1] + "…" for line in lines)
 
 
+_NOTE = ("[{} earlier messages of this conversation were left out of your view to fit your "
+         "context window; they are kept in the session's history.]")
+_NOTES = re.compile(r"\s*" + re.escape(_NOTE).replace(r"\{\}", r"\d+") + r"\s*")
+"""Any earlier truncation's note."""
+
+
 def _truncation_note(view: ContextView, plan: CompactionPlan) -> str:
-    left_out = view.covered + plan.cut
-    note = (f"[{left_out} earlier messages of this conversation were left out of your view to "
-            "fit your context window; they are kept in the session's history.]")
-    return f"{view.summary}\n\n{note}" if view.summary else note
+    """The summary so far, then the note. An earlier truncation's note is dropped: the new
+    note counts those messages too, and notes piling up would take the room they free."""
+    prior = _NOTES.sub("\n\n", view.summary or "").strip()
+    note = _NOTE.format(view.covered + plan.cut)
+    return f"{prior}\n\n{note}" if prior else note
 
 
 def _summary_budget(window: Window) -> int:
