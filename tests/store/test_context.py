@@ -10,7 +10,15 @@ import asyncio
 
 import pytest
 
-from outlive.domain import CannotCompact, ClaimReason, InvalidInput, LeaseLost, NotFound, Status
+from outlive.domain import (
+    CannotCompact,
+    ClaimReason,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+    PendingInput,
+    Status,
+)
 from outlive.domain.approvals import ApprovalRequest
 from outlive.domain.model import ErrorInfo, Lease, NewEvent, new_id
 from outlive.runtime.group_commit import GroupCommitter
@@ -464,6 +472,29 @@ async def test_settles_through_the_group_committer_and_run_writes_carry_the_cont
     assert [e.kind for e in await store.read_entries(sessions[1][0].id)][-1:] == ["assistant"]
 
 
+async def test_the_last_calls_use_rides_on_the_settle_unless_it_brings_its_own(store):
+    """The model call leaves its use on `RunWrites.context_use`; the final answer's settle
+    writes it. A settle refused for a message that came in keeps it for the next write."""
+    owner = await new_owner(store)
+    (a, la), (b, lb), (c, lc) = [await held(store, owner.id) for _ in range(3)]
+    g = GroupCommitter(store)
+    ra, rb, rc = RunWrites(g, la), RunWrites(g, lb), RunWrites(g, lc)
+    for run in (ra, rb, rc):
+        run.context_use = (21, 210)
+    await store.post_message(owner.id, c.id, "one more thing")
+    before = await world(store, owner.id, c.id)
+    with pytest.raises(PendingInput):
+        await rc.settle(Status.SUCCEEDED, entries=[ANSWER])
+    assert await world(store, owner.id, c.id) == before and rc.context_use == (21, 210)
+    results = await asyncio.gather(
+        ra.settle(Status.SUCCEEDED, entries=[ANSWER]),
+        rb.settle(Status.SUCCEEDED, entries=[ANSWER], context=(22, 220)),
+        return_exceptions=True)
+    assert all(isinstance(r, Stopped) for r in results), results
+    assert _use(await store.load_session(a.id)) == (21, 210)
+    assert _use(await store.load_session(b.id)) == (22, 220)
+
+
 # -- and the approval request --------------------------------------------------------------
 
 
@@ -476,9 +507,10 @@ async def test_an_approval_request_writes_the_context(store, cancelled_first):
     if cancelled_first:
         await store.request_cancel(owner.id, s.id)
     request = ApprovalRequest(new_id("apv"), "call_1", "send_email", {"to": "a@b.c"}, 60.0)
-    g = GroupCommitter(store)
+    run = RunWrites(GroupCommitter(store), lease)
+    run.context_use = (19, 190)  # an explicit context wins over the last call's
     with pytest.raises(Stopped):
-        await RunWrites(g, lease).await_approval(request, context=(20, 200), compacted=True)
+        await run.await_approval(request, context=(20, 200), compacted=True)
     got = await store.load_session(s.id)
     assert (got.status, got.attention) == ((Status.CANCELLED, None) if cancelled_first
                                            else (Status.RUNNING, "approval"))

@@ -180,14 +180,16 @@ class RunWrites:
     ) -> NoReturn:
         """End the session with the held steps and these; the run stops here. `context` and
         `compacted` are `commit`'s, written by the end's own UPDATE (a final answer is
-        written by its settle). When a user message arrived unannounced (`PendingInput`),
-        nothing was written and the held steps are held again."""
+        written by its settle, so the use of its model call, `context_use`, rides on it
+        when no context is given). When a user message arrived unannounced (`PendingInput`),
+        nothing was written and the held steps (and the use) are held again."""
         held = (self._entries, self._events)
         entries, events = self._take(entries, events)
         try:
             self._check_open()
             pending = self.sink.settle(self.lease, status, error=error, events=events,
-                                       entries=entries, attention=attention, context=context,
+                                       entries=entries, attention=attention,
+                                       context=self.context_use if context is None else context,
                                        compacted=compacted)
             # As in `commit`: the group committer's future is queued already (and settles
             # even if cancelled); a coroutine (the Store's) is shielded in a task of its own.
@@ -202,12 +204,14 @@ class RunWrites:
         compacted: bool = False,
     ) -> NoReturn:
         """Let go of the lease to wait for a person's decision on `request`, with the held
-        steps (and `context` and `compacted`, as `commit` writes them); the run stops here
-        (so does a cancel that came first, which ends it)."""
+        steps (and `context` and `compacted`, as `commit` writes them; `context_use` when no
+        context is given); the run stops here (so does a cancel that came first, which ends
+        it)."""
         entries, events = self._take((), ())
         self._check_open()
+        use = self.context_use if context is None else context
         await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
-                                                      events=events, context=context,
+                                                      events=events, context=use,
                                                       compacted=compacted))
         raise Stopped
 
