@@ -1,6 +1,8 @@
 """Context use and compaction requests (issue 30): a run's fenced commit writes the context it
-measured and clears the owner's compaction request in its own UPDATE, alone and grouped;
-`request_compaction` on every status, its notice, and the `compact` claim it leads to."""
+measured and clears the owner's compaction request in its own UPDATE, alone and grouped, and
+so do its settle (a final answer is written by the settle, not by a commit) and its approval
+request; `request_compaction` on every status, its notice, and the `compact` claim it leads
+to."""
 
 from __future__ import annotations
 
@@ -8,10 +10,20 @@ import asyncio
 
 import pytest
 
-from outlive.domain import CannotCompact, ClaimReason, InvalidInput, LeaseLost, NotFound, Status
+from outlive.domain import (
+    CannotCompact,
+    ClaimReason,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+    PendingInput,
+    Status,
+)
 from outlive.domain.approvals import ApprovalRequest
-from outlive.domain.model import Lease, NewEvent, new_id
-from outlive.store import Commit, Notice
+from outlive.domain.model import ErrorInfo, Lease, NewEvent, new_id
+from outlive.runtime.group_commit import GroupCommitter
+from outlive.runtime.writes import RunWrites, Stopped
+from outlive.store import Commit, Notice, Settle
 from tests.support.store_suite import (
     assert_gapless,
     claim_one,
@@ -283,3 +295,237 @@ async def test_a_request_wakes_the_worker_of_a_running_session(store, store_fact
                 assert n.session_id in (s.id, "*") or n.owner_id != owner.id
     finally:
         await sub.close()
+
+
+# -- the settle carries them too ---------------------------------------------------------------
+
+
+def _use(s) -> tuple[int | None, int | None]:
+    return s.context_tokens, s.context_window
+
+
+async def test_a_settle_writes_the_context_of_the_final_answer(store, settle):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, entries=[ANSWER], context=(100, 4096))
+    done = await settle(lease, Status.SUCCEEDED, entries=[ANSWER], context=(2310, 8192))
+    assert done.status is Status.SUCCEEDED and _use(done) == (2310, 8192)
+    assert done == await store.load_session(s.id)
+    await assert_gapless(store, owner.id, s.id)
+
+
+@pytest.mark.parametrize("status", [Status.SUCCEEDED, Status.FAILED, Status.CANCELLED])
+async def test_a_settle_without_a_context_leaves_the_last_one(store, settle, status):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, entries=[ANSWER], context=(100, 4096))
+    error = ErrorInfo("boom", "it broke") if status is Status.FAILED else None
+    done = await settle(lease, status, error=error)
+    assert done.status is status and _use(done) == (100, 4096)
+    assert _use(await store.load_session(s.id)) == (100, 4096)
+
+
+async def test_a_settle_with_no_window_clears_the_window(store, settle):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, context=(100, 4096))
+    done = await settle(lease, Status.SUCCEEDED, entries=[ANSWER], context=(17, None))
+    assert _use(done) == (17, None) == _use(await store.load_session(s.id))
+
+
+async def test_a_compacted_settle_clears_the_request_and_an_ordinary_one_keeps_it(
+        store, settle):
+    owner = await new_owner(store)
+    kept, lk = await held(store, owner.id)
+    cleared, lc = await held(store, owner.id)
+    for sid in (kept.id, cleared.id):
+        await store.request_compaction(owner.id, sid)
+    done = await settle(lk, Status.SUCCEEDED, entries=[ANSWER], context=(5, 50))
+    assert done.compact_requested and done.compact_requested_at is not None
+    done = await settle(lc, Status.SUCCEEDED, entries=[("user", {"text": "summary"}), ANSWER],
+                        context=(6, 60), compacted=True)
+    assert not done.compact_requested and done.compact_requested_at is None
+    assert _use(done) == (6, 60)
+    assert done == await store.load_session(cleared.id)
+
+
+async def test_an_end_a_cancel_turned_writes_the_context_too(store, settle):
+    """A cancel asked while the run was finishing turns its `succeeded` into `cancelled`:
+    an end the group commit writes row by row (`_apply`), not with `settle_rows`."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.request_compaction(owner.id, s.id)
+    await store.request_cancel(owner.id, s.id)
+    done = await settle(lease, Status.SUCCEEDED, entries=[ANSWER], context=(33, 330),
+                        compacted=True)
+    assert done.status is Status.CANCELLED
+    assert _use(done) == (33, 330) and not done.compact_requested
+
+
+@pytest.mark.parametrize("cancel", [False, True])
+async def test_an_end_with_a_message_waiting_writes_the_context(store, settle, cancel):
+    """A message waiting makes the end not a plain one (`_apply`, `_revive_or_drop`): kept
+    for the next run after a failure, starting one at once when sent after a cancel."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    if cancel:
+        await store.request_cancel(owner.id, s.id)
+    await store.post_message(owner.id, s.id, "still there?")
+    if cancel:
+        done = await settle(lease, Status.CANCELLED, context=(44, 440))
+    else:
+        done = await settle(lease, Status.FAILED, error=ErrorInfo("boom", "x"),
+                            context=(44, 440))
+    assert done.status is (Status.QUEUED if cancel else Status.FAILED)
+    assert _use(done) == (44, 440) == _use(await store.load_session(s.id))
+
+
+@pytest.mark.parametrize("how", ["old_fence", "other_worker", "after_takeover"])
+async def test_a_stale_lease_settle_writes_no_context_and_clears_no_request(
+        store, settle, how):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, context=(10, 100))
+    await store.request_compaction(owner.id, s.id)
+    if how == "old_fence":
+        stale = Lease(s.id, lease.worker, lease.fence - 1)
+    elif how == "other_worker":
+        stale = Lease(s.id, "w-other", lease.fence)
+    else:
+        await expire(store, lease)
+        taken = await claim_one(store, "w2")
+        assert taken.lease is not None and taken.reason is ClaimReason.CRASH
+        stale = lease
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(LeaseLost):
+        await settle(stale, Status.SUCCEEDED, entries=[ANSWER], context=(99, 999),
+                     compacted=True)
+    after = await world(store, owner.id, s.id)
+    assert after == before
+    assert _use(after.session) == (10, 100) and after.session.compact_requested
+
+
+@pytest.mark.parametrize("context", [(-1, 10), (10, 0), (True, 10), (10, 2**31), (1.5, 10)])
+async def test_a_settle_with_a_context_the_columns_cannot_hold_writes_nothing(
+        store, settle, context):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(InvalidInput, match="context"):
+        await settle(lease, Status.SUCCEEDED, entries=[ANSWER], context=context)
+    assert await world(store, owner.id, s.id) == before
+
+
+async def test_a_group_commit_of_settles_writes_each_ones_own_context(store):
+    """Plain ends (`settle_rows`, one statement), one a cancel turned (`_apply`), a stale
+    one refused and a commit, in one transaction: each row gets its own item's columns."""
+    owner = await new_owner(store)
+    (a, la), (b, lb), (c, lc), (d, ld), (e, le), (f, lf) = [
+        await held(store, owner.id) for _ in range(6)]
+    for sid in (a.id, b.id, c.id, e.id):
+        await store.request_compaction(owner.id, sid)
+    await store.commit(lb, context=(7, 70))
+    await store.commit(le, context=(8, 80))
+    await store.request_cancel(owner.id, c.id)
+    out = await store.commit_many([
+        Settle(la, Status.SUCCEEDED, entries=[ANSWER], context=(1, 10), compacted=True),
+        Settle(lb, Status.SUCCEEDED, entries=[ANSWER]),
+        Settle(lc, Status.SUCCEEDED, context=(3, None), compacted=True),
+        Settle(ld, Status.FAILED, error=ErrorInfo("boom", "x"), context=(4, 40)),
+        Settle(Lease(e.id, le.worker, le.fence + 1), Status.SUCCEEDED, context=(5, 50),
+               compacted=True),
+        Commit(lf, entries=[ANSWER], context=(6, 60)),
+    ])
+    assert isinstance(out[4], LeaseLost)
+    assert not any(isinstance(o, Exception) for o in out[:4] + out[5:])
+    got = {x.id: await store.load_session(x.id) for x in (a, b, c, d, e, f)}
+    assert [o.status for o in out[:4]] == [Status.SUCCEEDED, Status.SUCCEEDED,
+                                           Status.CANCELLED, Status.FAILED]
+    assert out[:4] == [got[x.id] for x in (a, b, c, d)]
+    assert [_use(got[x.id]) for x in (a, b, c, d, e, f)] == [
+        (1, 10), (7, 70), (3, None), (4, 40), (8, 80), (6, 60)]
+    assert [got[x.id].compact_requested for x in (a, b, c, e)] == [False, True, False, True]
+    for x in (a, b, c, d, e, f):
+        await assert_gapless(store, owner.id, x.id)
+
+
+async def test_settles_through_the_group_committer_and_run_writes_carry_the_context(store):
+    """The worker's way: `RunWrites.settle` hands the columns to the `GroupCommitter`, whose
+    settles waiting together go in one transaction."""
+    owner = await new_owner(store)
+    sessions = [await held(store, owner.id) for _ in range(3)]
+    await store.request_compaction(owner.id, sessions[0][0].id)
+    g = GroupCommitter(store)
+    runs = [RunWrites(g, lease) for _, lease in sessions]
+    runs[1].hold(entries=[ANSWER])
+    results = await asyncio.gather(
+        runs[0].settle(Status.SUCCEEDED, entries=[ANSWER], context=(11, 110), compacted=True),
+        runs[1].settle(Status.SUCCEEDED, context=(12, None)),
+        runs[2].settle(Status.FAILED, ErrorInfo("boom", "x"), context=(13, 130)),
+        return_exceptions=True)
+    assert all(isinstance(r, Stopped) for r in results), results
+    assert (g.transactions, g.commits) == (1, 3)
+    got = [await store.load_session(s.id) for s, _ in sessions]
+    assert [_use(x) for x in got] == [(11, 110), (12, None), (13, 130)]
+    assert [x.status for x in got] == [Status.SUCCEEDED, Status.SUCCEEDED, Status.FAILED]
+    assert not got[0].compact_requested
+    assert [e.kind for e in await store.read_entries(sessions[1][0].id)][-1:] == ["assistant"]
+
+
+async def test_the_last_calls_use_rides_on_the_settle_unless_it_brings_its_own(store):
+    """The model call leaves its use on `RunWrites.context_use`; the final answer's settle
+    writes it. A settle refused for a message that came in keeps it for the next write."""
+    owner = await new_owner(store)
+    (a, la), (b, lb), (c, lc) = [await held(store, owner.id) for _ in range(3)]
+    g = GroupCommitter(store)
+    ra, rb, rc = RunWrites(g, la), RunWrites(g, lb), RunWrites(g, lc)
+    for run in (ra, rb, rc):
+        run.context_use = (21, 210)
+    await store.post_message(owner.id, c.id, "one more thing")
+    before = await world(store, owner.id, c.id)
+    with pytest.raises(PendingInput):
+        await rc.settle(Status.SUCCEEDED, entries=[ANSWER])
+    assert await world(store, owner.id, c.id) == before and rc.context_use == (21, 210)
+    results = await asyncio.gather(
+        ra.settle(Status.SUCCEEDED, entries=[ANSWER]),
+        rb.settle(Status.SUCCEEDED, entries=[ANSWER], context=(22, 220)),
+        return_exceptions=True)
+    assert all(isinstance(r, Stopped) for r in results), results
+    assert _use(await store.load_session(a.id)) == (21, 210)
+    assert _use(await store.load_session(b.id)) == (22, 220)
+
+
+# -- and the approval request --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cancelled_first", [False, True])
+async def test_an_approval_request_writes_the_context(store, cancelled_first):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, context=(10, 100))
+    await store.request_compaction(owner.id, s.id)
+    if cancelled_first:
+        await store.request_cancel(owner.id, s.id)
+    request = ApprovalRequest(new_id("apv"), "call_1", "send_email", {"to": "a@b.c"}, 60.0)
+    run = RunWrites(GroupCommitter(store), lease)
+    run.context_use = (19, 190)  # an explicit context wins over the last call's
+    with pytest.raises(Stopped):
+        await run.await_approval(request, context=(20, 200), compacted=True)
+    got = await store.load_session(s.id)
+    assert (got.status, got.attention) == ((Status.CANCELLED, None) if cancelled_first
+                                           else (Status.RUNNING, "approval"))
+    assert _use(got) == (20, 200) and not got.compact_requested
+
+
+async def test_an_approval_request_without_a_context_leaves_it_and_a_bad_one_writes_nothing(
+        store):
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    await store.commit(lease, context=(10, 100))
+    request = ApprovalRequest(new_id("apv"), "call_1", "send_email", {"to": "a@b.c"}, 60.0)
+    before = await world(store, owner.id, s.id)
+    with pytest.raises(InvalidInput, match="context"):
+        await store.await_approval(lease, request, context=(-1, 5))
+    assert await world(store, owner.id, s.id) == before
+    assert await store.await_approval(lease, request) is not None
+    assert _use(await store.load_session(s.id)) == (10, 100)

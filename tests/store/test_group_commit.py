@@ -272,7 +272,8 @@ async def test_a_settle_refused_for_pending_input_can_settle_once_it_is_delivere
 
 _ROW = ("status, attempt, fence, lease_worker, lease_expires_at, cancel_requested_at, "
         "cancel_reason, error_code, error_message, attention, last_seq, last_entry_seq, "
-        "delivered_input_seq, ended_at IS NOT NULL AS ended, deleted_at")
+        "delivered_input_seq, ended_at IS NOT NULL AS ended, deleted_at, context_tokens, "
+        "context_window, compact_requested_at IS NOT NULL AS compact_requested")
 
 
 async def _row(store, session_id: str) -> dict:
@@ -289,12 +290,18 @@ async def _row(store, session_id: str) -> dict:
     (Status.SUCCEEDED, {"entries": [("assistant", {"text": "bye"})]}),
     (Status.FAILED, {"error": ErrorInfo("boom", "it broke")}),
     (Status.CANCELLED, {}),
+    (Status.SUCCEEDED, {"context": (10, 100), "compacted": True}),
+    (Status.FAILED, {"error": ErrorInfo("boom", "it broke"), "context": (5, None)}),
 ])
 async def test_ends_written_together_leave_the_row_as_a_settle_alone(store, status, kwargs):
     """The group commit writes its settles' ends in one statement (`settle_rows`) where a
-    settle alone goes through `_apply`: the rows they leave are the same, column by column."""
+    settle alone goes through `_apply`: the rows they leave are the same, column by column
+    (the context use and the compaction request among them)."""
     owner = await new_owner(store)
     (a, la), (b, lb), (c, lc) = [await held(store, owner.id) for _ in range(3)]
+    for lease in (la, lb, lc):  # what the settles' context and compaction overwrite or keep
+        await store.commit(lease, context=(1, 2))
+        await store.request_compaction(owner.id, lease.session_id)
     await store.settle(la, status, **kwargs)
     names: list[str] = []
     store.on_query = names.append

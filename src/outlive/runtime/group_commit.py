@@ -141,11 +141,13 @@ class GroupCommitter:
     def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
-        attention: str | None = None,
+        attention: str | None = None, context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> asyncio.Future[Session]:
         """Queued at once, like `commit`: the future is the session as the settle left it,
         and cancelling it does not stop the settle."""
-        return self._submit(Settle(lease, status, error, events, entries, attention))
+        return self._submit(Settle(lease, status, error, events, entries, attention, context,
+                                   compacted))
 
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None:
         await self.store.park(lease, reason=reason)
@@ -153,8 +155,10 @@ class GroupCommitter:
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None:
-        return await self.store.await_approval(lease, request, entries=entries, events=events)
+        return await self.store.await_approval(lease, request, entries=entries, events=events,
+                                               context=context, compacted=compacted)
 
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         return await self.store.set_auto_title(lease, title)

@@ -59,12 +59,14 @@ class LeaseWrites(Protocol):
     def settle(
         self, lease: Lease, status: Status, *, error: ErrorInfo | None = None,
         events: Sequence[NewEvent] = (), entries: Sequence[EntryDraft] = (),
-        attention: str | None = None,
+        attention: str | None = None, context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> Awaitable[Session]: ...
     async def park(self, lease: Lease, *, reason: str = "shutdown") -> None: ...
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
@@ -173,16 +175,22 @@ class RunWrites:
         *,
         entries: Sequence[EntryDraft] = (),
         attention: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> NoReturn:
-        """End the session with the held steps and these; the run stops here. When a user
-        message arrived unannounced (`PendingInput`), nothing was written and the held steps
-        are held again."""
+        """End the session with the held steps and these; the run stops here. `context` and
+        `compacted` are `commit`'s, written by the end's own UPDATE (a final answer is
+        written by its settle, so the use of its model call, `context_use`, rides on it
+        when no context is given). When a user message arrived unannounced (`PendingInput`),
+        nothing was written and the held steps (and the use) are held again."""
         held = (self._entries, self._events)
         entries, events = self._take(entries, events)
         try:
             self._check_open()
             pending = self.sink.settle(self.lease, status, error=error, events=events,
-                                       entries=entries, attention=attention)
+                                       entries=entries, attention=attention,
+                                       context=self.context_use if context is None else context,
+                                       compacted=compacted)
             # As in `commit`: the group committer's future is queued already (and settles
             # even if cancelled); a coroutine (the Store's) is shielded in a task of its own.
             await (pending if isinstance(pending, asyncio.Future) else asyncio.shield(pending))
@@ -191,13 +199,20 @@ class RunWrites:
             raise
         raise Stopped
 
-    async def await_approval(self, request: ApprovalRequest) -> NoReturn:
+    async def await_approval(
+        self, request: ApprovalRequest, *, context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
+    ) -> NoReturn:
         """Let go of the lease to wait for a person's decision on `request`, with the held
-        steps; the run stops here (so does a cancel that came first, which ends it)."""
+        steps (and `context` and `compacted`, as `commit` writes them; `context_use` when no
+        context is given); the run stops here (so does a cancel that came first, which ends
+        it)."""
         entries, events = self._take((), ())
         self._check_open()
+        use = self.context_use if context is None else context
         await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
-                                                      events=events))
+                                                      events=events, context=use,
+                                                      compacted=compacted))
         raise Stopped
 
     async def set_title(self, title: str) -> None:

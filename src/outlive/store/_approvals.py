@@ -24,8 +24,8 @@ from ..domain.model import Entry, Lease, NewEvent, Status
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle
 from ._core import StoreCore
-from ._lifecycle import held, status_event
-from ._validation import check_event_types
+from ._lifecycle import context_columns, held, status_event
+from ._validation import check_context, check_event_types
 
 __all__ = ["ApprovalOps"]
 
@@ -49,11 +49,16 @@ class ApprovalOps(StoreCore):
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None:
         """The run stops before `request`'s call: `entries` and `events` (the steps it held),
-        the approval, `approval_requested`, and the lease let go, in one transaction. Returns
-        None when a cancel came first: the session ended cancelled instead."""
+        the approval, `approval_requested`, and the lease let go, in one transaction, with
+        `context` and `compacted` as a commit writes them (the model call that asked for the
+        tool was measured). Returns None when a cancel came first: the session ended
+        cancelled instead."""
         check_event_types(events)
+        check_context(context)
+        columns = context_columns(context, compacted)
         if not request.ttl > 0:
             raise InvalidInput("an approval needs a positive ttl")
 
@@ -62,7 +67,7 @@ class ApprovalOps(StoreCore):
             out = transition(held(row), Action.AWAIT_APPROVAL)
             await self._insert_entries(tx, row, lease, entries)
             if out.cancelled_now:
-                await self._apply(tx, row, out.state)
+                await self._apply(tx, row, out.state, **columns)
                 await self._end_events(tx, row, Status.CANCELLED, None,
                                        row["cancel_reason"] or "user", events, stamp=lease,
                                        dropped=await self._dropped_inputs(tx, row))
@@ -70,7 +75,7 @@ class ApprovalOps(StoreCore):
                 st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
                 return None
             approval = await self._approval_for(tx, lease, request)
-            await self._apply(tx, row, out.state, attention="approval")
+            await self._apply(tx, row, out.state, attention="approval", **columns)
             requested = ApprovalRequested(
                 approval_id=approval.id, call_id=approval.call_id, tool=approval.tool,
                 args=approval.args, expires_at=approval.expires_at.isoformat(),

@@ -1,16 +1,18 @@
 """What a lifecycle change writes besides its row: the event that ends a run, the owner's
-`session_status` event, and the lifecycle as a fenced write or a cancel sees it."""
+`session_status` event, the lifecycle as a fenced write or a cancel sees it, and the context
+columns a run's end or approval writes with it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..domain.events import ErrorBody, SessionEnd, SessionStatus
 from ..domain.model import ErrorInfo, NewEvent, Status
 from ..domain.status import LeaseState, Lifecycle
 from ._base import Row
 
-__all__ = ["aborts_run", "held", "session_end", "status_event"]
+__all__ = ["aborts_run", "context_columns", "held", "session_end", "status_event"]
 
 
 def held(row: Row) -> Lifecycle:
@@ -29,6 +31,18 @@ def held(row: Row) -> Lifecycle:
         compact_requested=row["compact_requested_at"] is not None,
         inputs_waiting=int(row["last_input_seq"]) > int(row["delivered_input_seq"]),
     )
+
+
+def context_columns(context: tuple[int, int | None] | None, compacted: bool
+                    ) -> dict[str, Any]:
+    """The session columns a run's context use and compaction set, as `_apply`'s extra
+    columns: none for no context and no compaction (the row keeps what it had)."""
+    out: dict[str, Any] = {}
+    if context is not None:
+        out["context_tokens"], out["context_window"] = context
+    if compacted:
+        out["compact_requested_at"] = None
+    return out
 
 
 def aborts_run(row: Row, after: Lifecycle) -> bool:

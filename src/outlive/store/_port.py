@@ -138,6 +138,12 @@ class Settle:
     events: Sequence[NewEvent] = ()
     entries: Sequence[tuple[str, dict[str, Any]]] = ()
     attention: str | None = None
+    context: tuple[int, int | None] | None = None
+    """The context use of the run's last model call (input tokens, window or None), written
+    to the session row with the end, as `Commit.context` (None: left as it was): a final
+    answer is written by its settle, not by a commit."""
+    compacted: bool = False
+    """The end carries a compaction: it clears the owner's compaction request."""
 
 
 CommitOutcome = tuple[list[Entry], list[Event]] | OutliveError
@@ -339,6 +345,8 @@ class RunStore(Protocol):
         events: Sequence[NewEvent] = (),
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
         attention: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> Session: ...
     async def commit(
         self,
@@ -375,6 +383,7 @@ class RunStore(Protocol):
     async def await_approval(
         self, lease: Lease, request: ApprovalRequest, *,
         entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None: ...
 
 

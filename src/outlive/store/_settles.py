@@ -3,8 +3,9 @@
 Both go through `_settle_locked`, so a settle is the same write either way: on the session's
 row locked in this transaction and still held by the lease, the status machine's end, the
 final entries and events with `session_end` at the seqs the row names (folded into the one
-UPDATE of the row, with the delivery cursor untouched), the webhook outbox rows of the end,
-the owner's `session_status`, and the undelivered messages handled as `_revive_or_drop` says.
+UPDATE of the row, with the delivery cursor untouched, as are the context use of the run's
+last model call and the end of a compaction request), the webhook outbox rows of the end, the
+owner's `session_status`, and the undelivered messages handled as `_revive_or_drop` says.
 A succeeded end refused for a message that came in unannounced (`PendingInput`) writes
 nothing: it is refused before its first statement.
 """
@@ -21,9 +22,9 @@ from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
 from ._core import OwnerEvent, StoreCore
-from ._lifecycle import held, session_end, status_event
+from ._lifecycle import context_columns, held, session_end, status_event
 from ._port import Settle
-from ._validation import check_attention, check_event_types, settle_status
+from ._validation import check_attention, check_context, check_event_types, settle_status
 
 __all__ = ["SettleOps", "SettleRow", "checked_settle"]
 
@@ -35,7 +36,7 @@ _SETTLE_ACTION = {
 
 
 def checked_settle(s: Settle) -> Settle:
-    """A settle with its status and attention checked (raises InvalidInput)."""
+    """A settle with its status, attention and context checked (raises InvalidInput)."""
     try:
         status = settle_status(s.status)
     except ValueError as exc:  # not a status at all
@@ -44,6 +45,7 @@ def checked_settle(s: Settle) -> Settle:
     if s.attention == "approval":
         raise InvalidInput("a run waits on an approval through await_approval, not settle")
     check_event_types(s.events)
+    check_context(s.context)
     return s if status is s.status else replace(s, status=status)
 
 
@@ -53,9 +55,11 @@ def holds(row: Row, lease: Lease) -> bool:
             and row["status"] == Status.RUNNING)
 
 
-SettleRow = tuple[str, str, int, int, str | None, str | None, str | None, int, int]
+SettleRow = tuple[str, str, int, int, str | None, str | None, str | None, int, int,
+                  int | None, int | None, bool]
 """One end for `settle_rows`: id, status, attempt, fence, error code and message, attention,
-last seq, last entry seq."""
+last seq, last entry seq, the context's tokens (None: leave the context as it was) and
+window, and whether it clears the compaction request."""
 
 
 def _plain_end(row: Row, new: Lifecycle, pending: bool) -> bool:
@@ -83,11 +87,16 @@ class SettleOps(StoreCore):
         events: Sequence[NewEvent] = (),
         entries: Sequence[tuple[str, dict[str, Any]]] = (),
         attention: str | None = None,
+        context: tuple[int, int | None] | None = None,
+        compacted: bool = False,
     ) -> Session:
         """End the run; `entries` and `events` (before `session_end`) commit with it, so a
         cancel costs one transaction from abort to settled. `attention` ("question") marks
-        a run that ended waiting on a person; it holds only on a `succeeded` end."""
-        s = checked_settle(Settle(lease, status, error, events, entries, attention))
+        a run that ended waiting on a person; it holds only on a `succeeded` end.
+        `context` and `compacted` are a commit's (`CommitOps.commit`): the final answer's
+        model call is measured, and written by the UPDATE that ends the run."""
+        s = checked_settle(Settle(lease, status, error, events, entries, attention, context,
+                                  compacted))
 
         async def op(tx: Tx, st: TxState) -> str:
             row = await self._fenced(tx, lease)
@@ -140,14 +149,16 @@ class SettleOps(StoreCore):
         extra: dict[str, Any] = {
             "error_code": error.code if error else None,
             "error_message": error.message if error else None,
-            "attention": waits, **seqs,
+            "attention": waits, **seqs, **context_columns(s.context, s.compacted),
         }
         if ends is not None and _plain_end(row, out.state, pending):
             # What `_apply` would write for this end (settle_rows says it column by column).
+            tokens, window = (None, None) if s.context is None else s.context
             ends.append((row["id"], out.state.status.value, out.state.attempt, out.state.fence,
                          extra["error_code"], extra["error_message"], waits,
                          seqs["last_seq"],
-                         seqs.get("last_entry_seq", int(row["last_entry_seq"]))))
+                         seqs.get("last_entry_seq", int(row["last_entry_seq"])),
+                         tokens, window, s.compacted))
             await self._webhook_outbox(tx, row, out.state, extra)
         else:
             await self._apply(tx, row, out.state, **extra)

@@ -157,7 +157,7 @@ def _jsonb_obj(value: Any) -> Any:
 
 
 _SETTLE_COLUMNS = ("id", "status", "attempt", "fence", "error_code", "error_message",
-                   "attention", "last_seq", "last_entry_seq")
+                   "attention", "last_seq", "last_entry_seq", "ct", "cw", "cc")
 """The fields of a `SettleRow`, as `settle_rows` names them."""
 
 

@@ -163,20 +163,28 @@ RETURNING s.id, s.last_seq, s.last_entry_seq, s.last_input_seq, s.attempt, s.own
 -- dialect: sqlite
 -- The ends of a group commit's settles, in one statement, for the common case only (no cancel
 -- asked, not deleted: `_settle_locked` decides, else `_apply`): what `_apply` writes for a
--- run's end, with the seqs of its final entries and events. :items is a JSON list of
--- [id, status, attempt, fence, error code, error message, attention, last seq, last entry seq].
+-- run's end, with the seqs of its final entries and events, and the context use of its last
+-- model call and the end of a compaction request as `commit_heads` writes them (no statement
+-- of their own). :items is a JSON list of [id, status, attempt, fence, error code, error
+-- message, attention, last seq, last entry seq, context tokens or null (null: leave the
+-- context as it was), context window or null, whether it clears the compaction request].
 UPDATE sessions SET status = h.status, attempt = h.attempt, fence = h.fence,
   updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
   cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
   error_code = h.error_code, error_message = h.error_message, attention = h.attention,
-  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq,
+  context_tokens = CASE WHEN h.ct IS NULL THEN context_tokens ELSE h.ct END,
+  context_window = CASE WHEN h.ct IS NULL THEN context_window ELSE h.cw END,
+  compact_requested_at = CASE WHEN h.cc THEN NULL ELSE compact_requested_at END
 FROM (SELECT json_extract(j.value, '$[0]') AS id, json_extract(j.value, '$[1]') AS status,
              json_extract(j.value, '$[2]') AS attempt, json_extract(j.value, '$[3]') AS fence,
              json_extract(j.value, '$[4]') AS error_code,
              json_extract(j.value, '$[5]') AS error_message,
              json_extract(j.value, '$[6]') AS attention,
              json_extract(j.value, '$[7]') AS last_seq,
-             json_extract(j.value, '$[8]') AS last_entry_seq
+             json_extract(j.value, '$[8]') AS last_entry_seq,
+             json_extract(j.value, '$[9]') AS ct, json_extract(j.value, '$[10]') AS cw,
+             json_extract(j.value, '$[11]') AS cc
       FROM json_each(:items) j) AS h
 WHERE sessions.id = h.id
 
@@ -188,10 +196,14 @@ UPDATE sessions s SET status = h.status, attempt = h.attempt, fence = h.fence,
   updated_at = {now}, lease_worker = NULL, lease_expires_at = NULL,
   cancel_requested_at = NULL, cancel_reason = NULL, ended_at = {now},
   error_code = h.error_code, error_message = h.error_message, attention = h.attention,
-  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq
+  last_seq = h.last_seq, last_entry_seq = h.last_entry_seq,
+  context_tokens = CASE WHEN h.ct IS NULL THEN s.context_tokens ELSE h.ct END,
+  context_window = CASE WHEN h.ct IS NULL THEN s.context_window ELSE h.cw END,
+  compact_requested_at = CASE WHEN h.cc THEN NULL ELSE s.compact_requested_at END
 FROM json_to_recordset(CAST(:items AS json))
      AS h(id text, status text, attempt integer, fence bigint, error_code text,
-          error_message text, attention text, last_seq bigint, last_entry_seq bigint)
+          error_message text, attention text, last_seq bigint, last_entry_seq bigint,
+          ct integer, cw integer, cc boolean)
 WHERE s.id = ANY(ARRAY(SELECT x.id FROM json_to_recordset(CAST(:items AS json)) AS x(id text)))
   AND s.id = h.id
 
