@@ -12,6 +12,7 @@ import anthropic
 import pytest
 
 from outlive.providers import (
+    ContextOverflow,
     Message,
     ModelSettings,
     PermanentProviderError,
@@ -119,8 +120,11 @@ async def test_an_answer_that_reaches_the_window_stops_there(
     server: AnthropicWindowServer, adapter: AnthropicProvider
 ) -> None:
     server.window = 100
-    done = await collect(adapter.stream([Message.user("short")], [], ModelSettings("tiny")))
-    assert done.stop_reason == "length" and done.text.startswith("Answer to «short».")
+    # the end of the window is an overflow (the run compacts and asks again), with the
+    # window it implies: what went in plus what came out
+    with pytest.raises(ContextOverflow) as cut:
+        await collect(adapter.stream([Message.user("short")], [], ModelSettings("tiny")))
+    assert cut.value.window == 100 and cut.value.requested == server.requests[0].tokens
     assert server.requests[0].finish == "window"
     server.window = 3000
     done = await collect(adapter.stream([Message.user("short")], [],

@@ -53,7 +53,7 @@ async def test_a_settled_session_compacts_on_request_and_settles_as_it_was(
         await store.post_message(owner, sid, f"question {i}")
         assert (await settled(store, sid, timeout=30)).status is Status.SUCCEEDED
     before = await store.load_session(sid)
-    assert before.context_tokens and before.context_window == 100_000  # CTXCHECK
+    assert before.context_tokens and before.context_window == 100_000
     assert server.summaries == []  # far inside its window: nothing compacted by itself
 
     asked = await store.request_compaction(owner, sid)
