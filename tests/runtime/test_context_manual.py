@@ -83,3 +83,31 @@ async def test_a_settled_session_compacts_on_request_and_settles_as_it_was(
     last = server.answers[-1]
     assert "Summary: " in last.system and last.last_user_text == "question 5"
     assert server.check_pairs() >= 0
+
+
+async def test_a_message_too_long_for_the_window_fails_once_with_what_to_do(
+    store, workers, owner
+) -> None:
+    """No retry storm: the refusal compacts once (nothing can be made smaller: the message
+    is the whole history) and the session fails saying why and what to do."""
+    server = await OpenAIWindowServer(3000).start()
+    config = RouteConfig("tiny", "openai", base_url=server.base_url, api_key="x")
+    registry = apply_routes(default_registry(demo_speed=0), {"tiny": config})
+    try:
+        sid = (await store.create_session(owner, agent=AGENT.name, model=AGENT.model,
+                                          prompt="tell me " * 3000)).id
+        await workers.start(agents=AgentRegistry([AGENT]), providers=registry)
+        done = await settled(store, sid, timeout=30)
+        assert done.status is Status.FAILED and done.error is not None
+        assert done.error.code == "context_length_exceeded"
+        assert "maximum context length is 3000 tokens" in done.error.message
+        assert "Send a shorter message" in done.error.message
+        assert len(server.refused) == 1 and server.accepted == []
+        events = await all_events(store, sid)
+        errors = [e.data for e in events if e.type == "error"]
+        assert [e["code"] for e in errors] == ["context_length_exceeded"]
+    finally:
+        await workers.close()
+        provider, _ = registry.resolve(AGENT.model)
+        await provider.aclose()  # type: ignore[attr-defined]
+        await server.close()

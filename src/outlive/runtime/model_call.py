@@ -104,13 +104,17 @@ class ModelCaller:
             if isinstance(exc, ContextOverflow) and not overflowed:
                 overflowed = True
                 if await self._overflowed(exc, buf, tools):
+                    attempt += 1
+                    message_id = new_id("msg")  # the refused or cut-off answer stays closed
+                    await self.writes.emit(
+                        TurnStart(turn=0, message_id=message_id, retry=attempt).new())
                     continue
             late = time.monotonic() >= deadline
             if not exc.transient or attempt >= self.settings.provider_retries or late:
+                code, message = _failure(exc, self.compactor)
                 await self.writes.settle(
-                    Status.FAILED, ErrorInfo("provider_error", exc.message),
-                    [*self._close_partial(buf),
-                     Error(code="provider_error", message=exc.message).new()],
+                    Status.FAILED, ErrorInfo(code, message),
+                    [*self._close_partial(buf), Error(code=code, message=message).new()],
                 )
             attempt += 1
             delay = min(self.settings.retry_base * 2 ** (attempt - 1), self.settings.retry_max)
@@ -131,6 +135,8 @@ class ModelCaller:
             return messages
         manual = compactor.requested and reason == "threshold"
         window = compactor.window()
+        if window is None and not manual:  # nothing to measure against (the demo's default)
+            return messages
         view = view_of(self.writes.history)
         measure = compactor.measure(view, messages, tools)
         compactor.last = measure
@@ -161,13 +167,15 @@ class ModelCaller:
         elif sent is not None:  # it did not say: it takes less than what was sent
             compactor.limits.learn(max(256, int(sent.tokens * 0.9)))
         before = len(self.writes.history)
-        await self.writes.emit(*self._close_partial(buf), Error(
-            code="context_length_exceeded", message=(
-                f"{exc.message} — compacting the context and trying once more"),
-            retrying=True).new())
         messages = self._log.messages(self.writes.history)
         await self._fit(messages, tools, reason="overflow", force=True)
-        return len(self.writes.history) > before
+        if len(self.writes.history) == before:
+            return False  # nothing could be made smaller
+        await self.writes.emit(*self._close_partial(buf), Error(
+            code="context_length_exceeded", message=(
+                f"{exc.message} — the context was compacted; trying once more"),
+            retrying=True).new())
+        return True
 
     def _record_use(self, buf: TurnBuffer) -> None:
         """The context use of the call just made, for the session row: the input tokens the
@@ -253,6 +261,19 @@ class ModelCaller:
         await self.activity.supervise(act, nothing, pending=lambda: False)
         if self.activity.cancelled:
             await self.writes.settle(Status.CANCELLED)
+
+
+def _failure(exc: ProviderError, compactor: Compactor | None) -> tuple[str, str]:
+    """The code and message a session fails with on `exc`; a refusal for length says what to
+    do, since compacting could not make the request fit."""
+    if not isinstance(exc, ContextOverflow):
+        return "provider_error", exc.message
+    window = compactor.window() if compactor is not None else None
+    size = f" ({window.size:,} tokens)" if window is not None else ""
+    return "context_length_exceeded", (
+        f"{exc.message} — the request does not fit the model's context window{size} even "
+        "compacted: the newest message or the tool schemas alone are too long. Send a shorter "
+        "message, or use a model with a larger window (docs/context.md)")
 
 
 class _Watchdog:
