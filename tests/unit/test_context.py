@@ -222,3 +222,40 @@ def test_aborted_answers_stay_out_of_the_view() -> None:
     h.answer("half", status="interrupted")
     h.user("b")
     assert [e.seq for e in view_of(h.entries).entries] == [1, 3]
+
+
+def test_a_thousand_turns_stay_inside_the_window_by_summaries_of_summaries() -> None:
+    """The planner and the view together, as the runtime uses them: before each call, compact
+    when over the threshold; a summary (of the summary so far and the covered turns) is at
+    most its budget. The request never passes the window, and only the newest summary is in
+    the view."""
+    window = Window.of(4096)
+    budget = 300
+    h = History()
+    sizes = []
+    summaries = 0
+    for i in range(1000):
+        h.user(f"question {i} " + "q" * (100 + 37 * i % 400))
+        if i % 7 == 3:
+            h.answer("", [f"c{i}"])
+            h.result(f"c{i}", "r" * (200 + 53 * i % 3000))
+        view = view_of(h.entries)
+        tokens = 50 + view.tokens()
+        if window.over(tokens):
+            plan = plan_compaction(view, fixed=50, window=window, summary_budget=budget)
+            text = None
+            if plan.cut:
+                summaries += 1
+                text = f"summary {summaries} " + "s" * (budget * 3 - 40)
+            h.add(SUMMARY_KIND, **summary_data(
+                view, plan, method="summary" if plan.cut else "trim", text=text,
+                reason="threshold", tokens_before=tokens, tokens_after=plan.tokens_after))
+            view = view_of(h.entries)
+            tokens = 50 + view.tokens()
+        sizes.append(tokens)
+        assert tokens <= window.budget, (i, tokens)
+        h.answer(f"answer {i} " + "a" * (150 + 29 * i % 500))
+    assert summaries > 50
+    assert max(sizes) <= window.budget
+    # the replay's history is whole: nothing was removed, only stood in for
+    assert sum(e.kind == "user" for e in h.entries) == 1000
