@@ -379,10 +379,13 @@ async def test_a_process_whose_lease_was_taken_writes_nothing_more(
     pg_store: PostgresStore, owner_id: str, procs: Processes, pg_dsn: str
 ) -> None:
     store = pg_store
-    a = await procs.start("--backstop", "0.5", name="a", lease_ttl=LEASE_TTL, heartbeat=0.5)
+    # `a` runs slowly (each slow task 4 s) and is inside one when `b` starts, so the session
+    # is still a's however long b takes to start on a busy machine.
+    a = await procs.start("--backstop", "0.5", name="a", lease_ttl=LEASE_TTL, heartbeat=0.5,
+                          speed=2.0)
     s = await store.create_session(owner_id, agent="demo", model="demo:scripted",
                                    prompt="run long")
-    await event_appears(store, s.id, "text_delta")
+    await event_appears(store, s.id, "tool_start")
     await procs.start("--backstop", "0.5", name="b", lease_ttl=LEASE_TTL, heartbeat=0.5)
     held = await store.load_session(s.id)
     assert held.lease_worker == a.id and held.status is Status.RUNNING
