@@ -144,6 +144,9 @@ def test_configured_route_without_base_url_is_refused_with_the_fix(
     ('[routes.local]\nbase_url = "http://h"\n', "installing outlive"),
     ('[servers.x]\nbase_url = "http://h"\n', "unknown table"),
     ('[routes.x]\nmodels = "a"\ntimeout = -1\nbase_url = "http://h"\n', "must be positive"),
+    ('[routes.x]\nbase_url = "http://h"\ncontext_window = "big"\n', "whole number of tokens"),
+    ('[routes.x]\nbase_url = "http://h"\ncontext_window = 100\n', "too small"),
+    ('[routes.demo]\ncontext_window = 4000\nbase_url = "http://h"\n', "takes only"),
 ])
 def test_bad_routes_files_fail_at_startup(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "routes.toml"
@@ -190,3 +193,27 @@ def test_build_providers_reads_the_environment(
     registry = build_providers(demo_speed=0, routes_file=str(path))
     assert registry.prefixes() == ["demo", "lmstudio", "openai", "vllm"]
     assert build_providers().check("demo:scripted").provider == "demo"
+
+
+def test_context_windows_come_from_the_file_and_the_environment(
+    tmp_path: Path, no_local: None
+) -> None:
+    path = tmp_path / "routes.toml"
+    path.write_text('[routes.ollama]\nbase_url = "http://h/v1"\ncontext_window = 8192\n'
+                    'output_reserve = 512\n[routes.demo]\ncontext_window = 1500\n')
+    env = {"OUTLIVE_ROUTE_OTHER": "http://o/v1", "OUTLIVE_ROUTE_OTHER_CONTEXT_WINDOW": "32000",
+           "OUTLIVE_ROUTE_LOCAL_CONTEXT_WINDOW": "2048"}
+    routes = load_routes(environ=env, routes_file=str(path))
+    assert (routes["ollama"].context_window, routes["ollama"].output_reserve) == (8192, 512)
+    assert routes["other"].context_window == 32000
+    assert routes["local"].context_window == 2048 and routes["local"].kind == "local"
+    registry = configured_registry(environ=env, routes_file=str(path))
+    assert registry.limits("ollama:llama3.2").window == 8192
+    assert registry.limits("ollama:llama3.2").reserve == 512
+    assert registry.limits("demo:scripted").window == 1500
+    assert registry.limits("other:m").window == 32000
+    assert registry.limits("openai:gpt-4o").window is None  # the model's known default then
+    # one object per route: a window learned from a refusal is seen by every later run
+    registry.limits("other:m").learn(16000)
+    assert registry.limits("other:m").learned == 16000
+    assert registry.limits("other:n").learned is None

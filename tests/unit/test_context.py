@@ -259,3 +259,25 @@ def test_a_thousand_turns_stay_inside_the_window_by_summaries_of_summaries() -> 
     assert max(sizes) <= window.budget
     # the replay's history is whole: nothing was removed, only stood in for
     assert sum(e.kind == "user" for e in h.entries) == 1000
+
+
+def test_an_agents_file_sets_the_context_settings_and_refuses_bad_ones(tmp_path) -> None:
+    from outlive.domain.errors import InvalidInput
+    from outlive.runtime import AgentRegistry
+    from outlive.runtime.agent_file import load_agents_file
+
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.long]\nsystem_prompt = "s"\nmodel = "demo:scripted"\n'
+                    'context_window = 8192\noutput_reserve = 1024\ncompact_at = 0.7\n'
+                    'summarizer = "openai:gpt-4o-mini"\n')
+    registry = AgentRegistry()
+    load_agents_file(path, registry)
+    agent = registry.get("long")
+    assert (agent.context_window, agent.output_reserve, agent.compact_at, agent.summarizer) == (
+        8192, 1024, 0.7, "openai:gpt-4o-mini")
+    for bad, message in (("context_window = 10", "context_window"),
+                         ("compact_at = 2", "compact_at"),
+                         ('summarizer = "nope"', "summarizer")):
+        path.write_text(f'[agents.x]\nsystem_prompt = "s"\n{bad}\n')
+        with pytest.raises(InvalidInput, match=message):
+            load_agents_file(path, AgentRegistry())
