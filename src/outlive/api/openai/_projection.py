@@ -72,6 +72,8 @@ class ResponseHeader:
     model: str
     metadata: Mapping[str, str] = field(default_factory=dict)
     previous_response_id: str | None = None
+    truncation: str = "auto"
+    """`auto`: outlive compacts a long conversation's context; `disabled`: it must not."""
 
 
 @dataclass
@@ -148,6 +150,7 @@ class ResponseProjection:
             previous_response_id=h.previous_response_id, status=self.status or "queued",
             created_at=self.created_at, completed_at=self.completed_at, error=self.error,
             incomplete_reason=self.incomplete_reason, usage=self.usage,
+            truncation=h.truncation,
             output=[self._item_now(i) for i in range(len(self.items))],
         )
 
