@@ -44,7 +44,7 @@ def _event(rng: random.Random) -> tuple[str, Any]:
         "user_message", "user_question", "turn_start", "text_delta", "text_delta",
         "text_delta", "thinking_delta", "message_end", "tool_start", "tool_progress",
         "tool_end", "stage", "title", "incomplete", "error", "mystery", "bad_payload",
-        "approval_requested", "approval_decided",
+        "approval_requested", "approval_decided", "context_compacted",
     ])
     d: dict[str, Any] = {}
     if kind == "bad_payload":
@@ -118,6 +118,11 @@ def _event(rng: random.Random) -> tuple[str, Any]:
     elif kind == "error":
         _maybe(rng, d, "code", ["provider_error", None])
         _maybe(rng, d, "message", TEXTS)
+    elif kind == "context_compacted":
+        _maybe(rng, d, "method", ["summary", "trim", "truncation", None, 3])
+        _maybe(rng, d, "tokens_before", [2950, 0, None, "x"])
+        _maybe(rng, d, "first_seq", [1, None, True])
+        _maybe(rng, d, "summary", TEXTS)
     else:
         d = {"whatever": _pick(rng, JSONISH)}
     return kind, d

@@ -160,12 +160,14 @@ class World:
         self.http.close()
 
 
-def world(dsn: str, log_dir: Path) -> Iterator[World]:
-    """Start the server and two workers (generator for a fixture)."""
+def world(dsn: str, log_dir: Path, env: dict[str, str] | None = None) -> Iterator[World]:
+    """Start the server and two workers (generator for a fixture), with `env` added to their
+    environment (a route's context window, say)."""
     node_ready()
-    workers = Processes(dsn, log_dir)
+    workers = Processes(dsn, log_dir, **(env or {}))
     serve = ServeProcess(log_dir, "serve", "--no-worker", "--log-level", "WARNING",
-                         db=workers.dsn, key_file=log_dir / "serve.key")
+                         db=workers.dsn, key_file=log_dir / "serve.key",
+                         env=child_env(**(env or {})))
     w: World | None = None
     try:
         async def start() -> str:  # the three processes start side by side

@@ -92,6 +92,9 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
     "title": ({"title": "t"}, []),
     "incomplete": ({"reason": "length"}, []),
     "error": ({"code": "provider_error", "message": "boom"}, ["error"]),
+    "context_compacted": ({"method": "summary", "reason": "threshold", "through_entry": 3,
+                           "covered_entries": 3, "trimmed": 0, "tokens_before": 900,
+                           "tokens_after": 300, "window": 1000, "summary": "s"}, []),
     "session_end": ({"status": "succeeded"}, ["response.completed"]),
 }
 

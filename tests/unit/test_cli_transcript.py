@@ -104,6 +104,29 @@ def test_snapshot_items() -> None:
         "— interrupted (stopped)"]
 
 
+SUMMARY = {"method": "summary", "reason": "threshold", "through_entry": 40,
+           "covered_entries": 42, "trimmed": 0, "tokens_before": 2950, "tokens_after": 610,
+           "window": 3000, "first_seq": 1, "last_seq": 77, "route": "demo:scripted",
+           "summary": "The user plans a trip.\n- Lisbon first"}
+
+
+def test_a_compaction_is_a_divider_and_show_prints_its_summary() -> None:
+    divider = "── earlier context summarized (42 entries, 2,950 → 610 tokens of 3,000) ──"
+    assert feed_all([("text_delta", {"text": "so"}), ("context_compacted", SUMMARY)]) == (
+        f"so\n{divider}\n")
+    assert item_lines({"kind": "marker", "type": "compacted", "seq": 80, "data": SUMMARY}) == [
+        divider, "  The user plans a trip.", "  - Lisbon first"]
+    trim = {**SUMMARY, "method": "trim", "covered_entries": 0, "trimmed": 1, "summary": None,
+            "window": None, "tokens_after": 2100}
+    assert feed_all([("context_compacted", trim)]) == (
+        "── old tool results trimmed (1 tool result, 2,950 → 2,100 tokens) ──\n")
+    cut = {**SUMMARY, "method": "truncation", "covered_entries": 1, "summary": None,
+           "error": "the summarizer answered with nothing"}
+    assert item_lines({"kind": "marker", "type": "compacted", "data": cut}) == [
+        "── earlier messages left out of the model's view (1 entry, 2,950 → 610 tokens of "
+        "3,000) ──", "  the summarizer failed: the summarizer answered with nothing"]
+
+
 def test_show_reads_each_answer_once() -> None:
     """`sessions show` of real logs (tests/fixtures/logs_v1): the provider retries' empty
     attempts say nothing, and the answer a crash cut off and the next worker wrote again is

@@ -8,7 +8,8 @@ handles and that is not listed below as shown by nobody, with the reason.
 
 Where the JS reads event data: `reducer.js` (its `HANDLERS` table and the helpers its handlers
 pass the data to), `watcher.js` (owner events: `REQUIRED`, `SessionWatcher.apply`),
-`render.js` (`markerText`: the data of the event a marker item was made from) and
+`render.js` (`markerText`: the data of the event a marker item was made from),
+`compaction.js` (every `d.field` its functions read: the data of a `compacted` marker) and
 `item_times.js` (`note`: every event's `call_id`/`message_id`). `transcript_state.js` holds
 the accessors (`get`, `has`), not reads of its own.
 """
@@ -72,7 +73,8 @@ def python_handled() -> frozenset[str]:
 
 def _sources() -> dict[str, str]:
     return {name: (WEB / name).read_text() for name in
-            ("reducer.js", "transcript_state.js", "watcher.js", "render.js", "item_times.js")}
+            ("reducer.js", "transcript_state.js", "watcher.js", "render.js", "item_times.js",
+             "compaction.js")}
 
 
 def reducer_reads(reducer_js: str, state_js: str) -> tuple[dict[str, dict[str, set[str]]],
@@ -139,6 +141,10 @@ def problems(sources: Mapping[str, str], schema: Mapping[str, object]) -> list[s
         check(f"render.js markerText {kinds}", {markers[k] for k in kinds if k in markers},
               reads_of(body, "d"), session)
 
+    compacted = {markers.get("compacted", "context_compacted")}
+    for name, fn in functions(tokenize(sources["compaction.js"])).items():
+        check(f"compaction.js {name}()", compacted, reads_of(fn.body, "d"), session)
+
     times = functions(tokenize(sources["item_times.js"]))
     check("item_times.js note()", set(session), reads_of(times["note"].body, "data"), session)
     check("item_times.js record()", compared_to(times["record"].body, "type"), set(), session)
@@ -186,7 +192,12 @@ def test_the_reader_sees_the_reads_it_checks() -> None:
     assert {"args", "expires_at"} <= reads["approval_requested"]["newApproval"]
     assert reads["text_delta"]["delta"] == {"message_id", "text"}
     assert markers == {"resumed": "session_resumed", "interrupted": "session_interrupted",
-                       "incomplete": "incomplete", "error": "error"}
+                       "incomplete": "incomplete", "error": "error",
+                       "compacted": "context_compacted"}
+    compaction = functions(tokenize(_sources()["compaction.js"]))
+    assert {"tokens_before", "tokens_after", "window"} <= reads_of(
+        compaction["compactionTokens"].body, "d")
+    assert {"summary", "first_seq"} <= reads_of(compaction["updateCompaction"].body, "d")
 
 
 def _planted(file: str, old: str, new: str) -> dict[str, str]:
@@ -213,6 +224,8 @@ def _planted(file: str, old: str, new: str) -> dict[str, str]:
      "render.js markerText ['resumed']: reads data.cause of ['session_resumed']"),
     ("item_times.js", "data.call_id ?? data.message_id", "data.call_id ?? data.msg_id",
      "item_times.js note(): reads data.msg_id"),
+    ("compaction.js", "count(d.tokens_after)", "count(d.tokens_later)",
+     "compaction.js compactionTokens(): reads data.tokens_later of ['context_compacted']"),
 ])
 def test_a_planted_unknown_type_or_field_fails_the_check(file: str, old: str, new: str,
                                                          expected: str) -> None:

@@ -200,7 +200,43 @@ def test_ai_sdk_a_question_is_an_ask_user_part_waiting_for_the_person() -> None:
     assert chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}
 
 
+COMPACTED = {"method": "summary", "reason": "threshold", "through_entry": 6,
+             "covered_entries": 6, "trimmed": 0, "tokens_before": 2950, "tokens_after": 610,
+             "window": 3000, "first_seq": 1, "last_seq": 1, "route": "demo:scripted",
+             "summary": "The user asked about the weather."}
+
+
+def compacted_run() -> Log:
+    """A run that compacts its context between its two model calls."""
+    log = Log().opened().answer("msg_1", "Let me look.", stop="tool_use").tool("call_1")
+    log.add("context_compacted", **COMPACTED)
+    return log.answer("msg_2", "Clear.").end("succeeded")
+
+
+def test_ai_sdk_a_compaction_is_a_data_part_with_the_payload() -> None:
+    log = compacted_run()
+    seq = next(e.seq for e in log.events if e.type == "context_compacted")
+    chunks = project_chat(RUN, log.events)
+    parts = [c for c in chunks if c["type"] == "data-context-compacted"]
+    assert parts == [{"type": "data-context-compacted", "id": f"compaction_{seq}",
+                      "data": COMPACTED}]
+    at = chunks.index(parts[0])
+    assert chunk_types(chunks)[at - 1:at + 3] == [
+        "tool-output-available", "data-context-compacted", "finish-step", "start-step"]
+    assert "transient" not in parts[0], "kept in the message, not only shown while streaming"
+
+
 # ---- AG-UI -----------------------------------------------------------------------------------
+
+
+def test_ag_ui_a_compaction_is_a_custom_event_with_the_payload() -> None:
+    out = project_run(HEADER, compacted_run().events)
+    custom = [e.model_dump(by_alias=True, exclude_none=True) for e in out
+              if str(e.type.value) == "CUSTOM"]
+    assert custom == [{"type": "CUSTOM", "name": "context_compacted", "value": COMPACTED}]
+    kinds = agui_types(out)
+    assert kinds[kinds.index("CUSTOM") - 1] == "TOOL_CALL_RESULT"
+    assert kinds[-1] == "RUN_FINISHED"
 
 
 def test_ag_ui_a_whole_run_in_order() -> None:

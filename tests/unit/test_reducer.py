@@ -300,6 +300,28 @@ def test_resumed_interrupted_incomplete_error_markers() -> None:
     ]
 
 
+COMPACTED = {"method": "summary", "reason": "threshold", "through_entry": 9,
+             "covered_entries": 6, "trimmed": 1, "tokens_before": 2950, "tokens_after": 610,
+             "window": 3000, "first_seq": 1, "last_seq": 7, "route": "demo:scripted",
+             "summary": "The user asked for a plan; the agent drafted one."}
+
+
+def test_context_compacted_is_a_divider_where_it_happened_and_changes_no_item() -> None:
+    before = run(
+        ("user_message", {"text": "plan it", "delivery": "start"}),
+        ("session_start", {"attempt": 1}),
+        ("turn_start", {"turn": 1, "message_id": "m1", "inputs": [1]}),
+        ("message_end", {"message_id": "m1", "text": "Here", "stop_reason": "end_turn"}),
+    )
+    state = fold([("context_compacted", 5, COMPACTED),
+                  ("turn_start", 6, {"turn": 2, "message_id": "m2"})], before)
+    assert state["items"][: len(before["items"])] == before["items"]
+    assert state["items"][len(before["items"])] == {
+        "kind": "marker", "seq": 5, "type": "compacted", "data": COMPACTED}
+    assert state["items"][-1]["message_id"] == "m2"
+    assert (state["status"], state["attention"]) == (before["status"], before["attention"])
+
+
 def test_resumed_takes_attempt_and_closes_the_dead_runs_items() -> None:
     state = run(
         ("session_start", {"attempt": 1}),

@@ -18,6 +18,7 @@ from outlive.domain.run_fold import (
 from outlive.domain.run_steps import (
     ApprovalAnswered,
     ApprovalAsked,
+    Compacted,
     PartClosed,
     PartDelta,
     PartOpened,
@@ -209,6 +210,14 @@ def test_questions_approvals_state_and_usage() -> None:
                    ApprovalAsked("ap", "c", "t", {"x": 1}, "soon"),
                    ApprovalAnswered("ap", "c", "t", "expired", "expired"),
                    StateChanged(), StateChanged(), UsageReported(3, 4)]
+
+
+def test_a_compaction_is_a_step_where_it_happened_and_closes_nothing() -> None:
+    data = {"method": "trim", "reason": "threshold", "through_entry": 0, "covered_entries": 0,
+            "trimmed": 2, "tokens_before": 900, "tokens_after": 400, "window": 1000}
+    got = steps(text("m", "Hel"), ("context_compacted", data), end("m", "Hello"))
+    assert got[2] == Compacted(2, data)
+    assert closed(got) == [("text", "m", "completed")]
 
 
 def test_a_question_under_a_used_call_id_gets_a_unique_one() -> None:

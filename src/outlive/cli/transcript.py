@@ -2,7 +2,10 @@
 `outlive sessions show` (the snapshot's transcript items). Pure formatting: text in, text out.
 
 The marks are words, not colours, so they survive pipes and logs: a partial answer cut by a
-cancel ends with `[cancelled: partial answer]`, a question lists its options numbered.
+cancel ends with `[cancelled: partial answer]`, a question lists its options numbered, and
+where the run made the model's view smaller a divider says so (`── earlier context
+summarized (42 entries, 2,950 → 610 tokens of 3,000) ──`); `show` prints the summary under
+it, `tail` only the divider (a summary is long, and `show` has it whenever it is wanted).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..domain.events import (
     UNSET,
     ApprovalDecided,
     ApprovalRequested,
+    ContextCompacted,
     Error,
     ErrorBody,
     EventPayload,
@@ -46,7 +50,7 @@ _STOPPED = {
 
 
 _MARKER_EVENTS = {"error": "error", "resumed": "session_resumed",
-                  "interrupted": "session_interrupted"}
+                  "interrupted": "session_interrupted", "compacted": "context_compacted"}
 """The event each kind of snapshot marker the CLI shows was made from."""
 
 
@@ -123,6 +127,29 @@ def _resumed(resumed: SessionResumed) -> str:
 
 def _interrupted(interrupted: SessionInterrupted) -> str:
     return f"— interrupted ({interrupted.reason or 'stopped'})"
+
+
+_COMPACTED = {"trim": "old tool results trimmed",
+              "truncation": "earlier messages left out of the model's view"}
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _compacted(c: ContextCompacted, *, full: bool) -> list[str]:
+    """The divider where the model's view was made smaller; `full`: the summary under it."""
+    what = _COMPACTED.get(c.method, "earlier context summarized")
+    covered = (_count(c.trimmed, "tool result", "tool results") if c.method == "trim"
+               else _count(c.covered_entries, "entry", "entries"))
+    window = f" of {c.window:,}" if c.window else ""
+    lines = [f"── {what} ({covered}, {c.tokens_before:,} → {c.tokens_after:,} tokens"
+             f"{window}) ──"]
+    if c.error:
+        lines.append(f"  the summarizer failed: {_short(c.error)}")
+    if full and c.summary:
+        lines.extend(f"  {line}".rstrip() for line in c.summary.splitlines())
+    return lines
 
 
 def _user(text: Any, delivery: Any) -> str:
@@ -204,6 +231,8 @@ class TranscriptWriter:
                 return self._block(f"— incomplete: {reason or 'unknown'}")
             case Title(title=title):
                 return self._block(f"— title: {_short(title)}")
+            case ContextCompacted():
+                return self._block(*_compacted(event, full=False))
             case SessionEnd():
                 return self._block(_session_end(event))
         return ""  # session_start, turn_start, stage: nothing a reader needs
@@ -285,4 +314,6 @@ def item_lines(item: Mapping[str, Any]) -> list[str]:
             return [_resumed(event)]
         if isinstance(event, SessionInterrupted):
             return [_interrupted(event)]
+        if isinstance(event, ContextCompacted):
+            return _compacted(event, full=True)
     return []

@@ -29,6 +29,7 @@ __all__ = [
     "MAX_TITLE_CHARS",
     "OWNER_EVENT_TYPES",
     "TERMINAL",
+    "TRUNCATION_KEY",
     "Claim",
     "ClaimReason",
     "Delivery",
@@ -101,6 +102,12 @@ class ClaimReason(enum.StrEnum):
 class ErrorInfo:
     code: str
     message: str
+
+
+TRUNCATION_KEY = "outlive.truncation"
+"""Session metadata key of how the run may keep the model's view inside its window: absent or
+`auto`, compact (docs/context.md); `disabled`, never compact: a request that does not fit
+fails the run with `context_length_exceeded` (OpenAI's `truncation: "disabled"`)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ work as still in flight (or as a success) after the run that did it is gone:
   message; `approval_requested` sets it to "approval" and `approval_decided` clears it.
 * An approval item is "pending" until its `approval_decided` makes it "approved", "denied" or
   "expired" (a denial with reason `expired`); a `session_end` marks a pending one "cancelled".
+* `context_compacted` is a marker (`compacted`, its data verbatim) where it happened: a divider
+  between what the model last saw in full and what it sees as a summary or a stub. The items
+  before it stay as they were: only the model's view changed (docs/context.md).
 """
 
 from __future__ import annotations
@@ -445,6 +448,11 @@ def _on_error(txn: Txn, seq: int, p: ev.Error, data: Mapping[str, Any]) -> None:
     _marker(txn, seq, "error", data)
 
 
+def _on_context_compacted(txn: Txn, seq: int, p: ev.ContextCompacted,
+                          data: Mapping[str, Any]) -> None:
+    _marker(txn, seq, "compacted", data)
+
+
 _HANDLERS: dict[str, Handler] = {
     "session_start": _on_session_start,
     "session_resumed": _on_session_resumed,
@@ -465,6 +473,7 @@ _HANDLERS: dict[str, Handler] = {
     "title": _on_title,
     "incomplete": _on_incomplete,
     "error": _on_error,
+    "context_compacted": _on_context_compacted,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

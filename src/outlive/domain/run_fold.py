@@ -25,6 +25,8 @@ The rules (the transcript reducer, `reducer.py`, shares the ones that are the sa
   call re-issued under its id) is started `again` under a unique id. `interrupted` wins over
   `ok`.
 * An `error` the run retries is not the run's error.
+* A `context_compacted` is a step of its own where it happened (between turns: the run makes
+  the model's view smaller before a call); it opens or closes nothing.
 * At the run's end (`close_open`, which `session_end` applies first) open parts are cut short
   and running tools interrupted, in call-id order.
 * A replay that knows the whole slice may hide the deltas of every part the slice abandons
@@ -46,6 +48,7 @@ from .run_steps import (
     ApprovalAnswered,
     ApprovalAsked,
     Closing,
+    Compacted,
     PartClosed,
     PartDelta,
     PartKind,
@@ -338,6 +341,10 @@ def _on_error(f: RunFold, seq: int, p: ev.Error) -> None:
         f._out.append(f._failure)
 
 
+def _on_compacted(f: RunFold, seq: int, p: ev.ContextCompacted) -> None:
+    f._out.append(Compacted(seq, p.data()))
+
+
 def _on_end(f: RunFold, seq: int, p: ev.SessionEnd) -> None:
     f._close_open()
     f._out.append(RunEnded(settled_status(p.status), text_of(p.reason), p.error, f._failure,
@@ -362,6 +369,7 @@ _HANDLERS: dict[type, Callable[[RunFold, int, Any], None]] = {
     ev.Title: _on_state,
     ev.Incomplete: _on_incomplete,
     ev.Error: _on_error,
+    ev.ContextCompacted: _on_compacted,
     ev.SessionEnd: _on_end,
 }
 """User messages after the opening one step nothing: the run delivers them in its turns."""

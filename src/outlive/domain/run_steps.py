@@ -18,6 +18,7 @@ __all__ = [
     "ApprovalAnswered",
     "ApprovalAsked",
     "Closing",
+    "Compacted",
     "PartClosed",
     "PartDelta",
     "PartKind",
@@ -153,6 +154,16 @@ class UsageReported:
 
 
 @dataclass(frozen=True, slots=True)
+class Compacted:
+    """The model's view of the history was made smaller before a model call (`seq`: the
+    `context_compacted` event's). Protocols pass `data`, the event's payload as on the wire,
+    on to clients that show it (a divider in a transcript)."""
+
+    seq: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class RunIncomplete:
     reason: str
 
@@ -180,7 +191,7 @@ class RunEnded:
 Step = (
     PartOpened | PartDelta | PartClosed | TurnBegan | RunClaimed | ToolBegan | ToolProgressed
     | ToolFinished | QuestionAsked | ApprovalAsked | ApprovalAnswered | StateChanged
-    | UsageReported | RunIncomplete | RunError | RunEnded
+    | UsageReported | Compacted | RunIncomplete | RunError | RunEnded
 )
 
 

@@ -27,6 +27,8 @@
 // * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
 //   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
 //   "cancelled".
+// * `context_compacted` is a marker (`compacted`, its data verbatim) where it happened: the
+//   items before it stay as they were, only the model's view changed.
 //
 // Where Python turns a non-string into text with str(), `pyStr` imitates it (True, None, lists
 // and dicts in Python's repr). The one case JSON cannot carry is a float with an integral
@@ -60,6 +62,7 @@ export const EVENT_TYPES = [
   "title",
   "incomplete",
   "error",
+  "context_compacted",
 ];
 
 
@@ -395,6 +398,10 @@ function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
 
+function onContextCompacted(txn, seq, data) {
+  marker(txn, seq, "compacted", data);
+}
+
 const HANDLERS = {
   session_start: onSessionStart,
   session_resumed: onSessionResumed,
@@ -415,4 +422,5 @@ const HANDLERS = {
   title: onTitle,
   incomplete: onIncomplete,
   error: onError,
+  context_compacted: onContextCompacted,
 };

@@ -5,6 +5,7 @@
 // changed one is updated in place (a growing message only gets its text node reset, an open
 // <details> stays open).
 
+import { compactionTitle, createCompaction, updateCompaction } from "./compaction.js";
 import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { showResult } from "./tool_result.js";
@@ -302,6 +303,8 @@ function markerText(item) {
       const code = d.code ? `${pretty(d.code)}: ` : "";
       return `Error — ${code}${pretty(d.message ?? "")}`;
     }
+    case "compacted":  // drawn by compaction.js; this is its title
+      return compactionTitle(d);
     default:
       return String(item.type);
   }
@@ -327,7 +330,17 @@ const KINDS = {
   marker: [createMarker, updateMarker],
 };
 
+/** A divider where the model's view was made smaller: a marker drawn as one (compaction.js). */
+function isCompaction(item) {
+  return item.kind === "marker" && item.type === "compacted";
+}
+
 function createItem(item) {
+  if (isCompaction(item)) {
+    const node = createCompaction();
+    node.classList.add("item");
+    return node;
+  }
   const kind = KINDS[item.kind];
   if (!kind) return h("div", { class: "marker", "data-kind": String(item.kind) });
   const node = kind[0]();
@@ -337,7 +350,8 @@ function createItem(item) {
 
 function updateItem(node, item, times, superseded) {
   const kind = KINDS[item.kind];
-  if (kind) kind[1](node, item, times, superseded);
+  if (isCompaction(item)) updateCompaction(node, item);
+  else if (kind) kind[1](node, item, times, superseded);
   if (times) setTime(node, times.startOf(item));
 }
 

@@ -88,6 +88,7 @@ const summary = (agent, rec) => ({
   failure: rec.failure,
   messages: agent.messages,
   pendingInterrupts: agent.pendingInterrupts,
+  custom: rec.events.filter((e) => e.type === "CUSTOM"),
 });
 
 async function main() {

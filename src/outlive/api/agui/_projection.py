@@ -18,6 +18,8 @@ are the run fold's (`domain/run_fold.py`); this module only renders its steps:
   deltas lacked of its authoritative text;
 * `tool_start`: `TOOL_CALL_START/ARGS/END`; `tool_end`: `TOOL_CALL_RESULT` (a failure's content
   is `{"error": …}`, never a result);
+* `context_compacted` (the run made the model's view of the history smaller): a `CUSTOM`
+  event named `context_compacted` whose value is the event's payload (docs/frontends.md);
 * `session_end`: what is open is closed, then `MESSAGES_SNAPSHOT` (the transcript by the
   reducer's rules: an answer abandoned half-way, which this protocol cannot retract while it
   streams, is gone from it) and `RUN_FINISHED` — outcome `success`, `interrupt` after a
@@ -40,6 +42,7 @@ from typing import Any
 from ag_ui.core import (
     PROTOCOL_VERSION,
     BaseEvent,
+    CustomEvent,
     Interrupt,
     MessagesSnapshotEvent,
     ReasoningEndEvent,
@@ -72,10 +75,13 @@ from ...domain.model import Event
 from ...domain.reducer import empty_state, fold
 from ._messages import assistant_id, messages_of, question_id, tool_content, tool_result_id
 
-__all__ = ["OPENERS", "RunHeader", "RunProjection", "project_run"]
+__all__ = ["COMPACTED_EVENT", "OPENERS", "RunHeader", "RunProjection", "project_run"]
 
 OPENERS = ("user_message", "approval_decided")
 """What a run's slice opens with: a user message, or the decision a `resume[]` made."""
+
+COMPACTED_EVENT = "context_compacted"
+"""The name of the `CUSTOM` event a `context_compacted` is sent as."""
 
 _DECISION_SCHEMA = {"type": "object", "required": ["approved"],
                     "properties": {"approved": {"type": "boolean"},
@@ -250,6 +256,11 @@ def _approval(p: RunProjection, s: rs.ApprovalAsked) -> None:
 @_render.of(rs.StateChanged)
 def _state(p: RunProjection, s: rs.StateChanged) -> None:
     p._state()
+
+
+@_render.of(rs.Compacted)
+def _compacted(p: RunProjection, s: rs.Compacted) -> None:
+    p._out.append(CustomEvent(name=COMPACTED_EVENT, value=dict(s.data)))
 
 
 @_render.of(rs.RunEnded)

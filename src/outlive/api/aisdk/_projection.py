@@ -25,6 +25,10 @@ part ids) are the run fold's (`domain/run_fold.py`); this module only renders it
   expires_at, status}`, `status` going from `pending` to `approved`, `denied` or `expired`.
   The person decides through `POST /v1/sessions/{id}/approvals/{approval_id}`
   (docs/approvals.md); the stream stays open meanwhile and carries on with the run;
+* `context_compacted` (the run made the model's view of the history smaller before a model
+  call): a `data-context-compacted` part (id `compaction_<seq>`, persisted in the message)
+  whose data is the event's payload: `method`, `reason`, `tokens_before`, `tokens_after`,
+  `window`, `summary`, … (docs/frontends.md);
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 
@@ -194,6 +198,11 @@ def _approval_answered(p: ChatProjection, s: rs.ApprovalAnswered) -> None:
     part["status"] = s.status
     part["reason"] = s.reason
     p._emit("data-approval", id=s.approval_id, data=dict(part))
+
+
+@_render.of(rs.Compacted)
+def _compacted(p: ChatProjection, s: rs.Compacted) -> None:
+    p._emit("data-context-compacted", id=f"compaction_{s.seq}", data=dict(s.data))
 
 
 @_render.of(rs.RunEnded)

@@ -25,7 +25,7 @@ from ...domain.model import TERMINAL, Delivery, Session
 from .._context import ApiContext
 from ._errors import OpenAIError, bad_request
 from ._feed import ResponseFeed, ResponseRef, decision_seq, open_feed
-from ._requests import ApprovalAnswer, check_same_model
+from ._requests import ApprovalAnswer, check_same_model, check_same_truncation
 
 __all__ = ["answer_approval", "refuse_unanswered"]
 
@@ -33,8 +33,8 @@ PARAM = "input"
 
 
 async def answer_approval(ctx: ApiContext, owner_id: str, previous_response_id: str | None,
-                          model: str | None, answer: ApprovalAnswer, text: str | None
-                          ) -> ResponseRef:
+                          model: str | None, answer: ApprovalAnswer, text: str | None,
+                          *, truncation: str | None = None) -> ResponseRef:
     """Decide `answer`'s approval (and send `text` into the run it carries on); the response
     that opens at the decision."""
     if not previous_response_id:
@@ -52,6 +52,7 @@ async def answer_approval(ctx: ApiContext, owner_id: str, previous_response_id: 
         raise _unknown(answer, previous)
     session = await ctx.store.get_session(owner_id, previous.ref.session_id)
     check_same_model(ctx.catalog, model, session)
+    check_same_truncation(truncation, session)
     approval = await _approval(ctx, session, answer, previous)
     wanted = Decision.APPROVE if answer.approve else Decision.DENY
     if approval.cancelled:

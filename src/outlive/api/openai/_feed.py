@@ -27,7 +27,7 @@ from .._hub import Mailbox
 from .._run_feed import RunFeed, decides, opens_a_run, watch_session
 from ._errors import not_found
 from ._projection import OPENERS, ResponseHeader, ResponseProjection
-from ._requests import display_model
+from ._requests import OWN_PREFIX, display_model, truncation_of
 
 __all__ = ["ResponseFeed", "ResponseRef", "decision_seq", "open_feed"]
 
@@ -166,6 +166,8 @@ async def _header(ctx: ApiContext, session: Session, ref: ResponseRef) -> Respon
         found = await _previous_start(ctx, session, ref.start)
         previous = None if found is None else ResponseRef(session.id, found).id
     metadata = {str(k): v if isinstance(v, str) else str(v)
-                for k, v in (session.metadata or {}).items()}
+                for k, v in (session.metadata or {}).items()
+                if not str(k).startswith(OWN_PREFIX)}
     return ResponseHeader(id=ref.id, model=display_model(ctx.catalog, session),
-                          metadata=metadata, previous_response_id=previous)
+                          metadata=metadata, previous_response_id=previous,
+                          truncation=truncation_of(session))

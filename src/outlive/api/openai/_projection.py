@@ -9,8 +9,9 @@ from any of them and a replay is byte-for-byte what the live stream sent.
 
 The rules (what is abandoned, cut short or interrupted, the tail of a `message_end`, unique
 item ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps. How
-our events map (the rest, `stage`, `title`, `tool_progress` and later user messages, have
-no Responses counterpart and emit nothing):
+our events map (the rest, `stage`, `title`, `tool_progress`, `context_compacted` and later
+user messages, have no Responses counterpart and emit nothing: a compaction changes only
+what the model is sent, which OpenAI's own `truncation: "auto"` does silently too):
 
 * the opening `user_message`: `response.created` and `response.queued` (status `queued`);
   the first `session_start`/`session_resumed`: `response.in_progress`;
@@ -72,6 +73,8 @@ class ResponseHeader:
     model: str
     metadata: Mapping[str, str] = field(default_factory=dict)
     previous_response_id: str | None = None
+    truncation: str = "auto"
+    """`auto`: outlive compacts a long conversation's context; `disabled`: it must not."""
 
 
 @dataclass
@@ -148,6 +151,7 @@ class ResponseProjection:
             previous_response_id=h.previous_response_id, status=self.status or "queued",
             created_at=self.created_at, completed_at=self.completed_at, error=self.error,
             incomplete_reason=self.incomplete_reason, usage=self.usage,
+            truncation=h.truncation,
             output=[self._item_now(i) for i in range(len(self.items))],
         )
 

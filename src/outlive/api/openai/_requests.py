@@ -6,6 +6,12 @@ is refused with a 400 naming it, never silently dropped: client-side `tools`, a 
 `tool_choice`, structured `text.format`, `conversation`, `prompt` templates, and input other
 than text or one `mcp_approval_response` item (which decides an approval, `_approval`).
 
+`truncation` is honoured: `auto` is what outlive does anyway (it compacts the model's view of
+a long conversation, docs/context.md); `disabled` is kept in the session's metadata
+(`TRUNCATION_KEY`) and the run then never compacts: a request that does not fit the window
+fails with `context_length_exceeded`. A conversation keeps the setting its first request
+chose; metadata keys under `outlive.` are outlive's own and refused.
+
 `model` names an outlive agent (`demo`) or a model route (`demo:scripted`, run by the default
 agent). `instructions` and system/developer messages are put before the input text in the one
 user message the agent receives: an outlive agent keeps its own system prompt.
@@ -20,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...domain.errors import UnknownRoute
-from ...domain.model import Session
+from ...domain.model import TRUNCATION_KEY, Session
 from .._catalog import AgentCatalog
 from ._errors import OpenAIError, bad_request
 
@@ -29,13 +35,19 @@ __all__ = [
     "CreateResponse",
     "RequestInput",
     "check_same_model",
+    "check_same_truncation",
     "display_model",
     "read_input",
     "resolve_model",
+    "session_metadata",
+    "truncation_of",
 ]
 
 MAX_METADATA_PAIRS = 16
 MAX_REASON = 2000
+TRUNCATIONS = ("auto", "disabled")
+OWN_PREFIX = "outlive."
+"""Metadata keys outlive keeps for itself (`TRUNCATION_KEY`): not a client's to set or see."""
 
 
 class CreateResponse(BaseModel):
@@ -56,6 +68,9 @@ class CreateResponse(BaseModel):
     text: dict[str, Any] | None = None
     conversation: Any = None
     prompt: Any = None
+    truncation: str | None = Field(
+        default=None, description="'auto' (outlive compacts a long conversation's context) "
+        "or 'disabled' (a request that does not fit the model's window fails instead).")
 
     def check_supported(self) -> None:
         """Refuse what outlive cannot do, before anything is stored."""
@@ -79,6 +94,9 @@ class CreateResponse(BaseModel):
             raise bad_request(
                 "store=false is only supported for a foreground request that starts a "
                 "conversation.", "store", "unsupported_parameter")
+        if self.truncation is not None and self.truncation not in TRUNCATIONS:
+            raise bad_request("truncation must be 'auto' or 'disabled'.", "truncation",
+                              "invalid_value")
         if self.metadata is not None:
             _check_metadata(self.metadata)
 
@@ -88,6 +106,10 @@ def _check_metadata(metadata: Mapping[str, str]) -> None:
         raise bad_request(f"metadata may hold at most {MAX_METADATA_PAIRS} pairs.", "metadata",
                           "invalid_value")
     for key, value in metadata.items():
+        if key.startswith(OWN_PREFIX):
+            raise bad_request(f"metadata keys starting with '{OWN_PREFIX}' are reserved for "
+                              "outlive's own settings.", f"metadata.{key[:64]}",
+                              "invalid_value")
         if len(key) > 64 or len(value) > 512:
             raise bad_request("metadata keys are at most 64 characters and values at most 512.",
                               f"metadata.{key[:64]}", "invalid_value")
@@ -222,6 +244,27 @@ def check_same_model(catalog: AgentCatalog, model: str | None, session: Session)
             raise bad_request(
                 f"This conversation runs '{display_model(catalog, session)}'; a follow-up "
                 "cannot change the model.", "model", "model_mismatch")
+
+
+def session_metadata(body: CreateResponse) -> dict[str, str] | None:
+    """The metadata a new conversation's session keeps: the client's, and `disabled`
+    truncation under `TRUNCATION_KEY` (`auto` is the default, so it is not stored)."""
+    if body.truncation != "disabled":
+        return body.metadata
+    return {**(body.metadata or {}), TRUNCATION_KEY: "disabled"}
+
+
+def truncation_of(session: Session) -> str:
+    """The conversation's `truncation`, as its Responses show it."""
+    return "disabled" if (session.metadata or {}).get(TRUNCATION_KEY) == "disabled" else "auto"
+
+
+def check_same_truncation(truncation: str | None, session: Session) -> None:
+    """A follow-up may repeat the conversation's truncation, not change it."""
+    if truncation is not None and truncation != truncation_of(session):
+        raise bad_request(
+            f"This conversation's truncation is '{truncation_of(session)}'; a follow-up "
+            "cannot change it.", "truncation", "invalid_value")
 
 
 def display_model(catalog: AgentCatalog, session: Session) -> str:

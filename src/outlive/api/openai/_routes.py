@@ -35,7 +35,14 @@ from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
-from ._requests import CreateResponse, check_same_model, read_input, resolve_model
+from ._requests import (
+    CreateResponse,
+    check_same_model,
+    check_same_truncation,
+    read_input,
+    resolve_model,
+    session_metadata,
+)
 
 __all__ = ["CANCEL_WAIT", "router"]
 
@@ -55,7 +62,7 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
         check_string(body.model, "model")
     if given.answer is not None:
         ref = await answer_approval(ctx, owner.id, body.previous_response_id, body.model,
-                                    given.answer, given.text)
+                                    given.answer, given.text, truncation=body.truncation)
     elif body.previous_response_id:
         assert given.text is not None
         ref = await _follow_up(ctx, owner.id, body, given.text)
@@ -63,7 +70,8 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
         assert given.text is not None
         agent, route = resolve_model(ctx.catalog, body.model)
         session = await ctx.store.create_session(
-            owner.id, agent=agent, model=route, prompt=given.text, metadata=body.metadata)
+            owner.id, agent=agent, model=route, prompt=given.text,
+            metadata=session_metadata(body))
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False
     if body.stream:
@@ -105,6 +113,7 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
             "conversations do not branch: continue from the newest response.", param,
             "previous_response_not_latest")
     check_same_model(ctx.catalog, body.model, session)
+    check_same_truncation(body.truncation, session)
     try:
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT)
     except SessionBusy:

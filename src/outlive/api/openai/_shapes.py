@@ -37,6 +37,7 @@ def response_object(
     incomplete_reason: str | None,
     usage: tuple[int, int] | None,
     output: Sequence[dict[str, Any]],
+    truncation: str = "auto",
 ) -> dict[str, Any]:
     return {
         "id": id,
@@ -61,7 +62,7 @@ def response_object(
         "tool_choice": "auto",
         "tools": [],
         "top_p": None,
-        "truncation": "disabled",
+        "truncation": truncation,
         "usage": None if usage is None else usage_object(*usage),
         "user": None,
     }
