@@ -111,3 +111,40 @@ async def test_a_message_too_long_for_the_window_fails_once_with_what_to_do(
         provider, _ = registry.resolve(AGENT.model)
         await provider.aclose()  # type: ignore[attr-defined]
         await server.close()
+
+
+async def test_a_session_that_turned_truncation_off_fails_on_its_window_instead(
+    store, workers, owner
+) -> None:
+    """`truncation: "disabled"` (the Responses surface's, kept in the session's metadata):
+    the view is never compacted; the request that does not fit fails the session."""
+    from outlive.domain.model import TRUNCATION_KEY
+
+    server = await OpenAIWindowServer(3000).start()
+    config = RouteConfig("tiny", "openai", base_url=server.base_url, api_key="x",
+                         context_window=3000)
+    registry = apply_routes(default_registry(demo_speed=0), {"tiny": config})
+    try:
+        sid = (await store.create_session(owner, agent=AGENT.name, model=AGENT.model,
+                                          prompt="question 0",
+                                          metadata={TRUNCATION_KEY: "disabled"})).id
+        await workers.start(agents=AgentRegistry([AGENT]), providers=registry)
+        done = await settled(store, sid, timeout=30)
+        i = 0
+        while done.status is Status.SUCCEEDED:
+            i += 1
+            assert i < 30, "the history never outgrew the window"
+            await store.post_message(owner, sid, f"question {i}")
+            done = await settled(store, sid, timeout=30)
+        # refused (a 400) or cut off at the end of the window: either way it ends there
+        assert done.error is not None
+        assert done.error.code in ("context_length_exceeded", "incomplete"), done.error
+        assert server.summaries == []
+        events = await all_events(store, sid)
+        assert not [e for e in events if e.type == "context_compacted"]
+        assert len([x for x in server.refused if x.reason == "context_length"]) <= 1
+    finally:
+        await workers.close()
+        provider, _ = registry.resolve(AGENT.model)
+        await provider.aclose()  # type: ignore[attr-defined]
+        await server.close()

@@ -91,6 +91,7 @@ class Compactor:
         self, session_id: str, agent: Agent, provider: ModelProvider, model_name: str,
         route: str, limits: ContextLimits, settings: RuntimeSettings, writes: RunWrites,
         activity: Supervisor, summarizers: SummarizerResolver | None = None,
+        *, enabled: bool = True,
     ) -> None:
         self.session_id = session_id
         self.agent = agent
@@ -102,6 +103,9 @@ class Compactor:
         self.writes = writes
         self.activity = activity
         self.summarizers = summarizers
+        self.enabled = enabled
+        """False: the session asked never to be compacted (`truncation: "disabled"` on the
+        Responses surface); a request too long for the window then fails the session."""
         self.last: Measure | None = None
         """The measure of the request the run sent last."""
         self.requested = False
@@ -179,9 +183,12 @@ class Compactor:
         self, window: Window, measure: Measure, *, reason: str, force: bool = False,
     ) -> ContextCompacted | None:
         """Make the view smaller and write it; None when nothing could be made smaller."""
+        if not self.enabled:
+            return None
         view = view_of(self.writes.history)
         summary_budget = _summary_budget(window)
-        plan = plan_compaction(view, fixed=measure.fixed, window=window,
+        # in the provider's tokens, as `measure.tokens` is: the estimates scaled
+        plan = plan_compaction(view, fixed=int(measure.fixed * measure.scale), window=window,
                                summary_budget=summary_budget, scale=measure.scale,
                                force=force, deep=reason == "manual")
         if plan.empty:

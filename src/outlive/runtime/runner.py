@@ -31,6 +31,7 @@ from ..domain.events import (
     UserQuestion,
 )
 from ..domain.model import (
+    TRUNCATION_KEY,
     Claim,
     ClaimReason,
     Delivery,
@@ -106,7 +107,8 @@ class Run:
                            notices_complete=notices_complete)
         self.compactor = Compactor(
             self.session_id, agent, provider, model_name, claim.session.model,
-            limits or ContextLimits(), settings, self.writes, self.activity, summarizers)
+            limits or ContextLimits(), settings, self.writes, self.activity, summarizers,
+            enabled=(claim.session.metadata or {}).get(TRUNCATION_KEY) != "disabled")
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity, self.compactor)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
