@@ -11,9 +11,10 @@ import asyncio
 import functools
 import random
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
-from ..domain.context import view_of
+from ..domain.context import entry_tokens, view_of
 from ..domain.events import Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..providers import (
@@ -32,11 +33,11 @@ from ..providers import (
 )
 from .activity import Abort, Supervisor
 from .agents import Agent
-from .context import Compactor
+from .context import Compactor, Measure
 from .history import MessageLog
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
-from .writes import RunWrites
+from .writes import EntryDraft, RunWrites
 
 __all__ = ["ModelCaller"]
 
@@ -126,8 +127,23 @@ class ModelCaller:
             await self.writes.emit(
                 TurnStart(turn=0, message_id=message_id, retry=attempt).new())
 
+    async def prepare(self, drafts: Sequence[EntryDraft]) -> None:
+        """Before a turn's start is written: compact now if the request, with the held
+        steps and `drafts` (the messages the turn delivers) added, would need it, so the
+        log shows the compaction before the turn it is for."""
+        compactor = self.compactor
+        if compactor is None or not compactor.enabled:
+            return
+        if compactor.window() is None and not compactor.requested:
+            return
+        extra = sum(entry_tokens(kind, data)
+                    for kind, data in [*self.writes.held_entries, *drafts])
+        tools, _ = self._request()
+        await self._fit(self._log.messages(self.writes.history), tools, extra=extra)
+
     async def _fit(self, messages: list[Message], tools: list[ToolSpec], *,
-                   reason: str = "threshold", force: bool = False) -> list[Message]:
+                   reason: str = "threshold", force: bool = False,
+                   extra: int = 0) -> list[Message]:
         """`messages`, or those of a compacted view when they would pass the threshold of
         the model's window (`Compactor`). Records the measure of the request sent."""
         compactor = self.compactor
@@ -139,12 +155,17 @@ class ModelCaller:
             return messages
         view = view_of(self.writes.history)
         measure = compactor.measure(view, messages, tools)
+        if extra:  # what the next write adds, estimated and scaled like the rest
+            measure = Measure(measure.tokens + int(extra * measure.scale),
+                              measure.estimate + extra, measure.fixed)
         compactor.last = measure
         if manual:
             reason, force = "manual", True
             window = window or compactor.nominal(measure)
         if window is None or not (force or compactor.due(window, measure)):
             return messages
+        if self.writes.holding:  # the summarizer is an activity: nothing may be held
+            await self.writes.commit()
         if await compactor.compact(window, measure, reason=reason, force=force) is None:
             if manual:  # nothing to make smaller: the request is done all the same
                 await compactor.done()

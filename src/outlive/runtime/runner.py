@@ -350,8 +350,12 @@ class Run:
                           inputs_through=deliver[-1].seq if deliver else None)
         title = self._title_from(deliver)
         through = deliver[-1].seq if deliver else None
+        users = [user_entry(e) for e in deliver]
+        await self.model_caller.prepare(users)
+        if self.activity.cancelled:  # it came during the summarizer
+            await self.writes.settle(Status.CANCELLED)
         await self.writes.commit(
-            [user_entry(e) for e in deliver],
+            users,
             [start.new()],
             delivered_through=through,
             title=title,

@@ -107,6 +107,11 @@ class RunWrites:
     def holding(self) -> bool:
         return bool(self._entries or self._events)
 
+    @property
+    def held_entries(self) -> list[EntryDraft]:
+        """The entries held for the next write (a copy)."""
+        return list(self._entries)
+
     def hold(self, entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = ()) -> None:
         """Write these with the next write (the caller's next step is a write, not an
         activity)."""
