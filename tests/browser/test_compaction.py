@@ -6,6 +6,7 @@ the summary stands in for."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from outlive.providers import default_registry
@@ -50,6 +51,9 @@ async def check_divider(page: Page, event: dict[str, Any]) -> None:
         f"{data['tokens_before']:,} → {data['tokens_after']:,} tokens of {data['window']:,}")
     summary = divider.get_by_test_id("compaction-summary")
     await expect(summary).to_be_hidden()  # closed until the person opens it
+    # the session's context use: the last call's input tokens of the window
+    await expect(page.get_by_test_id("session-context")).to_have_text(
+        re.compile(rf"^context [\d,]+ / {WINDOW} tokens \(\d+ %\)$"))
 
     # Placed where it happened: after every message the log had before it, before the rest.
     order = await page.evaluate("""() => [...document.querySelectorAll(

@@ -37,6 +37,7 @@ export const els = {
   titleCancel: $("title-cancel"),
   status: $("session-status"),
   attempt: $("session-attempt"),
+  context: $("session-context"),
   model: $("session-model"),
   stage: $("session-stage"),
   link: $("session-link"),

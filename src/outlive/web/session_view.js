@@ -164,6 +164,7 @@ export function renderSession() {
   const model = (detail && detail.model) || (entry && entry.model) || "";
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
+  setText(els.context, contextWords(contextUse(state, detail)));
   setText(els.stage, openStage(status) ?? "");
 
   let problem = "";
@@ -235,4 +236,39 @@ export function render() {
   if (!app.signedIn) return;
   if (app.watcher) rail.render(app.watcher.list(), app.sessionId, app.sessionId ? openStage() : null);
   if (app.sessionId && !els.sessionView.hidden) renderSession();
+}
+
+/** The context use of the session's last model call: the input tokens its answer reported
+ * (else the session row's), out of the window the row or the latest compaction names. */
+export function contextUse(state, detail) {
+  let tokens = null;
+  let window = null;
+  const items = state ? state.items : [];
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i];
+    if (tokens === null && item.kind === "assistant" && item.usage &&
+        Number.isInteger(item.usage.input_tokens) && item.usage.input_tokens > 0) {
+      tokens = item.usage.input_tokens;
+    }
+    if (window === null && item.kind === "marker" && item.type === "compacted" &&
+        item.data && Number.isInteger(item.data.window)) {
+      window = item.data.window;
+    }
+    if (tokens !== null && window !== null) break;
+  }
+  const row = detail && detail.context;
+  if (row) {
+    if (tokens === null && Number.isInteger(row.tokens)) tokens = row.tokens;
+    if (Number.isInteger(row.window)) window = row.window;
+  }
+  return tokens === null ? null : { tokens, window };
+}
+
+/** `context 2,310 / 4,096 tokens (56 %)`, or `context 2,310 tokens` with no window. */
+export function contextWords(use) {
+  if (!use) return "";
+  const n = (x) => x.toLocaleString("en-US");
+  if (!use.window) return `context ${n(use.tokens)} tokens`;
+  const share = Math.round((100 * use.tokens) / use.window);
+  return `context ${n(use.tokens)} / ${n(use.window)} tokens (${share} %)`;
 }
