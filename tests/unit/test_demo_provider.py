@@ -480,3 +480,90 @@ def test_the_plain_answers_hint_names_every_demo_word():
     text = plan_turn([], demo_tools(speed=0).specs()).text  # the greeting ends with the hint
     assert len(DEMO_WORDS) == 10
     assert all(f"“{word}”" in text for word in DEMO_WORDS), text
+
+
+async def test_usage_counts_the_tool_schemas_too() -> None:
+    """The input count is all the model is sent, as a real provider's is: a window set on
+    the demo route (in its words) is then measured honestly."""
+    provider = DemoProvider(speed=0)
+    tools = demo_tools(0).specs()
+    messages = [Message.user("one two three length")]
+    plain = [e async for e in provider.stream(messages, [], SETTINGS)][-1]
+    with_tools = [e async for e in provider.stream(messages, tools, SETTINGS)][-1]
+    assert isinstance(plain, Finish) and isinstance(with_tools, Finish)
+    assert plain.usage is not None and with_tools.usage is not None
+    schema_words = sum(len(f"{t.name} {t.description} {json.dumps(t.parameters)}".split())
+                       for t in tools)
+    assert with_tools.usage.input_tokens == plain.usage.input_tokens + schema_words
+
+
+SUMMARIZE = ModelSettings("scripted", max_tokens=60, extra={"purpose": "summary"})
+
+
+def summarizer_request(transcript: str, prior: str | None = None) -> list[Message]:
+    """What `runtime.context.Compactor` sends a summarizer."""
+    from outlive.runtime.context import SUMMARIZER_PROMPT
+
+    head = f"The summary so far:\n{prior}\n\n" if prior else ""
+    return [Message.system(SUMMARIZER_PROMPT),
+            Message.user(f"{head}The conversation to add to it:\n{transcript}")]
+
+
+async def test_a_summarizer_request_gets_a_summary_of_what_the_user_asked() -> None:
+    provider = DemoProvider(speed=0)
+    transcript = "\n".join([
+        "User: please run long and tell me everything about leases, fences, gates and the"
+        " write budget of a worker",
+        "Assistant: Let me look up “please run long” first.",
+        'Assistant called lookup({"query": "please run long"})',
+        'Tool lookup returned: {"summary": "found"}',
+        "Assistant: Here is what I found.",
+        "User: provider error 2, ask me, send it",
+    ])
+    events = [e async for e in provider.stream(summarizer_request(transcript),
+                                               demo_tools(0).specs(), SUMMARIZE)]
+    # streamed like an answer, no tool calls, none of the scripts its words would pick
+    assert [type(e) for e in events[:-1]] == [TextDelta] * (len(events) - 1)
+    assert len(events) > 5
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.stop_reason == "stop"
+    assert text_of(events) == (
+        "What the user asked so far, oldest first:\n"
+        "- please run long and tell me everything about leases, fences, gates and …"
+        " (tools: lookup)\n"
+        "- provider error 2, ask me, send it")
+    assert finish.usage is not None
+    assert finish.usage.output_tokens == len(text_of(events).split())
+
+
+async def test_summaries_build_on_each_other_within_their_budget() -> None:
+    provider = DemoProvider(speed=0)
+    summary: str | None = None
+    for n in range(0, 40, 4):
+        transcript = "\n".join(f"User: question {i} about the topic of part {i}"
+                               for i in range(n, n + 4))
+        done = await collect(provider.stream(summarizer_request(transcript, summary), [],
+                                             SUMMARIZE))
+        summary = done.text
+        assert len(summary.split()) <= 60
+    assert summary is not None
+    lines = summary.splitlines()
+    assert lines[-1] == "- question 39 about the topic of part 39"
+    kept = len(lines) - 1
+    assert kept >= 5
+    assert lines[0] == (
+        f"What the user asked so far, oldest first ({40 - kept} earlier ones left out):")
+    # the same request, the same summary: a resumed session gets the same one
+    again = await collect(provider.stream(summarizer_request("User: x", summary), [], SUMMARIZE))
+    assert again.text == (await collect(provider.stream(
+        summarizer_request("User: x", summary), [], SUMMARIZE))).text
+
+
+async def test_a_summary_streams_at_the_demo_speed() -> None:
+    provider = DemoProvider(speed=50)
+    transcript = "\n".join(f"User: question {i} about leases" for i in range(8))
+    t0 = time.monotonic()
+    done = await collect(provider.stream(summarizer_request(transcript), [], SUMMARIZE))
+    took = time.monotonic() - t0
+    planned = (0.3 + len(done.text) / CHARS_PER_SECOND) / 50
+    assert planned * 0.9 <= took <= planned + 0.5

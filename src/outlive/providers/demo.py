@@ -19,6 +19,10 @@ Trigger words (case-insensitive, in the latest user message):
   agent with `calls=True` (`--demo-calls`), else only the built-in demo agent's own tools
   for an agent with `extra["demo_calls"]` (the built-in demo agent), as it lets every API
   key holder run the tool;
+* a summarizer request (`settings.extra["purpose"] == "summary"`, what the runtime sends
+  when it compacts a long session's context) - a deterministic summary: the first words of
+  each user message, oldest dropped first to stay within `max_tokens` words
+  (`_demo_summary`); no tool calls, no simulated failures;
 * "provider error N" - the first N calls for that user message raise
   `TransientProviderError` (N defaults to 2; counted per provider instance, keyed by the
   conversation up to that message and `settings.extra["session_id"]` when given), so retries
@@ -45,6 +49,7 @@ from ._demo_script import (
     latest_user_index,
     plan_turn,
 )
+from ._demo_summary import summarize
 from ._port import (
     Finish,
     Message,
@@ -156,9 +161,15 @@ class DemoProvider:
         delay = pacer.wait(FIRST_TOKEN_SECONDS)
         if delay is not None:
             await self._wait(delay)
-        self._simulate_failure(messages, settings)
-        turn = plan_turn(messages, tools, calls=self.call_scope(settings))
-        thinking, text = _deltas(turn.thinking, True), _deltas(turn.text, False)
+        summary = settings.extra.get("purpose") == "summary"
+        if summary:
+            turn = DemoTurn(summarize(messages, settings.max_tokens), "stop")
+        else:
+            self._simulate_failure(messages, settings)
+            turn = plan_turn(messages, tools, calls=self.call_scope(settings))
+        thinking = _deltas(turn.thinking, True)
+        text = (tuple(TextDelta(p) for p in _split.__wrapped__(turn.text)) if summary
+                else _deltas(turn.text, False))  # a summary is streamed once: not cached
         if speed == 0:
             # Nothing to schedule: the same pieces and yields as `_Pacer` at speed 0 (control
             # every `YIELD_EVERY` pieces, and before each tool call), without its calls.
@@ -184,7 +195,7 @@ class DemoProvider:
                 if delay is not None:
                     await self._wait(delay)
                 yield ToolCallEvent(call)
-        yield Finish(turn.stop_reason, self._usage(messages, turn))
+        yield Finish(turn.stop_reason, self._usage(messages, tools, turn))
 
     def call_scope(self, settings: ModelSettings) -> CallScope:
         """Which tools `call <tool>` may run for the agent these settings are of."""
@@ -243,9 +254,11 @@ class DemoProvider:
         )
 
     @staticmethod
-    def _usage(messages: list[Message], turn: DemoTurn) -> Usage:
-        """Token counts as word counts: crude, deterministic and good enough for a demo."""
-        seen = 0
+    def _usage(messages: list[Message], tools: list[ToolSpec], turn: DemoTurn) -> Usage:
+        """Token counts as word counts: crude, deterministic and good enough for a demo. The
+        input counts all the model is sent, the tool schemas too, as a real provider's does,
+        so a window configured for the demo route (in words) is measured honestly."""
+        seen = sum(_schema_words(t) for t in tools)
         for m in messages:
             seen += _words(m.text)
             if m.tool_calls:
@@ -253,6 +266,10 @@ class DemoProvider:
         out = _words(turn.thinking) + _words(turn.text)
         out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
         return Usage(input_tokens=seen, output_tokens=out)
+
+
+def _schema_words(tool: ToolSpec) -> int:
+    return _words(f"{tool.name} {tool.description} {json.dumps(tool.parameters)}")
 
 
 class _Pacer:
