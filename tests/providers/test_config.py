@@ -217,3 +217,23 @@ def test_context_windows_come_from_the_file_and_the_environment(
     registry.limits("other:m").learn(16000)
     assert registry.limits("other:m").learned == 16000
     assert registry.limits("other:n").learned is None
+
+
+def test_the_demo_route_takes_a_window_from_the_environment_or_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_local: None
+) -> None:
+    """What `OUTLIVE_ROUTE_DEMO_CONTEXT_WINDOW=1500 make run` (`outlive serve`) relies on to
+    show compaction without a key."""
+    monkeypatch.delenv("OUTLIVE_ROUTES", raising=False)
+    assert build_providers(demo_speed=0).limits("demo:scripted").window is None
+    monkeypatch.setenv("OUTLIVE_ROUTE_DEMO_CONTEXT_WINDOW", "1500")
+    limits = build_providers(demo_speed=0).limits("demo:scripted")
+    assert (limits.window, limits.reserve) == (1500, None)
+    monkeypatch.delenv("OUTLIVE_ROUTE_DEMO_CONTEXT_WINDOW")
+    path = tmp_path / "r.toml"
+    path.write_text("[routes.demo]\ncontext_window = 4000\noutput_reserve = 300\n")
+    limits = build_providers(demo_speed=0, routes_file=str(path)).limits("demo:scripted")
+    assert (limits.window, limits.reserve) == (4000, 300)
+    path.write_text('[routes.demo]\nbase_url = "http://127.0.0.1:1/v1"\n')
+    with pytest.raises(RouteConfigError, match="built in"):
+        build_providers(demo_speed=0, routes_file=str(path))
