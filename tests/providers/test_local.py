@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from outlive.providers import (
+    ContextOverflow,
     Finish,
     Message,
     ModelSettings,
@@ -25,6 +26,7 @@ from outlive.providers.local import (
     LocalProvider,
     chat_turns,
     render_chatml,
+    render_prompt,
     smollm2_path,
     tool_call_schema,
     wants_tool,
@@ -213,6 +215,55 @@ async def test_cancel_stops_generation_and_never_blocks_the_loop(
     assert count < 50  # far from the 400 tokens it was allowed
     assert stopped < 0.5
     assert max(gaps) < 0.25, f"the event loop was blocked for {max(gaps):.3f}s"
+
+
+def test_before_the_model_loads_its_window_is_the_configured_one() -> None:
+    idle = LocalProvider("/nowhere/model.gguf", n_ctx=1024)
+    assert idle.context_window("smollm2") == 1024
+    assert idle.count_tokens([Message.user("hi")], [], "smollm2") == 0  # the runtime estimates
+
+
+@needs_model
+async def test_counts_with_its_own_tokenizer_what_it_is_sent(provider: LocalProvider) -> None:
+    """`count_tokens` is the prompt `stream` runs on, tokenized by the model: the count the
+    runtime measures a request with is what the model then reports it was sent."""
+    await collect(provider.stream([Message.user("Hi")], [], ModelSettings("smollm2",
+                                                                         max_tokens=1)))
+    model, _ = local._models[provider.model_path]
+    assert provider.context_window("smollm2") == model.n_ctx() == local.DEFAULT_CONTEXT
+    ask = "Use the lookup tool to look up 'durable sessions'"
+    for messages in ([Message.system(SYSTEM), Message.user("What is the capital of France?")],
+                     [Message.system(SYSTEM), Message.user(ask)]):  # plain, then a tool call
+        counted = provider.count_tokens(messages, TOOLS, "smollm2")
+        done = await collect(provider.stream(messages, TOOLS, ModelSettings("smollm2",
+                                                                             max_tokens=30)))
+        assert done.usage is not None and counted == done.usage.input_tokens > 10
+    prompt, choices = render_prompt([Message.system(SYSTEM), Message.user(ask)], TOOLS)
+    assert choices == [LOOKUP] and "You can call these tools" in prompt
+    # cheap enough to measure every request with: well under the ~20 ms an event loop allows
+    long = [Message.system(SYSTEM), *[Message.user(f"question {i} about leases, fences and "
+                                                   "the write budget of a worker")
+                                      for i in range(60)]]
+    t0 = time.perf_counter()
+    assert provider.count_tokens(long, TOOLS, "smollm2") > 600
+    assert time.perf_counter() - t0 < 0.5
+
+
+@needs_model
+async def test_a_prompt_longer_than_its_window_is_a_context_overflow(
+    provider: LocalProvider,
+) -> None:
+    words = " ".join(f"word{i}" for i in range(1500))
+    messages = [Message.user(f"Repeat these: {words}")]
+    assert provider.count_tokens(messages, [], "smollm2") > local.DEFAULT_CONTEXT
+    with pytest.raises(ContextOverflow) as info:
+        await collect(provider.stream(messages, [], ModelSettings("smollm2", max_tokens=8)))
+    assert info.value.window == local.DEFAULT_CONTEXT
+    assert info.value.requested == provider.count_tokens(messages, [], "smollm2")
+    # the model is still there for the next request
+    done = await collect(provider.stream([Message.user("Hi")], [],
+                                         ModelSettings("smollm2", max_tokens=4)))
+    assert done.stop_reason in ("stop", "length")
 
 
 @needs_model

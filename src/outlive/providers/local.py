@@ -49,6 +49,7 @@ from ._port import (
     ToolCallEvent,
     ToolSpec,
     Usage,
+    overflow_error,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "LocalProvider",
     "chat_turns",
     "render_chatml",
+    "render_prompt",
     "smollm2_path",
     "tool_call_schema",
     "wants_tool",
@@ -199,6 +201,19 @@ def render_chatml(turns: list[tuple[str, str]]) -> str:
     return out + "<|im_start|>assistant\n"
 
 
+def render_prompt(messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[ToolSpec]]:
+    """The prompt the model is run on for this request, and the tools it is asked to choose
+    from ([]: a plain-text answer). What `stream` generates from and `count_tokens` counts."""
+    choices = wants_tool(messages, tools)
+    history = chat_turns(messages)
+    system = "\n\n".join(t for r, t in history if r == "system")
+    if choices:
+        system = f"{system}\n\n{_tool_prompt(choices)}".strip()
+    turns = [("system", system)] if system else []
+    turns += [(r, t) for r, t in history if r != "system"]
+    return render_chatml(turns), choices
+
+
 # -- the model -------------------------------------------------------------------------------
 
 _models: dict[str, tuple[Any, threading.Lock]] = {}
@@ -313,6 +328,33 @@ class LocalProvider:
             self._path = smollm2_path()
         return self._path
 
+    def context_window(self, model_name: str) -> int:
+        """The tokens the model runs with (its llama.cpp context's n_ctx): prompt and answer
+        together. Before the model is loaded, the n_ctx it will be loaded with."""
+        loaded = self._loaded()
+        return int(loaded.n_ctx()) if loaded is not None else self.n_ctx
+
+    def count_tokens(self, messages: list[Message], tools: list[ToolSpec],
+                     model_name: str) -> int:
+        """The tokens of the prompt this request would run on, by the model's own tokenizer;
+        0 (not counted: the runtime estimates) before the model is loaded, which takes a
+        thread and seconds. Tokenizing reads only the model's vocabulary, never the context
+        a generation holds its lock for (llama.cpp's own server tokenizes in its HTTP threads
+        while it decodes), so it does not wait for that lock: a generation in progress, of
+        another session, does not block the event loop. About a millisecond for 2k tokens."""
+        loaded = self._loaded()
+        if loaded is None:
+            return 0
+        prompt, _ = render_prompt(messages, tools)
+        return len(loaded.tokenize(prompt.encode(), add_bos=False, special=True))
+
+    def _loaded(self) -> Any:
+        """The model, if this process has loaded it (None: not yet, or it failed to)."""
+        if self._path is None and not _models:
+            return None
+        got = _models.get(self.model_path)
+        return got[0] if got is not None else None
+
     async def stream(
         self,
         messages: list[Message],
@@ -321,14 +363,7 @@ class LocalProvider:
     ) -> AsyncIterator[ProviderEvent]:
         path = self.model_path
         model, lock = await asyncio.to_thread(_load, path, self.n_ctx, self.n_threads)
-        choices = wants_tool(messages, tools)
-        history = chat_turns(messages)
-        system = "\n\n".join(t for r, t in history if r == "system")
-        if choices:
-            system = f"{system}\n\n{_tool_prompt(choices)}".strip()
-        turns = [("system", system)] if system else []
-        turns += [(r, t) for r, t in history if r != "system"]
-        prompt = render_chatml(turns)
+        prompt, choices = render_prompt(messages, tools)
         grammar = None
         if choices:
             llama_cpp = importlib.import_module("llama_cpp")
@@ -394,6 +429,10 @@ class LocalProvider:
                 if kind == "usage_in":
                     tokens_in = int(value)
                 elif kind == "error":
+                    overflow = (overflow_error(None, str(value))
+                                if isinstance(value, ValueError) else None)
+                    if overflow is not None:  # the prompt alone fills the model's n_ctx
+                        raise overflow from None
                     raise PermanentProviderError(f"local model failed: {value}") from None
                 else:
                     choice = value["choices"][0]
