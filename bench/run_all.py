@@ -6,9 +6,9 @@ Run:  .venv/bin/python bench/run_all.py [--full]
       keep the whole run under 10 minutes on a 2-core machine)
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
-runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py and
-purge_streams.py. runtime_bench's numbers are read from its printed tables (columns split on two
-or more spaces); the others write JSON.
+runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py,
+purge_streams.py and context_bench.py. runtime_bench's numbers are read from its printed
+tables (columns split on two or more spaces); the others write JSON.
 """
 
 from __future__ import annotations
@@ -130,6 +130,9 @@ def main() -> None:
         pj2 = Path(tmp) / "purge.json"
         run("purge_streams.py", *quick, "--json", str(pj2))
         purge: dict[str, Any] = json.loads(pj2.read_text()) if pj2.exists() else {}
+        xj = Path(tmp) / "context.json"
+        run("context_bench.py", *quick, "--json", str(xj))
+        context: dict[str, Any] = json.loads(xj.read_text()) if xj.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         scale: dict[int, dict[str, Any]] = (
             {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
@@ -178,6 +181,14 @@ def main() -> None:
          ""],
         *[[f"'run long' session bytes cut by compaction, % ({db})", float(r["cut %"]), "", "",
            "", ""] for db, r in storage.get("long", {}).items()],
+        [f"context: largest model input / window ({context.get('turns', '?')} messages, demo "
+         "words)", f"{context.get('input max', '-')} / {context.get('window', '-')}", "", "",
+         "", ""],
+        ["context: input sent, % of the uncompacted history's",
+         float(context.get("ratio %", NAN)), "", "", "", ""],
+        ["context: gap before context_compacted max / other runs' gap max, ms",
+         f"{float(context.get('compaction gap max ms', NAN)):.0f} / "
+         f"{float(context.get('gap elsewhere max ms', NAN)):.0f}", "", "", "", ""],
     ]
     print("\n===== summary")
     print(table(["measure", "outlive", "pgqueuer", "procrastinate", "outlive/pgq",
@@ -211,6 +222,16 @@ def main() -> None:
         ("compaction cuts a finished 'run long' session's bytes by >= 80 %",
          min(cuts.values()) >= 80 if cuts else None,
          ", ".join(f"{db} {cut:.0f} %" for db, cut in cuts.items())),
+        (f"a {context.get('turns', '?')}-message demo session stays inside its "
+         f"{context.get('window', '?')}-word window, context compaction stalling its stream "
+         "<= 100 ms",
+         (context["input max"] <= context["window"]
+          and context["compaction gap max ms"] <= 100) if context else None,
+         f"largest input {context.get('input max', '?')}, {context.get('compactions', '?')} "
+         f"compactions, longest {float(context.get('compaction gap max ms', NAN)):.0f} ms "
+         f"(p99 of gaps in runs that compacted "
+         f"{float(context.get('gap around p99 ms', NAN)):.0f} ms, in the others "
+         f"{float(context.get('gap elsewhere p99 ms', NAN)):.0f} ms)"),
     ]
     for n, limit in ((1000, 10.0), (2000, None)):
         r = scale.get(n)
