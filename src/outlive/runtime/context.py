@@ -113,6 +113,10 @@ class Compactor:
         far as it can, and its write clears the request."""
         self.calibration: float | None = None
         """Tokens per estimated token, from a refusal that said how long the request was."""
+        self.scale: float | None = None
+        """Reported / estimated at the last measure the provider's usage made: a view just
+        compacted, with no call on it yet, is measured with it, not the bare estimate (which,
+        for a provider whose tokens are not the estimate's, would compact it again at once)."""
 
     # -- the window ---------------------------------------------------------------------------
 
@@ -152,7 +156,12 @@ class Compactor:
             else:
                 if isinstance(counted, int) and counted > 0:
                     return Measure(counted, estimate, fixed)
-        tokens = _reported(view, fixed) or estimate
+        reported = _reported(view, fixed)
+        if reported:
+            self.scale = Measure(reported, estimate, fixed).scale
+            tokens = reported
+        else:  # no call on this view yet (it was just compacted): the last known scale
+            tokens = int(estimate * self.scale) if self.scale is not None else estimate
         if self.calibration is not None:
             tokens = max(tokens, int(estimate * self.calibration))
         return Measure(tokens, estimate, fixed)
