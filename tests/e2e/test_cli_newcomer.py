@@ -124,9 +124,9 @@ def test_status_words_in_list_show_and_tail(served) -> None:
         assert shown.stdout.splitlines()[0].startswith(f"{sid}  {word}  attempt "), shown.stdout
 
     lines = outlive("sessions", "list", *common, cwd=folder).stdout.splitlines()
-    assert lines[0] == "id\tstatus\tattempt\ttitle\tupdated"
+    assert lines[0] == "id\tstatus\tattempt\ttitle\tupdated\tcontext"
     rows = {line.split("\t")[0]: line.split("\t") for line in lines[1:]}
-    assert all(len(row) == 5 for row in rows.values())
+    assert all(len(row) == 6 for row in rows.values())
     assert rows[asked][1] == "waiting for you" and rows[gated][1] == "waiting on approval"
     assert rows[short][1] == "incomplete"
     waiting = outlive("sessions", "list", "--attention", "question", *common, cwd=folder)

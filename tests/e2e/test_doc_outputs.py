@@ -388,6 +388,9 @@ ELSEWHERE = {
     # a decision on an approval whose session no longer waits: not reachable over HTTP with
     # one server; the status machine's rule (decide_approval) is held by the exhaustive table
     "ILLEGAL_TRANSITION": ("tests/unit/test_status.py", "IllegalTransition"),
+    # a compaction request on a cancelled session and on one waiting on an approval, through
+    # a real server (the approval needs the demo's approval-gated tool and its wait)
+    "SESSION_CANNOT_COMPACT": ("tests/api/test_compact_http.py", '"SESSION_CANNOT_COMPACT"'),
 }
 
 
