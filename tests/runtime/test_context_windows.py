@@ -23,7 +23,8 @@ from outlive.store import Store
 from outlive.tools import demo_tools
 from tests.support.context_checks import assert_one_summary_per_prefix
 from tests.support.inprocess import Workers
-from tests.support.sessions import all_events, settled
+from tests.support.sessions import ENDED, all_events, settled
+from tests.support.waiting import eventually
 from tests.support.window_models import AnthropicWindowServer, OpenAIWindowServer, WindowServer
 
 WINDOW = 3000
@@ -224,3 +225,16 @@ TRUNCATED = "earlier messages of this conversation were left out of your view"
 """From runtime/context.py's note for a truncation."""
 
 
+
+
+async def settled_or_summarizing(store: Store, session_id: str, server: WindowServer) -> bool:
+    """Wait until the session's run settles (False) or its summary request hangs (True)."""
+
+    async def either() -> str | None:
+        if server.summary_hanging.is_set():
+            return "summarizing"
+        s = await store.load_session(session_id)
+        return "settled" if s.status in ENDED else None
+
+    return str(await eventually(either, 60, what="the run settled or summarizing")) == (
+        "summarizing")
