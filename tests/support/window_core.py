@@ -9,6 +9,7 @@ it is against a real server, and only the server's own 400 tells the truth.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import hashlib
 import json
@@ -314,42 +315,52 @@ class WindowServer(HttpServer):
         return self._ids
 
     # The vendor's part.
+    @abc.abstractmethod
     def conversation(self, body: dict[str, Any]) -> Conversation:
         """The request in neutral form; Refusal("invalid") when malformed."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def pairing(self, body: dict[str, Any]) -> None:
         """Refusal("pairing") when a tool call and its result are apart."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def count(self, body: dict[str, Any]) -> tuple[int, int]:
         """(tokens of the messages and system prompt, tokens of the tool schemas)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def max_tokens(self, body: dict[str, Any]) -> int | None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def overflow(self, parts: tuple[int, int], max_tokens: int | None) -> Refusal:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def failure(self, status: int) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def not_found(self, method: str, path: str) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def new_call_id(self) -> str:
-        raise NotImplementedError
+        ...
 
     def preface(self, calls: list[Call]) -> str:
         """Text the model says before its tool calls."""
         return ""
 
+    @abc.abstractmethod
     def stream_events(self, x: Exchange) -> list[bytes]:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def message(self, x: Exchange) -> dict[str, Any]:
-        raise NotImplementedError
+        ...
 
     async def serve(self, method: str, path: str, body: Any, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter) -> bool:

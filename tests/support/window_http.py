@@ -5,6 +5,7 @@ is kept in `bugs`, so a test sees it instead of a dropped connection."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
@@ -20,7 +21,7 @@ def sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-class HttpServer:
+class HttpServer(abc.ABC):
     """Raw HTTP/1.1 with keep-alive on 127.0.0.1: JSON answers, SSE over chunked transfer
     encoding, and hanging until the client goes away. Subclasses implement `serve`."""
 
@@ -53,10 +54,11 @@ class HttpServer:
                 await t
         await self._server.wait_closed()
 
+    @abc.abstractmethod
     async def serve(self, method: str, path: str, body: Any, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter) -> bool:
         """Answer one request; returns whether the connection stays usable."""
-        raise NotImplementedError
+        ...
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
