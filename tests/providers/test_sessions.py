@@ -218,9 +218,11 @@ async def test_signed_thinking_goes_back_with_the_tool_result(
 @pytest.mark.parametrize("failure", ["429", "500", "cut", "stall"])
 async def test_transient_failure_then_success(store: PostgresStore, server: FakeServer,
                                               kind: Kind, owner: str, failure: str) -> None:
-    # "stall": the server stops sending mid-answer and keeps the connection open
+    # "stall": the server stops sending mid-answer and keeps the connection open. The
+    # watchdog also covers the wait for a healthy reply's first event, which on a loaded
+    # two-core machine has taken over a second: 3 s keeps the healthy replies clear of it.
     harness = Harness(store, server, kind,
-                      **({"stall_timeout": 1.0} if failure == "stall" else {}))
+                      **({"stall_timeout": 3.0} if failure == "stall" else {}))
     try:
         await _transient_failure_then_success(harness, owner, failure)
     finally:
