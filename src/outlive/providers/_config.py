@@ -33,6 +33,7 @@ on first use.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -322,10 +323,12 @@ def _remote_factory(route: RouteConfig, key: str | None) -> ModelProvider:
     )
 
 
-def _local_factory() -> ModelProvider:
-    from .local import LocalProvider
+def _local_factory(route: RouteConfig) -> ModelProvider:
+    """The in-process model, run with the route's `context_window` as its n_ctx when one is
+    set: for a local model the window is a choice (memory and speed), not a fact to learn."""
+    from .local import DEFAULT_CONTEXT, LocalProvider
 
-    return LocalProvider()
+    return LocalProvider(n_ctx=route.context_window or DEFAULT_CONTEXT)
 
 
 def apply_routes(
@@ -346,7 +349,8 @@ def apply_routes(
             registry.register_unavailable(prefix, reason, replace=True)
             continue
         if route.kind == "local":
-            registry.register("local", _local_factory, models=route.models, replace=True)
+            registry.register("local", functools.partial(_local_factory, route),
+                              models=route.models, replace=True)
             continue
         key = route.key(env)
 

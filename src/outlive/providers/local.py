@@ -207,24 +207,30 @@ def render_prompt(messages: list[Message], tools: list[ToolSpec]) -> tuple[str, 
     choices = wants_tool(messages, tools)
     history = chat_turns(messages)
     system = "\n\n".join(t for r, t in history if r == "system")
-    if choices:
-        system = f"{system}\n\n{_tool_prompt(choices)}".strip()
     turns = [("system", system)] if system else []
     turns += [(r, t) for r, t in history if r != "system"]
+    if choices:
+        # After the question, not in the system turn: the prompt up to this turn is then the
+        # one the last call ran on, and llama.cpp evaluates only what was added since.
+        role, text = turns[-1]
+        turns[-1] = (role, f"{text}\n\n{_tool_prompt(choices)}")
     return render_chatml(turns), choices
 
 
 # -- the model -------------------------------------------------------------------------------
 
-_models: dict[str, tuple[Any, threading.Lock]] = {}
+_models: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+"""The models this process has loaded, by file and n_ctx (a route with its own window loads
+the file again with that n_ctx)."""
 _broken: dict[str, PermanentProviderError] = {}
 _models_lock = threading.Lock()
 
 
 def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
-    """The model at `path`, loaded once per process (blocking: call it in a thread)."""
+    """The model at `path` with `n_ctx`, loaded once per process (blocking: call it in a
+    thread)."""
     with _models_lock:
-        got = _models.get(path)
+        got = _models.get((path, n_ctx))
         if got is not None:
             return got
         if path in _broken:
@@ -248,7 +254,7 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
             raise _broken[path] from None
         if not _models:
             atexit.register(_close_all)
-        got = _models[path] = (model, threading.Lock())
+        got = _models[(path, n_ctx)] = (model, threading.Lock())
         return got
 
 
@@ -352,7 +358,7 @@ class LocalProvider:
         """The model, if this process has loaded it (None: not yet, or it failed to)."""
         if self._path is None and not _models:
             return None
-        got = _models.get(self.model_path)
+        got = _models.get((self.model_path, self.n_ctx))
         return got[0] if got is not None else None
 
     async def stream(
