@@ -24,6 +24,7 @@ What counts as an edge:
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import shutil
 import textwrap
@@ -168,14 +169,25 @@ def _walk_one(
     yield from _walk(node, inner)
 
 
+@functools.cache
+def _parsed(text: str) -> ast.Module:
+    """A module's tree, by its text: the checker tests run it on copies of the package that
+    differ in a file or two, so each unchanged module is parsed once per process."""
+    return ast.parse(text)
+
+
+@functools.cache
+def _import_nodes(text: str) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    return list(_walk(_parsed(text), False))
+
+
 def imports(root: Path) -> list[Import]:
     """Every import of an outlive module by an outlive module under `root`."""
     known = modules(root)
     found: list[Import] = []
     for name, path in known.items():
         is_package = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node, in_function in _walk(tree, False):
+        for node, in_function in _import_nodes(path.read_text()):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
@@ -332,7 +344,7 @@ def _made_of(ports: dict[str, set[str]], role: str) -> set[str]:
 def _names_used(path: Path) -> Iterator[tuple[str, int]]:
     """Every name a module imports from anywhere (type-checking imports too: an annotation
     names a port whether or not the import runs) and every attribute it reads (`store.X`)."""
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(_parsed(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
                 PACKAGE)):
             yield from ((alias.name, node.lineno) for alias in node.names)
