@@ -84,7 +84,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy
 
 test: $(VENV)/.installed-test postgres browser pgbouncer node shell-tools lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_PROCS) --dist loadfile --no-loadscope-reorder --durations=25 -m "not serial"
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m serial
 
 bench: $(VENV)/.installed-test postgres

@@ -27,6 +27,31 @@ from tests.support.pgbouncer import PgBouncer, running_pgbouncer
 StoreFactory = Callable[[], Awaitable[PostgresStore | SqliteStore]]
 
 
+LONG_MODULES_FIRST = (
+    "tests/runtime/test_local_context.py",
+    "tests/e2e/test_cli.py",
+    "tests/e2e/test_cli_newcomer.py",
+    "tests/runtime/test_processes.py",
+    "tests/chaos/test_chaos.py",
+    "tests/runtime/test_tracing_processes.py",
+    "tests/e2e/test_cli_compact.py",
+    "tests/api/test_webhooks_http.py",
+    "tests/runtime/test_context_processes.py",
+    "tests/e2e/test_deploy_docs.py",
+    "tests/mcp/test_mcp_processes.py",
+    "tests/openai_api/test_sdk_streams.py",
+)
+"""The modules that take a minute or more (measured with `--durations`), run first: `make
+test` hands whole modules to two workers in collection order (`--dist loadfile
+--no-loadscope-reorder`), so a long one collected last would leave the other worker idle
+for its whole length at the end."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONG_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = any("db_backend" in str(m.args[0])
                  for m in metafunc.definition.iter_markers("parametrize"))
