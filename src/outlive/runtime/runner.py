@@ -16,7 +16,7 @@ import enum
 import logging
 from collections.abc import Sequence
 
-from .. import metrics
+from .. import metrics, tracing
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.events import (
@@ -62,6 +62,7 @@ __all__ = ["Run"]
 log = logging.getLogger("outlive.runtime")
 
 ASK_TOOL = "ask_user"
+_TAKEOVERS = (ClaimReason.CRASH, ClaimReason.HANDOFF)
 
 
 class _Check(enum.Enum):
@@ -190,7 +191,13 @@ class Run:
 
     async def main(self) -> None:
         try:
-            await self._run()
+            # One trace per run, continued by a takeover (docs/tracing.md); a no-op when off.
+            with tracing.run_span(self.agent.name, self.session, self.claim.reason.value,
+                                  takeover=self.claim.reason in _TAKEOVERS,
+                                  normal=(Stopped,)) as span:
+                if span.traceparent is not None:
+                    await self.store.set_run_trace(self.lease, span.traceparent)
+                await self._run()
         except Stopped:
             pass
         except LeaseLost:
@@ -230,6 +237,8 @@ class Run:
             # waited: no worker was lost and nothing is repaired (`ApprovalGate.fresh`).
             decided = (reason is ClaimReason.HANDOFF and bool(dangling)
                        and await self.gate.fresh(dangling))
+            if decided:
+                await self.gate.trace_waits()
             self.writes.hold(events=[SessionResumed(
                 reason=RESUMED_AFTER_DECISION if decided else reason.value, attempt=attempt,
                 repaired_tool_calls=[] if decided else [c.call_id for c in dangling]).new()])
