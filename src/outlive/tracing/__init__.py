@@ -137,8 +137,8 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
         from ._otel import Tracing
     except ImportError as exc:
         raise TracingUnavailable(
-            "traces are asked for by the OTEL_* environment, but OpenTelemetry is not "
-            f"installed ({exc.name or exc}): {INSTALL_HINT}, or unset "
+            "traces are asked for by the OTEL_* environment, but the OpenTelemetry SDK is "
+            f"not installed (no module {exc.name or exc}): {INSTALL_HINT}, or unset "
             "OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*ENDPOINT") from None
     _tracing = Tracing.create(os.environ if env is None else env)
     return True
