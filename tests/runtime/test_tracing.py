@@ -7,13 +7,13 @@ span of the approved call."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from outlive import tracing
 from outlive.domain import Status
-from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.otlp import OtlpReceiver, ReceivedSpan, tracing_to
 from tests.support.sessions import settled
 from tests.support.waiting import eventually
 
@@ -30,19 +30,9 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture
-async def traced(receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
-                 ) -> AsyncIterator[OtlpReceiver]:
-    """Tracing on for the test, as `outlive worker` turns it on: from the environment."""
-    for name in ("OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
-                 "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
-    assert tracing.configure()
-    try:
+def traced(receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
+    with tracing_to(receiver, monkeypatch):
         yield receiver
-    finally:
-        tracing.shutdown()
 
 
 def _children(spans: list[ReceivedSpan], parent: ReceivedSpan) -> list[ReceivedSpan]:
@@ -111,3 +101,30 @@ async def test_a_run_that_waits_for_an_approval_is_one_trace_under_the_callers_s
     assert tool.attributes["gen_ai.tool.call.id"] == approval.call_id
     assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
     assert {sp.service for sp in spans} == {"outlive"}
+
+
+async def test_the_wait_for_an_answer_is_a_span_of_the_run_the_answer_starts(
+        store, workers, owner, traced: OtlpReceiver) -> None:
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="ask me something")
+    asked = await settled(store, s.id)
+    assert asked.attention == "question"
+    posted = await store.post_message(owner, s.id, "the second one")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED and done.attention is None
+    await workers.close()
+    tracing.shutdown()
+
+    events = await store.read_events(s.id, limit=1000)
+    (question,) = [e for e in events if e.type == "user_question"]
+    (answer,) = [e for e in events if e.seq == posted.seq]
+    first, second = sorted(traced.named("invoke_agent "), key=lambda sp: sp.start_ns)
+    assert second.attributes["outlive.claim_reason"] == "follow_up"
+    assert first.trace_id != second.trace_id  # a follow-up without a traceparent: its own
+    (wait,) = traced.named("await_user ")
+    assert wait.name == "await_user ask_user"
+    assert (wait.trace_id, wait.parent_span_id) == (second.trace_id, second.span_id)
+    assert wait.attributes["gen_ai.tool.call.id"] == question.data["call_id"]
+    assert wait.start_ns == int(question.ts.timestamp() * 1e9)
+    assert wait.end_ns == int(answer.ts.timestamp() * 1e9)

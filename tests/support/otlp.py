@@ -8,18 +8,39 @@ Runs in a thread of the test process on 127.0.0.1 (the exporter is in another pr
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-__all__ = ["OtlpReceiver", "ReceivedLink", "ReceivedSpan"]
+from outlive import tracing
+
+__all__ = ["OtlpReceiver", "ReceivedLink", "ReceivedSpan", "tracing_to"]
+
+
+@contextlib.contextmanager
+def tracing_to(receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Tracing on in this process for the block, as `outlive worker` turns it on: from the
+    environment, exporting to `receiver` every 50 ms; shut down (flushed) at the end."""
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+                 "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    assert tracing.configure()
+    try:
+        yield
+    finally:
+        tracing.shutdown()
 
 
 def _value(v: AnyValue) -> Any:

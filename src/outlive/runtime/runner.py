@@ -53,6 +53,7 @@ from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
 from .model_call import ModelCaller
+from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
@@ -248,6 +249,8 @@ class Run:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
             await self._resume_calls(dangling)
         self._asked = plan.awaiting_user
+        if plan.awaiting_user and reason is ClaimReason.FOLLOW_UP:
+            await trace_question_wait(self.store, self.session_id, self.claim.inputs)
         if reason is ClaimReason.COMPACT or self.session.compact_requested:
             # Asked for (`POST …/compact`): compact now, then carry on as the session was.
             self.compactor.requested = True
