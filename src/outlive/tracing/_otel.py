@@ -165,8 +165,10 @@ class Tracing:
         ctx = otel_context.Context()
         forced = None
         if lost is not None:
-            links.append(Link(_remote(lost), {"outlive.link": "lost_attempt"}))
-            if parent is None or parent.trace_id != lost.trace_id:
+            links.append(Link(_remote(lost), {"outlive.link": "previous_attempt"}))
+            if not lost.sampled:
+                parent = lost  # left unsampled, as the trace it continues was
+            elif parent is None or parent.trace_id != lost.trace_id:
                 parent = None
                 forced = _FORCED_TRACE.set(int(lost.trace_id, 16))
         if parent is not None:
