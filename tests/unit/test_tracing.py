@@ -11,13 +11,16 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from outlive import tracing
-from outlive.domain.model import Session
+from outlive.domain.model import Session, Status, TitleState
 from outlive.domain.trace_context import parse_traceparent, valid_traceparent
+from tests.support.otlp import OtlpReceiver, tracing_to
 from tests.support.processes import free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "outlive"
@@ -113,14 +116,20 @@ def test_tracing_off_imports_no_opentelemetry_sdk() -> None:
     assert got == {"on": False, "worker": [], "sdk": []}
 
 
+def _session(**kw: Any) -> Session:
+    now = datetime.now(UTC)
+    return Session(**{
+        "id": "ses_x", "owner_id": "own_x", "agent": "demo", "model": "demo:scripted",
+        "title": None, "title_state": TitleState.PENDING, "status": Status.RUNNING,
+        "stage": None, "attempt": 2, "fence": 2, "lease_worker": "w", "lease_expires_at": now,
+        "cancel_requested_at": None, "delivered_input_seq": 0, "last_seq": 0, "error": None,
+        "abandon_after": None, "watched_at": None, "metadata": {}, "created_at": now,
+        "updated_at": now, **kw})
+
+
 def test_spans_when_off_are_one_shared_no_op() -> None:
     assert not tracing.on()
-    session = Session(id="ses_x", owner_id="o", agent="a", model="m", title=None,
-                      title_state=None, status=None, stage=None, attempt=1,
-                      fence=1, lease_worker=None, lease_expires_at=None,
-                      cancel_requested_at=None, delivered_input_seq=0, last_seq=0, error=None,
-                      abandon_after=None, watched_at=None, metadata={},
-                      created_at=None, updated_at=None)
+    session = _session()
     spans = [tracing.run_span("demo", session, "new", takeover=False),
              tracing.chat_span(object(), "m", 10), tracing.tool_span("t", "c"),
              tracing.webhook_span(GOOD, "https://x.example/h")]
@@ -172,3 +181,37 @@ def test_only_the_tracing_package_imports_opentelemetry() -> None:
             if any(n.split(".")[0] == "opentelemetry" for n in names):
                 offenders.append(str(path.relative_to(SRC)))
     assert offenders == []
+
+
+LOST = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_a_takeover_of_a_root_run_continues_its_trace_as_a_root_linked_to_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No caller's span: the lost attempt was the root of its trace; the takeover is a root
+    of the same trace (a sibling, not a child of a span nobody exported), linked to it. An
+    unsampled trace stays unsampled; a fresh run starts a new trace."""
+    receiver = OtlpReceiver().start()
+    try:
+        with tracing_to(receiver, monkeypatch):
+            with tracing.run_span("demo", _session(run_traceparent=LOST), "crash",
+                                  takeover=True) as span:
+                assert span.recording
+            unsampled = LOST[:-2] + "00"
+            with tracing.run_span("demo", _session(run_traceparent=unsampled), "crash",
+                                  takeover=True) as quiet:
+                assert not quiet.recording
+                assert quiet.traceparent is not None and LOST.split("-")[1] in quiet.traceparent
+            with tracing.run_span("demo", _session(run_traceparent=LOST), "follow_up",
+                                  takeover=False):
+                pass
+        taken, fresh = sorted(receiver.named("invoke_agent "), key=lambda sp: sp.start_ns)
+        lost = parse_traceparent(LOST)
+        assert lost is not None
+        assert (taken.trace_id, taken.parent_span_id) == (lost.trace_id, None)
+        assert [(li.trace_id, li.span_id) for li in taken.links] == [(lost.trace_id,
+                                                                     lost.span_id)]
+        assert taken.attributes["outlive.attempt"] == 2
+        assert fresh.trace_id != lost.trace_id and fresh.links == []
+    finally:
+        receiver.close()
