@@ -73,6 +73,8 @@ async def test_a_run_that_waits_for_an_approval_is_one_trace_under_the_callers_s
     (link,) = runs[1].links
     assert (link.trace_id, link.span_id) == (TRACE, runs[0].span_id)
     assert all(r.status_code != 2 for r in runs)
+    assert "outlive.status" not in runs[0].attributes  # it stopped to wait, unsettled
+    assert runs[1].attributes["outlive.status"] == "succeeded"
 
     (wait,) = traced.named("await_approval ")
     assert wait.name == "await_approval send_message"
@@ -128,3 +130,39 @@ async def test_the_wait_for_an_answer_is_a_span_of_the_run_the_answer_starts(
     assert wait.attributes["gen_ai.tool.call.id"] == question.data["call_id"]
     assert wait.start_ns == int(question.ts.timestamp() * 1e9)
     assert wait.end_ns == int(answer.ts.timestamp() * 1e9)
+
+
+async def test_a_failed_tool_is_an_error_span_and_the_run_says_how_it_ended(
+        store, workers, owner, traced: OtlpReceiver) -> None:
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="fail the tool please")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    await workers.close()
+    tracing.shutdown()
+    (run,) = traced.named("invoke_agent ")
+    assert run.attributes["outlive.status"] == "succeeded" and run.status_code != 2
+    (tool,) = traced.named("execute_tool ")
+    assert tool.parent_span_id == run.span_id
+    assert tool.status_code == 2 and tool.attributes["error.type"] == "tool_error"
+
+
+async def test_a_failed_model_call_is_an_error_span_and_its_retry_another(
+        store, workers, owner, traced: OtlpReceiver) -> None:
+    await workers.start()
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="provider error 1")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    await workers.close()
+    tracing.shutdown()
+    (run,) = traced.named("invoke_agent ")
+    failed, *answered = sorted(traced.named("chat "), key=lambda sp: sp.start_ns)
+    assert answered, "the retry"
+    assert {sp.parent_span_id for sp in (failed, *answered)} == {run.span_id}
+    assert failed.status_code == 2
+    assert failed.attributes["error.type"] == "TransientProviderError"
+    assert "gen_ai.usage.output_tokens" not in failed.attributes
+    for ok in answered:
+        assert ok.status_code != 2 and ok.attributes["gen_ai.usage.output_tokens"] > 0

@@ -198,7 +198,14 @@ class Run:
                                   normal=(Stopped,)) as span:
                 if span.traceparent is not None:
                     await self.store.set_run_trace(self.lease, span.traceparent)
-                await self._run()
+                try:
+                    await self._run()
+                finally:
+                    if span.recording and self.writes.ended is not None:
+                        status, error = self.writes.ended
+                        span.set("outlive.status", status.value)
+                        if error is not None:
+                            span.failed(error.code, error.message)
         except Stopped:
             pass
         except LeaseLost:
