@@ -79,6 +79,12 @@ def test_traces_are_wanted_when_the_standard_variables_ask(env: dict[str, str],
 def test_an_exporter_outlive_does_not_ship_is_an_error_not_silence() -> None:
     with pytest.raises(tracing.TracingUnavailable, match="zipkin"):
         tracing.wanted({"OTEL_TRACES_EXPORTER": "zipkin"})
+    with pytest.raises(tracing.TracingUnavailable, match="http/protobuf"):
+        tracing.wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317",
+                        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert tracing.wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x",
+                           "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"})
+    assert not tracing.wanted({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})  # not asked: no error
 
 
 def _clean_env(**extra: str) -> dict[str, str]:

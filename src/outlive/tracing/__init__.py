@@ -119,9 +119,17 @@ def wanted(env: Mapping[str, str] | None = None) -> bool:
             f"OTEL_TRACES_EXPORTER={env['OTEL_TRACES_EXPORTER']!r}: outlive sends traces with "
             f"'otlp' (OTLP/HTTP) or 'console', not {', '.join(sorted(unknown))}")
     if names:
-        return bool(names - {"none"})
-    return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-                or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+        asked = bool(names - {"none"})
+    else:
+        asked = bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+                     or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip())
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env.get(name, "").strip().lower()
+        if asked and protocol and protocol != "http/protobuf":
+            raise TracingUnavailable(
+                f"{name}={protocol!r}: outlive exports OTLP over HTTP with protobuf "
+                "('http/protobuf', port 4318 by convention)")
+    return asked
 
 
 def configure(env: Mapping[str, str] | None = None) -> bool:
