@@ -1,13 +1,14 @@
 """Traces across `kill -9` (docs/tracing.md), with real `outlive worker` processes on
-PostgreSQL configured only by the standard `OTEL_*` environment, exporting with the SDK's
-OTLP/HTTP exporter to a receiver the test runs (tests/support/otlp.py), which also stands in
-for a webhook endpoint.
+PostgreSQL and an `outlive serve --no-worker` API process in front, all configured only by the
+standard `OTEL_*` environment, exporting with the SDK's OTLP/HTTP exporter to a receiver the
+test runs (tests/support/otlp.py), which also stands in for a webhook endpoint.
 
-A session created with a caller's `traceparent` is killed mid-tool; the worker that takes it
-over continues the caller's trace: its `invoke_agent` span is a child of the caller's span
-with attempt 2 and a link to the lost attempt's span (whose id the session row kept). A
-follow-up without a header is a trace of its own, with a tool call under its run. Every
-webhook delivery carries the `traceparent` of its own span, in the trace of the session's run.
+A session created over HTTP with a caller's `traceparent` header is killed mid-tool; the
+worker that takes it over continues the caller's trace: its `invoke_agent` span is a child of
+the caller's span with attempt 2 and a link to the lost attempt's span (whose id the session
+row kept). A follow-up posted without the header is a trace of its own, with a tool call
+under its run. Every webhook delivery carries the `traceparent` of its own span, in the trace
+of the session's run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
@@ -25,8 +27,9 @@ from outlive.domain.webhooks import new_secret
 from outlive.store import PostgresStore
 from tests.runtime.test_processes import _reported, holder, of, two_workers
 from tests.support.databases import TRUNCATE_ALL
+from tests.support.inprocess import make_key
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
-from tests.support.processes import Processes
+from tests.support.processes import Processes, ServeProcess, child_env
 from tests.support.sessions import all_events, event_appears, settled
 from tests.support.waiting import eventually
 
@@ -49,24 +52,36 @@ async def pg_store(pg_dsn: str) -> AsyncIterator[PostgresStore]:
 
 
 @pytest.fixture
-async def owner_id(pg_store: PostgresStore) -> str:
-    return (await pg_store.ensure_owner("traced")).id
-
-
-@pytest.fixture
 def receiver() -> Iterator[OtlpReceiver]:
     r = OtlpReceiver().start()
     yield r
     r.close()
 
 
+def _otel(receiver: OtlpReceiver) -> dict[str, str]:
+    """What a user would set: the collector, a short batch delay, a service name."""
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_SERVICE_NAME": "outlive-test"}
+
+
 @pytest.fixture
 def procs(request: pytest.FixtureRequest, pg_dsn: str, tmp_path: Path,
           receiver: OtlpReceiver) -> Iterator[Processes]:
-    """Workers that trace to `receiver`, batching for 100 ms."""
-    yield from _reported(request, Processes(
-        pg_dsn, tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
-        OTEL_BSP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME="outlive-test"))
+    """Workers that trace to `receiver`."""
+    yield from _reported(request, Processes(pg_dsn, tmp_path, **_otel(receiver)))
+
+
+@pytest.fixture
+async def api(procs: Processes, tmp_path: Path, receiver: OtlpReceiver
+              ) -> AsyncIterator[ServeProcess]:
+    """An API replica on the workers' database, traced like them."""
+    proc = ServeProcess(tmp_path, "api", "--no-worker", db=procs.dsn,
+                        env=child_env(**_otel(receiver)))
+    try:
+        await proc.ready()
+        yield proc
+    finally:
+        proc.reap()
 
 
 def _one(spans: list[ReceivedSpan], what: str) -> ReceivedSpan:
@@ -75,15 +90,27 @@ def _one(spans: list[ReceivedSpan], what: str) -> ReceivedSpan:
 
 
 async def test_a_takeover_continues_the_callers_trace_and_a_follow_up_starts_its_own(
-        pg_store: PostgresStore, owner_id: str, procs: Processes, receiver: OtlpReceiver,
+        pg_store: PostgresStore, procs: Processes, api: ServeProcess, receiver: OtlpReceiver,
 ) -> None:
     store = pg_store
     await two_workers(procs, "--backstop", "0.5", "--allow-private-webhooks",
                       lease_ttl=LEASE_TTL, heartbeat=0.5)
+    key, owner = await make_key(store)
+    owner_id = owner.id
     await store.create_webhook(owner_id, url=f"{receiver.url}/hook",
                                events=["session.succeeded"], secret=new_secret())
-    s = await store.create_session(owner_id, agent="demo", model="demo:scripted",
-                                   prompt="run long", traceparent=CALLER)
+    async with httpx.AsyncClient(base_url=api.url,
+                                 headers={"Authorization": f"Bearer {key}"}) as http:
+        await _takeover_and_follow_up(store, procs, receiver, http, owner_id)
+
+
+async def _takeover_and_follow_up(store: PostgresStore, procs: Processes, receiver: OtlpReceiver,
+                                  http: httpx.AsyncClient, owner_id: str) -> None:
+    r = await http.post("/v1/sessions", json={"prompt": "run long"},
+                        headers={"traceparent": CALLER})
+    assert r.status_code == 202, r.text
+    s = await store.load_session(r.json()["id"])
+    assert s.traceparent == CALLER
     start = await event_appears(store, s.id, "tool_start",
                                 lambda e: e.data["tool"] == "slow_task")
     await event_appears(store, s.id, "tool_progress",
@@ -98,11 +125,13 @@ async def test_a_takeover_continues_the_callers_trace_and_a_follow_up_starts_its
     done = await settled(store, s.id, timeout=30)
     assert done.status is Status.SUCCEEDED, done.error
 
-    posted = await store.post_message(owner_id, s.id, "what do you know about leases?")
-    assert posted.requeued
+    r = await http.post(f"/v1/sessions/{s.id}/messages",
+                        json={"text": "what do you know about leases?"})
+    assert r.status_code == 202 and r.json()["requeued"], r.text
+    posted_seq = r.json()["seq"]
     again = await settled(store, s.id, timeout=30)
     assert again.status is Status.SUCCEEDED, again.error
-    calls = [e for e in of(await all_events(store, s.id), "tool_start") if e.seq > posted.seq]
+    calls = [e for e in of(await all_events(store, s.id), "tool_start") if e.seq > posted_seq]
     assert calls, "the follow-up called a tool"
     follow_call = calls[0].data["call_id"]
 
