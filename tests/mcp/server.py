@@ -3,7 +3,8 @@
 `python tests/mcp/server.py RECORD_DIR [--http PORT] [--crash]`: serves over stdio (or
 streamable HTTP on 127.0.0.1:PORT), writes its pid to RECORD_DIR/pid-<transport>, and
 appends one JSON line per tool event to RECORD_DIR/calls.jsonl: `start` (with the
-idempotency key it was given in `_meta`), `done` and `cancelled`. `--crash` writes an error
+idempotency key it was given in `_meta`, and the `traceparent` of `_meta` and of the HTTP
+request), `done` and `cancelled`. `--crash` writes an error
 to stderr and exits before serving, like a server with a bad configuration; `--stubborn`
 stays alive after its stdin closes, like a server that ignores the end of its session.
 """
@@ -34,9 +35,13 @@ server = FastMCP("test", host="127.0.0.1", port=HTTP_PORT or 8000, log_level="WA
 
 def record(event: str, tool: str, ctx: Context) -> None:
     meta = ctx.request_context.meta
-    key = (meta.model_extra or {}).get("idempotency_key") if meta is not None else None
-    line = json.dumps({"event": event, "tool": tool, "key": key, "pid": os.getpid(),
-                       "t": time.time()})
+    extra = (meta.model_extra or {}) if meta is not None else {}
+    request = ctx.request_context.request  # the HTTP request; None over stdio
+    headers = getattr(request, "headers", None)
+    line = json.dumps({"event": event, "tool": tool, "key": extra.get("idempotency_key"),
+                       "pid": os.getpid(), "t": time.time(),
+                       "traceparent": extra.get("traceparent"),
+                       "traceparent_header": headers.get("traceparent") if headers else None})
     with open(RECORD / "calls.jsonl", "a") as f:
         f.write(line + "\n")
 

@@ -56,12 +56,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "supervision":    frozenset({"metrics"}),
     "client":         frozenset({"domain"}),                      # HTTP + the pure reducer
     "store":          frozenset({"domain"}),                      # the Store port and SQL
-    "providers":      frozenset({"domain", "_ticks"}),            # the ModelProvider port
+    # tracing: the only importer of OpenTelemetry (when on); spans of domain sessions
+    "tracing":        frozenset({"domain"}),
+    "providers":      frozenset({"domain", "_ticks", "tracing"}),  # the ModelProvider port
     "tools":          frozenset({"domain"}),                      # tool calls live in domain
     # mcp: an adapter like providers: MCP servers' tools as registry tools, nothing more
-    "mcp":            frozenset({"domain", "tools"}),
+    "mcp":            frozenset({"domain", "tools", "tracing"}),
     "runtime":        frozenset({"domain", "store", "providers", "tools", "metrics", "mcp",
-                                 "_ticks", "supervision"}),
+                                 "_ticks", "supervision", "tracing"}),
     # api: agents and model routes come in through its AgentCatalog protocol, not the runtime
     "api":            frozenset({"domain", "store", "web", "metrics", "outlive",
                                  "supervision"}),
@@ -88,6 +90,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.transcript": frozenset({"domain"}),                     # events (payloads) as text
     "cli.status_words": frozenset(),                              # statuses as people read them
     "cli.answers":    frozenset(),                                # an option's number -> text
+    "cli.traces":     frozenset({"tracing"}),                     # OTEL_* at start, flush at end
 }
 
 FORBIDDEN = {

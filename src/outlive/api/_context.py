@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
+from ..domain.trace_context import valid_traceparent
 from ..store import ApiStore
 from ._catalog import AgentCatalog
 
@@ -108,3 +109,13 @@ def get_ctx(request: Request) -> ApiContext:
 
 
 Ctx = Annotated[ApiContext, Depends(get_ctx)]
+
+
+def incoming_traceparent(request: Request) -> str | None:
+    """The request's W3C `traceparent`, normalised, for the run it starts (docs/tracing.md).
+    A malformed one is ignored: tracing never refuses a request."""
+    return valid_traceparent(request.headers.get("traceparent"))
+
+
+TraceParent = Annotated[str | None, Depends(incoming_traceparent)]
+"""Not in the OpenAPI schema: a header every tracing client sends on its own."""

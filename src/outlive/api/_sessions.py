@@ -18,7 +18,7 @@ from ..domain.errors import TooLarge
 from ..domain.model import Status
 from ..store import check_metadata, check_string
 from ._auth import CurrentOwner
-from ._context import Ctx
+from ._context import Ctx, TraceParent
 from ._errors import ApiError, error_responses
 from ._schemas import (
     MAX_METADATA_BYTES,
@@ -56,6 +56,7 @@ async def create_session(
     owner: CurrentOwner,
     ctx: Ctx,
     response: Response,
+    traceparent: TraceParent,
     idempotency_key: Annotated[
         str | None,
         Header(min_length=1, max_length=200,
@@ -95,6 +96,7 @@ async def create_session(
         metadata=body.metadata,
         abandon_after=body.abandon_after,
         client_request_id=body.client_request_id or idempotency_key,
+        traceparent=traceparent,
     )
     if session.replayed:
         response.status_code = 200
@@ -183,11 +185,11 @@ async def delete_session(
     summary="Send a follow-up message (steer, queue, interrupt or reject while running)",
 )
 async def post_message(
-    session_id: str, body: PostMessage, owner: CurrentOwner, ctx: Ctx
+    session_id: str, body: PostMessage, owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent
 ) -> PostMessageOut:
     result = await ctx.store.post_message(
         owner.id, session_id, body.text, mode=body.mode,
-        client_request_id=body.client_request_id,
+        client_request_id=body.client_request_id, traceparent=traceparent,
     )
     return post_out(result)
 

@@ -73,7 +73,8 @@ async def find_thread(ctx: ApiContext, owner_id: str, chat_id: str) -> Session |
 
 
 async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
-                    request_id: str | None, agent: str | None = None) -> RunRef:
+                    request_id: str | None, agent: str | None = None,
+                    traceparent: str | None = None) -> RunRef:
     """Open a run with `text`: create the conversation's session, or send `text` to it.
 
     A conversation that is busy (queued or running: a run is under way, or a stop is settling)
@@ -90,13 +91,13 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
         metadata = None if _SESSION.match(chat_id) else {"chat_id": chat_id}
         session = await ctx.store.create_session(
             owner_id, agent=name, model=model, prompt=text, metadata=metadata,
-            client_request_id=key)
+            client_request_id=key, traceparent=traceparent)
         return RunRef(session.id, session.last_input_seq)
     if session.status not in TERMINAL:  # queued or running: a run is already under way
         raise _busy(session)
     try:
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
-                                              client_request_id=key)
+                                              client_request_id=key, traceparent=traceparent)
     except SessionBusy:
         raise _busy(session) from None
     if posted.delivery is not Delivery.START:  # a retried request that steered, once

@@ -52,6 +52,7 @@ from .options import (
 from .port import port_problem
 from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
+from .traces import traces
 
 if TYPE_CHECKING:
     import uvicorn
@@ -178,8 +179,9 @@ def serve(
                                  allow_private_webhooks=allow_private_webhooks),
         settings=settings,
     )
-    tune_for_server()
-    event_loop.run(run_server(plan), factory)
+    with traces(console):
+        tune_for_server()
+        event_loop.run(run_server(plan), factory)
 
 
 async def run_server(plan: ServePlan) -> None:

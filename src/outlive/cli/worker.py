@@ -41,6 +41,7 @@ from .options import (
 )
 from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
+from .traces import traces
 
 __all__ = ["install_stop", "worker"]
 
@@ -112,5 +113,6 @@ def worker(
         finally:
             await store.close()
 
-    tune_for_server()
-    event_loop.run(go(), factory)
+    with traces(console):
+        tune_for_server()
+        event_loop.run(go(), factory)

@@ -155,6 +155,12 @@ class Session:
     compact_requested_at: datetime | None = None
     """When the owner asked for the history to be compacted; cleared by the run's commit that
     compacts it."""
+    traceparent: str | None = None
+    """The W3C trace context of the request that created the session or posted the message
+    that starts its next run (docs/tracing.md); None: the run starts a trace of its own."""
+    run_traceparent: str | None = None
+    """That of the current (or last) run's `invoke_agent` span: a takeover continues its
+    trace and links it."""
 
     @property
     def cancel_requested(self) -> bool:

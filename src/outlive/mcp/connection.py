@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import tempfile
@@ -25,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
+from .. import tracing
 from .config import HttpServer, McpServer, StdioServer
 from .launch import launch_parameters
 
@@ -189,8 +191,9 @@ class ServerConnection:
             return
         assert isinstance(server, HttpServer)
         headers = server.request_headers()
+        hooks = {"request": [_traceparent_header]} if tracing.on() else {}
         async with (
-            httpx.AsyncClient(headers=headers, follow_redirects=True,
+            httpx.AsyncClient(headers=headers, follow_redirects=True, event_hooks=hooks,
                               timeout=httpx.Timeout(30.0, read=300.0)) as client,
             streamable_http_client(server.url, http_client=client) as (read, write, _),
         ):
@@ -255,6 +258,8 @@ class ServerConnection:
         session = await self._wait_ready()
         died = self._died
         sent: list[int] = []
+        meta: dict[str, Any] = {IDEMPOTENCY_META_KEY: key}
+        tracing.inject(meta)  # the tool's span, in `_meta` (and a header over HTTP); when on
 
         async def send() -> types.CallToolResult:
             # The SDK numbers requests itself and has no cancel of its own: the id it is
@@ -262,7 +267,7 @@ class ServerConnection:
             # must name.
             sent.append(session._request_id)
             return await session.call_tool(tool, arguments, progress_callback=progress,
-                                           meta={IDEMPOTENCY_META_KEY: key})
+                                           meta=meta)
 
         request = asyncio.create_task(send(), name=f"mcp-call:{self.name}:{tool}")
         gone = asyncio.create_task(died.wait())
@@ -355,3 +360,24 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         cursor = page.nextCursor
         if not cursor:
             return tools
+
+
+async def _traceparent_header(request: httpx.Request) -> None:
+    """A `tools/call` carries its span's `traceparent` in `_meta`; over HTTP it goes in a
+    header too. The SDK sends requests from its own task, outside the calling tool's span,
+    so the header is read back from the request rather than from the current context."""
+    try:
+        body = request.content
+    except httpx.RequestNotRead:  # a streamed body: not a JSON-RPC message of ours
+        return
+    if request.method != "POST" or b'"traceparent"' not in body:
+        return
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    traceparent = meta.get("traceparent") if isinstance(meta, dict) else None
+    if isinstance(traceparent, str):
+        request.headers["traceparent"] = traceparent

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .. import tracing
 from ._port import (
     Finish,
     Message,
@@ -302,8 +303,12 @@ class OpenAIProvider(SdkClients):
     ) -> AsyncIterator[ProviderEvent]:
         client = await self._client_for_loop()
         params = self.request(messages, tools, settings)
+        kwargs = split_params(params, _CORE)
+        traceparent = tracing.current_traceparent()  # of the `chat` span; None when off
+        if traceparent is not None:
+            kwargs["extra_headers"] = {"traceparent": traceparent}
         try:
-            response = await client.chat.completions.create(**split_params(params, _CORE))
+            response = await client.chat.completions.create(**kwargs)
         except Exception as exc:
             raise self._error(exc) from None
         calls: dict[int, _PartialCall] = {}

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from .. import tracing
 from ..domain.approvals import Approval, Decision, denial_error, rule_for
 from ..domain.model import NewEvent
 from ..providers import ToolCall
@@ -79,6 +80,19 @@ class ApprovalGate:
         the calls from the decided one on can have started."""
         ids = {c.call_id for c in calls}
         return any(a.call_id in ids and a.fence + 1 == self.fence for a in await self._load())
+
+    async def trace_waits(self) -> None:
+        """The waits on a person this run ends (decided since the run that asked), as spans
+        of the run's trace: nothing when tracing is off."""
+        if not tracing.on():
+            return
+        for a in await self._load():
+            if a.fence + 1 == self.fence and a.decided_at is not None:
+                tracing.record_wait("approval", a.requested_at, a.decided_at, {
+                    "gen_ai.tool.name": a.tool, "gen_ai.tool.call.id": a.call_id,
+                    "outlive.approval.id": a.id, "outlive.session_id": self.session_id,
+                    "outlive.approval.decision": a.decision.value if a.decision else None,
+                    "outlive.approval.reason": a.reason})
 
     async def rule(self, call: ToolCall, *, fresh: bool | None = None) -> Ruling:
         """What to do with `call`: in a turn (`fresh` None), or as a dangling call of a

@@ -11,9 +11,11 @@ import asyncio
 import functools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from types import TracebackType
+from typing import Any
 
+from .. import tracing
 from ..domain.context import entry_tokens, view_of
 from ..domain.events import Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
@@ -84,8 +86,9 @@ class ModelCaller:
             if self.activity.cancelled:  # it came during the summarizer
                 buf.aborted = Abort.CANCEL
                 return buf
+            stream = self._stream(buf, messages, tools, settings, deadline)
             act = asyncio.create_task(
-                self._stream(buf, messages, tools, settings, deadline),
+                self._traced(stream, buf, settings) if tracing.on() else stream,
                 name=f"model:{self.session_id}")
             await self.activity.supervise(act, functools.partial(self._flush, buf),
                                           pending=buf.pending)
@@ -258,6 +261,16 @@ class ModelCaller:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
+
+    async def _traced(self, stream: Coroutine[Any, Any, None], buf: TurnBuffer,
+                      settings: ModelSettings) -> None:
+        """`_stream` inside its `chat` span (tracing on): the provider sees it as current,
+        so the request it sends carries its `traceparent`."""
+        with tracing.chat_span(self.provider, settings.model, settings.max_tokens) as span:
+            await stream
+            usage = buf.usage
+            span.finish(buf.stop_reason, usage.input_tokens if usage else None,
+                        usage.output_tokens if usage else None)
 
     async def _flush(self, buf: TurnBuffer) -> None:
         events = buf.drain()

@@ -16,7 +16,7 @@ import enum
 import logging
 from collections.abc import Sequence
 
-from .. import metrics
+from .. import metrics, tracing
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.events import (
@@ -53,6 +53,7 @@ from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
 from .model_call import ModelCaller
+from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
@@ -62,6 +63,7 @@ __all__ = ["Run"]
 log = logging.getLogger("outlive.runtime")
 
 ASK_TOOL = "ask_user"
+_TAKEOVERS = (ClaimReason.CRASH, ClaimReason.HANDOFF)
 
 
 class _Check(enum.Enum):
@@ -190,7 +192,20 @@ class Run:
 
     async def main(self) -> None:
         try:
-            await self._run()
+            # One trace per run, continued by a takeover (docs/tracing.md); a no-op when off.
+            with tracing.run_span(self.agent.name, self.session, self.claim.reason.value,
+                                  takeover=self.claim.reason in _TAKEOVERS,
+                                  normal=(Stopped,)) as span:
+                if span.traceparent is not None:
+                    await self.store.set_run_trace(self.lease, span.traceparent)
+                try:
+                    await self._run()
+                finally:
+                    if span.recording and self.writes.ended is not None:
+                        status, error = self.writes.ended
+                        span.set("outlive.status", status.value)
+                        if error is not None:
+                            span.failed(error.code, error.message)
         except Stopped:
             pass
         except LeaseLost:
@@ -230,6 +245,8 @@ class Run:
             # waited: no worker was lost and nothing is repaired (`ApprovalGate.fresh`).
             decided = (reason is ClaimReason.HANDOFF and bool(dangling)
                        and await self.gate.fresh(dangling))
+            if decided:
+                await self.gate.trace_waits()
             self.writes.hold(events=[SessionResumed(
                 reason=RESUMED_AFTER_DECISION if decided else reason.value, attempt=attempt,
                 repaired_tool_calls=[] if decided else [c.call_id for c in dangling]).new()])
@@ -239,6 +256,8 @@ class Run:
             self.inbox.claim_outdated()  # repairs take time; read the session after them
             await self._resume_calls(dangling)
         self._asked = plan.awaiting_user
+        if plan.awaiting_user and reason is ClaimReason.FOLLOW_UP:
+            await trace_question_wait(self.store, self.session_id, self.claim.inputs)
         if reason is ClaimReason.COMPACT or self.session.compact_requested:
             # Asked for (`POST …/compact`): compact now, then carry on as the session was.
             self.compactor.requested = True

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
+from .. import tracing
 from ..domain.events import ToolProgress, ToolStart
 from ..domain.model import NewEvent
 from ..providers import ToolCall
@@ -91,10 +92,18 @@ class ToolRunner:
             cancel.set()
         ctx = ToolContext(self.session_id, call.call_id, cancel=cancel, progress=progress,
                           set_stage=set_stage, set_title=set_title)
-        act = asyncio.create_task(self.tools.run(call, ctx),
-                                  name=f"tool:{self.session_id}:{call.call_id}")
-        await self.activity.supervise(act, flush, tool_cancel=cancel,
-                                      pending=lambda: bool(queued))
+        span = tracing.NO_SPAN if not tracing.on() else tracing.tool_span(
+            call.name, call.call_id, rerun=rerun, server=_mcp_server(self.tools, call.name))
+        with span:  # current in the tool's task: an MCP call passes its traceparent on
+            act = asyncio.create_task(self.tools.run(call, ctx),
+                                      name=f"tool:{self.session_id}:{call.call_id}")
+            await self.activity.supervise(act, flush, tool_cancel=cancel,
+                                          pending=lambda: bool(queued))
+            if span.recording and not act.cancelled() and act.exception() is None:
+                done: ToolResult = act.result()
+                if not done.ok:
+                    span.failed("interrupted" if done.interrupted else "tool_error",
+                                str(done.error or ""))
         if all(kind == "progress" for kind, _ in queued):
             # The last reports ride with the tool's end (the caller's next write): one
             # transaction fewer between a tool's end and the next step.
@@ -114,3 +123,10 @@ class ToolRunner:
 
 async def _done() -> None:
     return None
+
+
+def _mcp_server(tools: ToolRegistry, name: str) -> str | None:
+    """The MCP server a tool's calls go to (an `McpTool`'s connection), else None."""
+    connection = getattr(tools.get(name), "connection", None)
+    server = getattr(connection, "name", None)
+    return server if isinstance(server, str) else None

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .. import tracing
 from ..domain.webhooks import is_private, signature_headers
 from ..store import DeliveryStore, TakenDelivery
 from .settings import RuntimeSettings
@@ -83,11 +84,18 @@ class WebhookSender:
                 t, state="failed", error="refused: the URL resolves to a private address")
             return
         headers = signature_headers(t.secret, t.msg_id, int(time.time()), t.body)
-        try:
-            response = await client.post(t.url, content=t.body.encode(), headers=headers)
-            status = response.status_code
-        except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        # Tracing on: a span in the trace of the run that made the change, passed on.
+        with tracing.webhook_span(t.traceparent, t.url) as span:
+            tracing.inject(headers)
+            try:
+                response = await client.post(t.url, content=t.body.encode(), headers=headers)
+                status = response.status_code
+            except httpx.HTTPError as exc:
+                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                span.failed(type(exc).__name__, error)
+            span.set("http.response.status_code", status)
+            if status is not None and status >= 400:
+                span.failed(str(status))
         if status is not None and 200 <= status < 300:
             await self.store.record_delivery(t, state="delivered", status=status)
         elif t.attempt >= self.settings.webhook_attempts:

@@ -85,6 +85,8 @@ class RunWrites:
         self.context_use: tuple[int, int | None] | None = None
         """The context use of the last model call (input tokens, window), written with the
         next write that carries no context of its own."""
+        self.ended: tuple[Status, ErrorInfo | None] | None = None
+        """How the run's settle ended the session, once it committed (for its trace)."""
 
     # -- the lease ---------------------------------------------------------------------------
 
@@ -202,6 +204,7 @@ class RunWrites:
         except PendingInput:
             self._entries, self._events = held
             raise
+        self.ended = (status, error)
         raise Stopped
 
     async def await_approval(

@@ -189,6 +189,8 @@ def to_session(d: Dialect, row: Row) -> Session:
         context_tokens=row["context_tokens"],
         context_window=row["context_window"],
         compact_requested_at=d.ts(row["compact_requested_at"]),
+        traceparent=row["traceparent"],
+        run_traceparent=row["run_traceparent"],
     )
 
 

@@ -16,12 +16,14 @@ from ._keys import KeyOps
 from ._retention import RetentionOps
 from ._runs import RunOps
 from ._sessions import SessionOps
+from ._traces import TraceOps
 from ._webhooks import WebhookOps
 
 __all__ = ["SqlStore"]
 
 
 class SqlStore(
-    SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps, WebhookOps
+    SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps, WebhookOps,
+    TraceOps,
 ):
     """The shared implementation of every Store port; adapters supply the `StoreCore` seam."""

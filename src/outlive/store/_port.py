@@ -99,6 +99,8 @@ class TakenDelivery:
     secret: str
     body: str
     attempt: int
+    traceparent: str | None = None
+    """The W3C context of the session's last run, which the delivery's span continues."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ class SessionStore(Protocol):
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
         client_request_id: str | None = None,
+        traceparent: str | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def find_chat(self, owner_id: str, chat_id: str) -> Session | None: ...
@@ -285,7 +288,12 @@ class SessionStore(Protocol):
         *,
         mode: Delivery | str = Delivery.STEER,
         client_request_id: str | None = None,
-    ) -> PostResult: ...
+        traceparent: str | None = None,
+    ) -> PostResult:
+        """`traceparent`: the request's W3C trace context, for the run the message starts
+        (kept for the session's next run; a message that revives a finished session without
+        one leaves the next run to start a trace of its own)."""
+        ...
     async def purge_session(self, session_id: str) -> bool: ...
 
 
@@ -385,6 +393,9 @@ class RunStore(Protocol):
         entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
         context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None: ...
+    async def set_run_trace(self, lease: Lease, traceparent: str) -> None:
+        """The W3C context of the run's `invoke_agent` span (docs/tracing.md), fenced."""
+        ...
 
 
 class ApprovalStore(Protocol):

@@ -25,6 +25,7 @@ from ..domain.model import (
     new_id,
 )
 from ..domain.status import Action, transition
+from ..domain.trace_context import valid_traceparent
 from ._base import Tx, TxState, lifecycle, to_session
 from ._core import StoreCore
 from ._lifecycle import aborts_run, status_event
@@ -53,6 +54,7 @@ class SessionOps(StoreCore):
         metadata: dict[str, Any] | None = None,
         abandon_after: float | None = None,
         client_request_id: str | None = None,
+        traceparent: str | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
@@ -86,6 +88,7 @@ class SessionOps(StoreCore):
                     "metadata": self.d.json(metadata or {}),
                     "abandon": abandon_after,
                     "last": 0 if prompt is None else 1,
+                    "tp": valid_traceparent(traceparent),
                 },
             )
             if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -258,8 +261,10 @@ class SessionOps(StoreCore):
         *,
         mode: Delivery | str = Delivery.STEER,
         client_request_id: str | None = None,
+        traceparent: str | None = None,
     ) -> PostResult:
         check_text(text)
+        tp = valid_traceparent(traceparent)
         wanted = parse_mode(mode)
         check_client_request_id(client_request_id)
 
@@ -286,6 +291,9 @@ class SessionOps(StoreCore):
                 await self._apply(tx, row, out.state, error_code=None, error_message=None)
             elif out.changed:
                 await self._apply(tx, row, out.state)
+            if tp is not None or (requeued and row["traceparent"] is not None):
+                # The next run joins the request's trace; a revival without one starts its own.
+                await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
             ev = await self._append(tx, session_id, [message.new()], fenced=None)
             seq = ev[0].seq
             await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})

@@ -110,7 +110,7 @@ class WebhookOps(StoreCore):
                 await tx.execute(self.q.take_delivery, {**key, "lease": lease})
                 r = (await tx.fetch(self.q.taken_delivery, key))[0]
                 out.append(TakenDelivery(r["webhook_id"], r["msg_id"], r["url"], r["secret"],
-                                         r["body"], int(r["attempts"])))
+                                         r["body"], int(r["attempts"]), r["traceparent"]))
             return out
 
         return await self._write(op)

@@ -28,7 +28,7 @@ from ...domain.errors import AlreadyTerminal, NotFound
 from ...domain.model import TERMINAL, Session
 from ...domain.reducer import empty_state
 from .._auth import CurrentOwner
-from .._context import ApiContext, Ctx
+from .._context import ApiContext, Ctx, TraceParent
 from .._errors import ApiError
 from .._hub import StreamClosed
 from .._run_feed import RunFeed, decides, latest_run_start, opens_a_run, watch_session
@@ -53,7 +53,7 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 
 @router.post("")
-async def run_agent(owner: CurrentOwner, ctx: Ctx,
+async def run_agent(owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent,
                     body: Annotated[dict[str, Any], Body()]) -> EventStream:
     run = parse_input(body)
     session = await find_thread(ctx, owner.id, run.thread_id)
@@ -65,7 +65,8 @@ async def run_agent(owner: CurrentOwner, ctx: Ctx,
     text = run_text(run, question)
     agent = run.forwarded_props.get("agent") if isinstance(run.forwarded_props, dict) else None
     ref = await start_run(ctx, owner.id, run.thread_id, text, request_id=run.run_id,
-                          agent=agent if isinstance(agent, str) else None)
+                          agent=agent if isinstance(agent, str) else None,
+                          traceparent=traceparent)
     return await _open(ctx, owner.id, ref, run.thread_id, run.run_id, after=None)
 
 

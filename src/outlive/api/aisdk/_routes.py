@@ -30,7 +30,7 @@ from fastapi.responses import JSONResponse
 from ...domain.errors import AlreadyTerminal, NotFound
 from ...domain.model import TERMINAL, Event, Session
 from .._auth import CurrentOwner
-from .._context import ApiContext, Ctx
+from .._context import ApiContext, Ctx, TraceParent
 from .._hub import StreamClosed
 from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream, data_frame
@@ -50,9 +50,11 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 
 @router.post("/chat")
-async def chat(body: ChatRequest, owner: CurrentOwner, ctx: Ctx) -> EventStream:
+async def chat(body: ChatRequest, owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent
+               ) -> EventStream:
     text, request_id = new_input(body)
-    ref = await start_run(ctx, owner.id, body.id, text, request_id=request_id, agent=body.agent)
+    ref = await start_run(ctx, owner.id, body.id, text, request_id=request_id, agent=body.agent,
+                          traceparent=traceparent)
     return await _open(ctx, owner.id, ref, start_index=0, replay=False)
 
 

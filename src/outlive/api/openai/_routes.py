@@ -29,7 +29,7 @@ from ...domain.errors import AlreadyTerminal, NotFound, SessionBusy
 from ...domain.model import Delivery
 from ...store import check_string
 from .._auth import CurrentOwner
-from .._context import ApiContext, Ctx
+from .._context import ApiContext, Ctx, TraceParent
 from .._hub import StreamClosed
 from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
@@ -54,8 +54,8 @@ stops within milliseconds unless its worker is gone; then it settles when its le
 
 
 @router.post("/responses", summary="Create a response", response_model=None)
-async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
-                          ) -> JSONResponse | EventStream:
+async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
+                          traceparent: TraceParent) -> JSONResponse | EventStream:
     body.check_supported()
     given = read_input(body)
     if body.model is not None:
@@ -65,13 +65,13 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
                                     given.answer, given.text, truncation=body.truncation)
     elif body.previous_response_id:
         assert given.text is not None
-        ref = await _follow_up(ctx, owner.id, body, given.text)
+        ref = await _follow_up(ctx, owner.id, body, given.text, traceparent)
     else:
         assert given.text is not None
         agent, route = resolve_model(ctx.catalog, body.model)
         session = await ctx.store.create_session(
             owner.id, agent=agent, model=route, prompt=given.text,
-            metadata=session_metadata(body))
+            metadata=session_metadata(body), traceparent=traceparent)
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False
     if body.stream:
@@ -89,8 +89,8 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx
     return JSONResponse(response)
 
 
-async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text: str
-                     ) -> ResponseRef:
+async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text: str,
+                     traceparent: str | None) -> ResponseRef:
     assert body.previous_response_id is not None
     param = "previous_response_id"
     previous = await open_feed(ctx, owner_id, body.previous_response_id, live=False,
@@ -115,7 +115,8 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
     check_same_model(ctx.catalog, body.model, session)
     check_same_truncation(body.truncation, session)
     try:
-        posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT)
+        posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
+                                              traceparent=traceparent)
     except SessionBusy:
         raise bad_request(
             "The conversation is busy with another response; wait for it or cancel it.",

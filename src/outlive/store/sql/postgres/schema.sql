@@ -53,6 +53,8 @@ CREATE TABLE sessions (
     context_tokens      INTEGER,
     context_window      INTEGER,
     compact_requested_at TIMESTAMPTZ,
+    traceparent         TEXT,
+    run_traceparent     TEXT,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 

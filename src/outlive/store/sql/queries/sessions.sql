@@ -9,9 +9,10 @@ SELECT id FROM owners WHERE id = :id {for_update}
 -- name: insert_session
 -- `:last`: 1 with a prompt (its event, written with it, is seq 1 and the input to run).
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
-                      abandon_after, created_at, updated_at, last_seq, last_input_seq)
+                      abandon_after, created_at, updated_at, last_seq, last_input_seq,
+                      traceparent)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
-        :abandon, {now}, {now}, :last, :last)
+        :abandon, {now}, {now}, :last, :last, :tp)
 
 -- name: set_last_input_seq
 UPDATE sessions SET last_input_seq = :seq WHERE id = :id

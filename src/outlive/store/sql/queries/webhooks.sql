@@ -48,8 +48,12 @@ SET attempts = attempts + 1, last_attempt_at = {now}, next_attempt_at = {now} + 
 WHERE webhook_id = :wid AND msg_id = :msg
 
 -- name: taken_delivery
-SELECT d.webhook_id, d.msg_id, d.body, d.attempts, w.url, w.secret
+-- With the trace context of the session's last run, which the delivery continues (none once
+-- the session is gone).
+SELECT d.webhook_id, d.msg_id, d.body, d.attempts, w.url, w.secret,
+       s.run_traceparent AS traceparent
 FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+LEFT JOIN sessions s ON s.id = d.session_id
 WHERE d.webhook_id = :wid AND d.msg_id = :msg
 
 -- name: delivery_retry

@@ -52,7 +52,9 @@ CREATE TABLE sessions (
     ended_at            REAL,
     context_tokens      INTEGER,
     context_window      INTEGER,
-    compact_requested_at REAL
+    compact_requested_at REAL,
+    traceparent         TEXT,
+    run_traceparent     TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
