@@ -9,10 +9,11 @@ import logging
 import math
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .providers import ProviderRegistry, configured_registry
-from .runtime.agent_file import load_agents_file
-from .runtime.agents import AgentRegistry, demo_agent
+if TYPE_CHECKING:
+    from .providers import ProviderRegistry
+    from .runtime.agents import AgentRegistry
 
 __all__ = [
     "DEFAULT_DB",
@@ -58,6 +59,8 @@ def build_providers(
     `ANTHROPIC_API_KEY`, `OUTLIVE_ROUTE_<NAME>=<base url>`, …) and the routes file
     (`routes_file`, else `$OUTLIVE_ROUTES`); see `outlive.providers._config`. `demo_calls`
     (`--demo-calls`) lets the demo model's `call <tool>` run any agent's tools."""
+    from .providers import configured_registry  # here: `outlive sessions …` needs none of it
+
     return configured_registry(demo_speed=demo_speed, routes_file=routes_file,
                                demo_calls=demo_calls)
 
@@ -66,6 +69,9 @@ def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> Age
     """The built-in demo agent, then every agent the user's modules register; a name ending
     in `.toml` is an agents file (`runtime.agent_file`). (`--agents`, or `OUTLIVE_AGENTS`
     through it, names the modules.)"""
+    from .runtime.agent_file import load_agents_file
+    from .runtime.agents import AgentRegistry, demo_agent
+
     registry = AgentRegistry([demo_agent(demo_speed)])
     for name in modules:
         if name.strip().endswith(".toml"):

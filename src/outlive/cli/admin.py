@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 
 from ..config import database_url, parse_duration
-from ..store import Store, open_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 from .options import DbOption, ListenDbOption
 
 __all__ = ["keys_app", "owners_app"]
@@ -31,6 +33,8 @@ def _on_store(db: str | None, listen_db: str | None,
     """Run `work` on the database `--db` names, opened for it and closed after."""
 
     async def go() -> T:
+        from ..store import open_store  # here: `outlive sessions …` needs no database driver
+
         store = await open_store(database_url(db), listen_url=listen_db)
         try:
             return await work(store)

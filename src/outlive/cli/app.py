@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from ..config import database_url
-from ..store import open_store
 from .admin import keys_app, owners_app
 from .errors import run_cli
 from .options import DbOption, ListenDbOption
@@ -35,6 +34,8 @@ console = Console(stderr=True)
 @app.command()
 def migrate(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
     """Create or upgrade the database schema."""
+
+    from ..store import open_store
 
     async def go() -> int:
         store = await open_store(database_url(db), migrate=False,

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..client import key_file_for
-from ..store import Store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 __all__ = ["key_file", "local_key", "read_key", "shown_path"]
 

@@ -14,11 +14,6 @@ import typer
 from rich.console import Console
 
 from ..config import build_agents, build_providers, configure_logging, database_url, parse_duration
-from ..providers import ProviderRegistry
-from ..runtime import Catalog, RuntimeSettings, Worker
-from ..runtime.agents import AgentRegistry
-from ..store import Store, open_store
-from ..supervision import LoopSupervisor
 from . import event_loop
 from .gc_tuning import tune_for_server
 from .local_key import key_file, local_key
@@ -54,10 +49,15 @@ from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
 from .traces import traces
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store, runtime and API are imported when a command runs, not by --help
     import uvicorn
 
     from ..api import ApiSettings
+    from ..providers import ProviderRegistry
+    from ..runtime import RuntimeSettings, Worker
+    from ..runtime.agents import AgentRegistry
+    from ..store import Store
+    from ..supervision import LoopSupervisor
 
 __all__ = ["serve"]
 
@@ -189,6 +189,8 @@ async def run_server(plan: ServePlan) -> None:
     import uvicorn
 
     from ..api import create_app
+    from ..runtime import Catalog, Worker
+    from ..store import open_store
 
     store = await open_store(plan.url, listen_url=plan.listen_url)
     key = None if plan.replica else await local_key(store, plan.keys)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 import signal
 
-import prometheus_client
 from rich.console import Console
 
 from ..config import build_agents, build_providers, configure_logging, database_url
-from ..runtime import Worker
-from ..store import open_store
 from . import event_loop
 from .gc_tuning import tune_for_server
 from .options import (
@@ -89,6 +86,12 @@ def worker(
     registry = build_agents(agent_modules(agents), demo_speed=demo_speed)
     providers = build_providers(demo_speed=demo_speed, routes_file=routes,
                                 demo_calls=demo_calls)
+
+    # Here, not at the top: `outlive --help` and `outlive sessions …` need none of it.
+    import prometheus_client
+
+    from ..runtime import Worker
+    from ..store import open_store
 
     if metrics_port is not None:  # the process's counters, from a thread of their own
         prometheus_client.start_http_server(metrics_port, addr="127.0.0.1")
