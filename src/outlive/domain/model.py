@@ -7,7 +7,7 @@ import functools
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from .events import (
     Unknown,
     parse_owner,
 )
+from .usage import UsageTotals
 
 __all__ = [
     "ATTENTION",
@@ -155,6 +156,8 @@ class Session:
     compact_requested_at: datetime | None = None
     """When the owner asked for the history to be compacted; cleared by the run's commit that
     compacts it."""
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    """What its model calls used and cost so far (the usage ledger's running totals)."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -37,6 +37,7 @@ from .context import Compactor, Measure
 from .history import MessageLog
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
+from .usage import CallMeter
 from .writes import EntryDraft, RunWrites
 
 __all__ = ["ModelCaller"]
@@ -55,8 +56,10 @@ class ModelCaller:
         writes: RunWrites,
         activity: Supervisor,
         compactor: Compactor | None = None,
+        meter: CallMeter | None = None,
     ) -> None:
         self.session_id = session_id
+        self.meter = meter
         self.compactor = compactor
         self.agent = agent
         self.provider = provider
@@ -84,6 +87,7 @@ class ModelCaller:
             if self.activity.cancelled:  # it came during the summarizer
                 buf.aborted = Abort.CANCEL
                 return buf
+            started = CallMeter.start()
             act = asyncio.create_task(
                 self._stream(buf, messages, tools, settings, deadline),
                 name=f"model:{self.session_id}")
@@ -99,6 +103,8 @@ class ModelCaller:
             exc = act.exception()
             if exc is None:
                 self._record_use(buf)
+                if self.meter is not None:
+                    buf.call = self.meter.fields(started, buf.usage, self.model_name)
                 return buf
             if not isinstance(exc, ProviderError):
                 raise exc
