@@ -26,6 +26,9 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["usage"])
 
 _DEFAULT_PERIOD = timedelta(days=30)
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC) + _DEFAULT_PERIOD
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+"""The times a period may name: every default and every day's end stays a datetime."""
 
 
 class LedgerRowOut(BaseModel):
@@ -81,7 +84,7 @@ def _row_out(r: LedgerRow) -> LedgerRowOut:
 
 def parse_time(value: str | None, name: str, *, end: bool = False) -> datetime | None:
     """An RFC 3339 time, or a date (its start; for the period's end, the start of the next
-    day, so `to=2025-06-30` includes that day); UTC when no offset is given."""
+    day, so `to=2025-06-30` includes that day); UTC when no offset is given. In UTC."""
     if value is None:
         return None
     text = value.strip()
@@ -91,10 +94,13 @@ def parse_time(value: str | None, name: str, *, end: bool = False) -> datetime |
             out = datetime.combine(day, time(), UTC)
             return out + timedelta(days=1) if end else out
         out = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        out = (out if out.tzinfo is not None else out.replace(tzinfo=UTC)).astimezone(UTC)
     except (ValueError, OverflowError):
         raise InvalidInput(f"{name} must be an RFC 3339 time or a date (YYYY-MM-DD)",
                            field=name) from None
-    return out if out.tzinfo is not None else out.replace(tzinfo=UTC)
+    if not _EARLIEST <= out < _LATEST:
+        raise InvalidInput(f"{name} must fall between February 1970 and 9000", field=name)
+    return out
 
 
 @router.get(
