@@ -36,6 +36,8 @@ class LedgerRowOut(BaseModel):
 
     entry_seq: int = Field(description="The seq of the history entry the call wrote.")
     attempt: int = Field(description="The session's attempt that made the call.")
+    fence: int = Field(description="The fence of the run that made it (each claim of the "
+                       "session has its own).")
     call_index: int = Field(description="The call's number within its run, from 0.")
     kind: Literal["model", "summary"]
     route: str
@@ -73,7 +75,7 @@ class UsageReportOut(BaseModel):
 
 def _row_out(r: LedgerRow) -> LedgerRowOut:
     return LedgerRowOut(
-        entry_seq=r.entry_seq, attempt=r.attempt, call_index=r.call_index,
+        entry_seq=r.entry_seq, attempt=r.attempt, fence=r.fence, call_index=r.call_index,
         kind=r.kind, route=r.route, model=r.model, agent=r.agent,  # type: ignore[arg-type]
         input_tokens=r.input_tokens, output_tokens=r.output_tokens,
         cached_input_tokens=r.cached_input_tokens, reasoning_tokens=r.reasoning_tokens,

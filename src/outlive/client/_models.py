@@ -88,6 +88,8 @@ class UsageCall(_Model):
 
     entry_seq: int
     attempt: int
+    fence: int = 0
+    """The run that made it: each claim of the session has its own fence."""
     call_index: int
     kind: str
     route: str

@@ -144,6 +144,8 @@ class LedgerRow:
     session_id: str
     entry_seq: int
     attempt: int
+    fence: int
+    """The fence of the run that made it: with `call_index`, which call of which run."""
     call_index: int
     kind: str
     route: str
@@ -160,7 +162,8 @@ class LedgerRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "entry_seq": self.entry_seq,
-                "attempt": self.attempt, "call_index": self.call_index, "kind": self.kind,
+                "attempt": self.attempt, "fence": self.fence, "call_index": self.call_index,
+                "kind": self.kind,
                 "route": self.route, "model": self.model, "agent": self.agent,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "cached_input_tokens": self.cached_input_tokens,

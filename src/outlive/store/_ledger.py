@@ -48,7 +48,8 @@ class LedgerWrites(StoreCore):
             if call is None:
                 continue
             await tx.execute(self.q.insert_ledger_row, {
-                "sid": e.session_id, "seq": e.seq, "attempt": call.attempt, "idx": call.index,
+                "sid": e.session_id, "seq": e.seq, "attempt": call.attempt, "fence": e.fence,
+                "idx": call.index,
                 "kind": call.kind, "route": call.route, "model": call.model,
                 "input": call.input_tokens, "output": call.output_tokens,
                 "cached": call.cached_input_tokens, "reasoning": call.reasoning_tokens,

@@ -70,7 +70,8 @@ class UsageOps(StoreCore):
         cost = r["cost_nano_usd"]
         return LedgerRow(
             session_id=r["session_id"], entry_seq=int(r["entry_seq"]),
-            attempt=int(r["attempt"]), call_index=int(r["call_index"]), kind=r["kind"],
+            attempt=int(r["attempt"]), fence=int(r["fence"]), call_index=int(r["call_index"]),
+            kind=r["kind"],
             route=r["route"], model=r["model"], agent=r["agent"],
             input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
             cached_input_tokens=int(r["cached_input_tokens"]),

@@ -208,6 +208,7 @@ CREATE TABLE usage_ledger (
     entry_seq           BIGINT NOT NULL,
     owner_id            TEXT NOT NULL,
     attempt             INTEGER NOT NULL,
+    fence               BIGINT NOT NULL,
     call_index          INTEGER NOT NULL,
     kind                TEXT NOT NULL CHECK (kind IN ('model', 'summary')),
     route               TEXT NOT NULL,

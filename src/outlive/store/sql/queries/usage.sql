@@ -3,13 +3,14 @@
 
 -- name: insert_ledger_row
 -- Owner and agent from the session row, which the writing transaction holds already.
-INSERT INTO usage_ledger (session_id, entry_seq, owner_id, attempt, call_index, kind, route,
-                          model, agent, input_tokens, output_tokens, cached_input_tokens,
+INSERT INTO usage_ledger (session_id, entry_seq, owner_id, attempt, fence, call_index, kind,
+                          route, model, agent, input_tokens, output_tokens, cached_input_tokens,
                           reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at)
 -- The casts type the parameters for PostgreSQL (a NULL cost is otherwise text).
 SELECT s.id, CAST(:seq AS bigint), s.owner_id, CAST(:attempt AS integer),
-       CAST(:idx AS integer), :kind, :route, :model, s.agent, CAST(:input AS bigint),
-       CAST(:output AS bigint), CAST(:cached AS bigint), CAST(:reasoning AS bigint),
+       CAST(:fence AS bigint), CAST(:idx AS integer), :kind, :route, :model, s.agent,
+       CAST(:input AS bigint), CAST(:output AS bigint), CAST(:cached AS bigint),
+       CAST(:reasoning AS bigint),
        :estimated, CAST(:latency AS integer), CAST(:cost AS bigint), {now}
 FROM sessions s WHERE s.id = :sid
 

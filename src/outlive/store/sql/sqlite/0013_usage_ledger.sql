@@ -2,13 +2,15 @@
 -- answer or a summary entry carrying a `call`), written by the same transaction as that entry,
 -- keyed by the entry's seq (allocated once, so a row is never written twice). No foreign key:
 -- the rows hold no content and stay when their session is purged, so an owner's totals over a
--- period do not shrink. `cost_nano_usd` is exact: an integer of 10^-9 USD, NULL when the
+-- period do not shrink. `fence` names the run (with `call_index`, its call), `attempt` the
+-- session's count of unattended tries then. `cost_nano_usd` is exact: an integer of 10^-9 USD, NULL when the
 -- call's price is not known.
 CREATE TABLE usage_ledger (
     session_id          TEXT NOT NULL,
     entry_seq           INTEGER NOT NULL,
     owner_id            TEXT NOT NULL,
     attempt             INTEGER NOT NULL,
+    fence               INTEGER NOT NULL,
     call_index          INTEGER NOT NULL,
     kind                TEXT NOT NULL CHECK (kind IN ('model', 'summary')),
     route               TEXT NOT NULL,

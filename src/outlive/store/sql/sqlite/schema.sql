@@ -199,6 +199,7 @@ CREATE TABLE usage_ledger (
     entry_seq           INTEGER NOT NULL,
     owner_id            TEXT NOT NULL,
     attempt             INTEGER NOT NULL,
+    fence               INTEGER NOT NULL,
     call_index          INTEGER NOT NULL,
     kind                TEXT NOT NULL CHECK (kind IN ('model', 'summary')),
     route               TEXT NOT NULL,
