@@ -55,6 +55,8 @@ def samples(store: Any) -> dict[str, Any]:
         "idx": 0, "kind": "model", "route": "openai:gpt-4o", "input": 10, "output": 2,
         "cached": 0, "reasoning": 0, "estimated": False, "latency": 5, "cost": None,
         "calls": 1, "tools": 0, "unpriced": 1, "grp": "day",
+        "sums": '[{"sid": "ses_1", "calls": 1, "tools": 0, "input": 1, "output": 1, '
+                '"cached": 0, "reasoning": 0, "cost": 0, "unpriced": 0}]',
     }
 
 

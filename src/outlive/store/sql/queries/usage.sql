@@ -24,6 +24,34 @@ UPDATE sessions SET model_calls = model_calls + :calls, tool_calls = tool_calls 
                     unpriced_calls = unpriced_calls + :unpriced
 WHERE id = :sid
 
+-- name: write_ledger
+-- dialect: postgres
+-- A transaction's ledger rows and its sessions' totals in one statement: the totals added by
+-- the UPDATE (whose rows the writing transaction holds already), the rows inserted with the
+-- owner and agent it returns. SQLite runs `insert_ledger_row` and `add_session_usage`.
+WITH t AS (
+  UPDATE sessions s
+  SET model_calls = s.model_calls + a.calls, tool_calls = s.tool_calls + a.tools,
+      input_tokens = s.input_tokens + a.input, output_tokens = s.output_tokens + a.output,
+      cached_input_tokens = s.cached_input_tokens + a.cached,
+      reasoning_tokens = s.reasoning_tokens + a.reasoning,
+      cost_nano_usd = s.cost_nano_usd + a.cost, unpriced_calls = s.unpriced_calls + a.unpriced
+  FROM jsonb_to_recordset(CAST(:sums AS jsonb)) AS a(sid text, calls integer, tools integer,
+       input bigint, output bigint, cached bigint, reasoning bigint, cost bigint,
+       unpriced integer)
+  WHERE s.id = a.sid
+  RETURNING s.id, s.owner_id, s.agent)
+INSERT INTO usage_ledger (session_id, entry_seq, owner_id, attempt, fence, call_index, kind,
+                          route, model, agent, input_tokens, output_tokens, cached_input_tokens,
+                          reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at)
+SELECT r.sid, r.seq, t.owner_id, r.attempt, r.fence, r.idx, r.kind, r.route, r.model, t.agent,
+       r.input, r.output, r.cached, r.reasoning, r.estimated, r.latency, r.cost, {now}
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(sid text, seq bigint, attempt integer,
+     fence bigint, idx integer, kind text, route text, model text, input bigint,
+     output bigint, cached bigint, reasoning bigint, estimated boolean, latency integer,
+     cost bigint)
+JOIN t ON t.id = r.sid
+
 -- name: session_ledger
 SELECT * FROM usage_ledger WHERE session_id = :sid ORDER BY entry_seq
 
