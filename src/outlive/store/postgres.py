@@ -33,8 +33,8 @@ from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
 from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
 from ._engine import SqlStore
-from ._ledger import LedgerRow, LedgerSums
 from ._fanout import FanoutSubscription
+from ._ledger import LedgerRow, LedgerSums
 from ._migrate import SCHEMA_VERSION_DDL, migrations
 from ._pg_payload import CHANNEL, Listener, decode_notices, encode_notices
 from ._settles import SettleRow
