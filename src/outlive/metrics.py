@@ -9,6 +9,10 @@ __all__ = [
     "CLAIMS",
     "EVENT_APPEND",
     "LEASE_LOSSES",
+    "MODEL_CALLS",
+    "MODEL_COST",
+    "MODEL_TOKENS",
+    "MODEL_UNPRICED",
     "REPAIRS",
     "RUNS_ACTIVE",
     "SESSIONS",
@@ -36,4 +40,22 @@ SESSIONS = Gauge("outlive_sessions", "Sessions by status (whole database).", ["s
 TASK_CRASHES = Counter(
     "outlive_task_crashes",
     "Crashes of supervised long-lived loops (restarted or given up), by loop.", ["task"],
+)
+# The usage ledger (docs/usage.md), counted by the worker when a call's entry is written.
+MODEL_CALLS = Counter(
+    "outlive_model_calls", "Model calls written to sessions' history, by route, model and kind "
+    "(model, summary).", ["route", "model", "kind"],
+)
+MODEL_TOKENS = Counter(
+    "outlive_model_tokens", "Tokens of those calls, by route, model and type (input, output, "
+    "cached_input, reasoning; cached and reasoning tokens are also in input and output).",
+    ["route", "model", "type"],
+)
+MODEL_COST = Counter(
+    "outlive_model_cost_usd", "What those calls cost in USD, priced calls only.",
+    ["route", "model"],
+)
+MODEL_UNPRICED = Counter(
+    "outlive_model_unpriced_calls", "Those calls whose price is not known (no cost counted).",
+    ["route", "model"],
 )

@@ -19,6 +19,8 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}/compact", "post"): {"202", "401", "404", "409"},
     ("/v1/sessions/{session_id}/events", "get"): {"200", "400", "401", "404"},
     ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
+    ("/v1/sessions/{session_id}/usage", "get"): {"200", "401", "404"},
+    ("/v1/usage", "get"): {"200", "400", "401", "422"},
     ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
         "200", "400", "401", "404", "409", "422"},
     ("/v1/events", "get"): {"200", "400", "401"},
@@ -65,9 +67,11 @@ async def test_openapi_lists_every_endpoint(idle_api: Api):
     assert set(schemas["SessionOut"]["required"]) == {
         "id", "agent", "model", "title", "title_state", "status", "stage", "attempt",
         "last_seq", "error", "created_at", "updated_at", "metadata", "cancel_requested",
-        "abandon_after",
+        "abandon_after", "usage",
     }
     session = schemas["SessionOut"]["properties"]
+    assert session["usage"]["$ref"].endswith("/UsageTotalsOut")
+    assert schemas["UsageTotalsOut"]["properties"]["cost_usd"]["type"] == "string"
     assert session["compact_requested"]["type"] == "boolean"
     assert {"$ref": "#/components/schemas/ContextOut"} in session["context"]["anyOf"]
     assert set(schemas["ContextOut"]["required"]) == {"tokens", "window"}

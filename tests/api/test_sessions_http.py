@@ -12,7 +12,7 @@ from tests.support.waiting import eventually
 SESSION_FIELDS = {
     "id", "agent", "model", "title", "title_state", "status", "stage", "attempt", "last_seq",
     "error", "created_at", "updated_at", "metadata", "cancel_requested", "abandon_after",
-    "attention", "compacted_through", "context", "compact_requested",
+    "attention", "compacted_through", "context", "compact_requested", "usage",
 }
 
 
@@ -137,6 +137,7 @@ async def test_missing_and_foreign_sessions_are_identical_404s(idle_api: Api):
         ("POST", "/v1/sessions/{}/messages", {"text": "hi"}),
         ("POST", "/v1/sessions/{}/cancel", None),
         ("GET", "/v1/sessions/{}/events", None),
+        ("GET", "/v1/sessions/{}/usage", None),
     ]
     for method, path, body in calls:
         r_missing = await other.request(method, path.format(missing), json=body)

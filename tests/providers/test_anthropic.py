@@ -223,3 +223,13 @@ async def test_cancelling_the_consumer_closes_the_connection_at_once(
     server: FakeServer, provider: Make
 ) -> None:
     await assert_cancel_closes_the_connection(server, provider, "anthropic/long.sse", 6)
+
+
+async def test_cache_reads_are_counted_in_the_input_and_as_cached(
+    server: FakeServer, provider: Make
+) -> None:
+    """Anthropic reports fresh input apart from cache writes and reads: the input is all
+    three (what the model took in), the cached part the reads (billed at the cached rate)."""
+    server.script(Reply(fixture="anthropic/cached.sse"))
+    events = await events_of(provider(server), [Message.user("Hi")], model="claude-fake-1")
+    assert events[-1] == Finish("stop", Usage(2038, 21, cached_input_tokens=1800))

@@ -214,3 +214,15 @@ async def test_error_event_inside_the_stream_is_transient(
     assert info.value.message == (
         "openai stream error: The server had an error while processing your request. "
         "Sorry about that!")
+
+
+async def test_cached_and_reasoning_tokens_come_with_the_usage(
+    server: FakeServer, provider: Make
+) -> None:
+    """`prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens`
+    (both within the totals, as OpenAI counts them), for the usage ledger's prices."""
+    server.script(Reply(fixture="openai/cached_reasoning.sse"))
+    done = await collect(provider(server).stream([Message.user("Hi")], [],
+                                                 ModelSettings(model="o4-mini")))
+    assert done.usage == Usage(2041, 19, cached_input_tokens=1536, reasoning_tokens=12)
+    assert done.usage is not None and not done.usage.estimated

@@ -42,11 +42,13 @@ def run_statements(dialect: str) -> list[str]:
     if dialect == "postgres":
         claim = look = ["claim_plan", "claim_take"]
         logs, owned = ["insert_entries_and_events"], ["reserve_and_insert_owner_events"]
+        ledger = totals = ["write_ledger"]  # the rows and the totals in one statement
     else:
         claim = ["claim_candidates", "update_lifecycle", "insert_events_now"]
         look = ["claim_candidates"]
         logs = ["insert_session_entries", "insert_session_events"]
         owned = ["next_owner_event_id", "insert_owner_event"]
+        ledger, totals = ["insert_ledger_row", "add_session_usage"], ["add_session_usage"]
     return [
         *claim, *owned, *notify, "claimed_sessions", "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn and the
@@ -54,16 +56,19 @@ def run_statements(dialect: str) -> list[str]:
         # title's event too, after the turn's; its event in the commit's INSERT), then its
         # owner event (the owner's only one in this transaction: no reservation on SQLite)
         "commit_heads", *logs, *owned, *notify,
-        # commit 2: the model's answer and the tool call
-        "commit_heads", *logs, *notify,
-        # commit 3: the tool result and the second turn
-        "commit_heads", *logs, *notify,
+        # commit 2: the model's answer and the tool call; the answer's model call in the
+        # usage ledger and the session's totals (written with the entry, so exactly once;
+        # one statement for all on PostgreSQL)
+        "commit_heads", *logs, *ledger, *notify,
+        # commit 3: the tool result (counted in the session's totals) and the second turn
+        "commit_heads", *logs, *totals, *notify,
         # settle (through the group commit too, as a `Settle` item): the rows of the settles
         # locked in one statement, which also says whether their owners have a webhook
         # endpoint (none here: no outbox statement); every end in one UPDATE for all (status,
         # and the seqs of the final answer and session_end, at those the locked row names);
-        # the final answer and session_end; the owner's session_status
-        "lock_sessions", "settle_rows", *logs, *owned,
+        # the final answer and session_end, the answer's call in the ledger and the totals;
+        # the owner's session_status
+        "lock_sessions", "settle_rows", *logs, *ledger, *owned,
         # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
         *notify, "settled_sessions",
         # the worker, free again, looks for more work

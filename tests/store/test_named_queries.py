@@ -53,6 +53,12 @@ def samples(store: Any) -> dict[str, Any]:
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",
         "wid": "wh_1", "lease": 30.0, "attempt": 1, "delay": 1.0, "error": None,
         "outcome": "delivered",
+        # the usage ledger (usage.sql)
+        "idx": 0, "kind": "model", "route": "openai:gpt-4o", "input": 10, "output": 2,
+        "cached": 0, "reasoning": 0, "estimated": False, "latency": 5, "cost": None,
+        "calls": 1, "tools": 0, "unpriced": 1, "grp": "day",
+        "sums": '[{"sid": "ses_1", "calls": 1, "tools": 0, "input": 1, "output": 1, '
+                '"cached": 0, "reasoning": 0, "cost": 0, "unpriced": 0}]',
     }
 
 

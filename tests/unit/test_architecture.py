@@ -77,6 +77,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.worker":     ANY,                                        # `outlive worker`
     "cli.admin":      ANY,                                        # `outlive keys|owners ...`
     "cli.sessions":   ANY,                                        # `outlive sessions ...`
+    "cli.usage":      ANY,                                        # `outlive usage`
     "cli.embedded":   ANY,                                        # API+worker+store in-process
     "cli.tour":       frozenset({"client", "domain", "cli.embedded"}),  # `outlive demo`
     "cli.local_key":  ANY,                                        # serve's key of owner `local`

@@ -26,7 +26,18 @@ from fastapi import Depends, FastAPI
 from .. import __version__
 from ..store import ApiStore
 from ..web import mount as mount_web
-from . import _approvals, _events, _login, _meta, _metrics, _sessions, _webhooks, agui, aisdk
+from . import (
+    _approvals,
+    _events,
+    _login,
+    _meta,
+    _metrics,
+    _sessions,
+    _usage,
+    _webhooks,
+    agui,
+    aisdk,
+)
 from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
@@ -95,8 +106,8 @@ def create_app(
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, aisdk,
-                   agui):
+    for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, _usage,
+                   aisdk, agui):
         app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

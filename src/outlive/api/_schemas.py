@@ -37,6 +37,7 @@ from ..domain.model import (
     Status,
     TitleState,
 )
+from ..domain.usage import UsageTotals
 from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER
 
 __all__ = [
@@ -139,6 +140,29 @@ class ContextOut(BaseModel):
                                "(null: not known).")
 
 
+class UsageTotalsOut(BaseModel):
+    """What a session's (or a group's) model calls used and cost (docs/usage.md)."""
+
+    model_calls: int = Field(0, description="Model calls in the history (answers and "
+                             "summaries).")
+    tool_calls: int = Field(0, description="Tool results in the history (a session's only; "
+                            "0 in a report's groups).")
+    input_tokens: int = Field(0, description="Input tokens, the cached ones included.")
+    output_tokens: int = Field(0, description="Output tokens, the reasoning ones included.")
+    cached_input_tokens: int = Field(0, description="Of the input tokens: read from the "
+                                     "provider's prompt cache.")
+    reasoning_tokens: int = Field(0, description="Of the output tokens: the model's "
+                                  "reasoning.")
+    cost_usd: str = Field("0", description="USD, as an exact decimal string, of the calls "
+                          "whose price is known.")
+    unpriced_calls: int = Field(0, description="Calls whose price is not known: their "
+                                "tokens are counted, their cost is not.")
+
+
+def usage_out(u: UsageTotals) -> UsageTotalsOut:
+    return UsageTotalsOut(**u.to_dict())
+
+
 class SessionOut(BaseModel):
     id: str
     agent: str
@@ -170,6 +194,9 @@ class SessionOut(BaseModel):
     compact_requested: bool = Field(
         default=False, description="A compaction of the history was asked for "
         "(`POST /v1/sessions/{id}/compact`) and no run has done it yet.")
+    usage: UsageTotalsOut = Field(
+        description="What its model calls used and cost so far "
+        "(`GET /v1/sessions/{id}/usage` has each call).")
 
 
 class SessionsPage(BaseModel):
@@ -246,6 +273,7 @@ def session_out(s: Session) -> SessionOut:
         context=(None if s.context_tokens is None
                  else ContextOut(tokens=s.context_tokens, window=s.context_window)),
         compact_requested=s.compact_requested,
+        usage=usage_out(s.usage),
     )
 
 

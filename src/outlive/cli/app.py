@@ -14,6 +14,7 @@ from .errors import run_cli
 from .options import DbOption, ListenDbOption
 from .serve import serve
 from .sessions import sessions_app
+from .usage import usage
 from .worker import worker
 
 __all__ = ["app", "main"]
@@ -50,6 +51,7 @@ def migrate(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
 
 
 app.command()(worker)
+app.command()(usage)
 app.command()(serve)
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..client import AsyncClient, ClientError, EventRecord, SessionInfo
+from ..client import AsyncClient, ClientError, EventRecord, SessionInfo, UsageTotals
 from ..config import database_url
 from ..domain.events import ErrorBody, EventPayload, SessionEnd, Unknown
 from .answers import chosen_option
@@ -35,7 +35,7 @@ KeyOption = ApiKeyOption
 `_client`)."""
 
 
-def _client(url: str | None, key: str | None, db: str | None = None,
+def api_client(url: str | None, key: str | None, db: str | None = None,
             key_file: str | None = None) -> AsyncClient:
     """A client with `--key` (or OUTLIVE_API_KEY), else the key `outlive serve` keeps for
     the database `--db` (or OUTLIVE_DB) names: the one rule of `local_key.key_file`."""
@@ -65,7 +65,21 @@ def context_use(s: SessionInfo) -> str | None:
     return f"{used} / {window:,} tokens ({round(100 * s.context.tokens / window)} %)"
 
 
-def _run(coro: object) -> None:
+def usage_text(u: UsageTotals) -> str | None:
+    """`3 model calls, 1,204 in (800 cached) / 310 out tokens, $0.0042 (1 unpriced)`: what
+    the calls used and cost; None before any call."""
+    if not u.model_calls:
+        return None
+    calls = f"{u.model_calls:,} model call{'s' if u.model_calls != 1 else ''}"
+    cached = f" ({u.cached_input_tokens:,} cached)" if u.cached_input_tokens else ""
+    tokens = f"{u.input_tokens:,} in{cached} / {u.output_tokens:,} out tokens"
+    unpriced = f" ({u.unpriced_calls:,} unpriced)" if u.unpriced_calls else ""
+    if u.unpriced_calls == u.model_calls:
+        return f"{calls}, {tokens}, cost unknown"
+    return f"{calls}, {tokens}, ${u.cost_usd}{unpriced}"
+
+
+def run_call(coro: object) -> None:
     try:
         asyncio.run(coro)  # type: ignore[arg-type]
     except ClientError as exc:
@@ -93,13 +107,13 @@ def create(
     """Start a session with PROMPT; prints its id."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             s = await c.create_session(prompt, agent=agent, model=model, title=title,
                                        abandon_after=abandon_after,
                                        client_request_id=idempotency_key)
             out.print(s.id, highlight=False)
 
-    _run(go())
+    run_call(go())
 
 
 @sessions_app.command("list")
@@ -116,7 +130,7 @@ def list_(
     Not on a terminal: a header line, then one tab-separated line per session."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             rows = [(s.id, _word(s), str(s.attempt), s.title or "", str(s.updated_at),
                      context_use(s) or "")
                     for s in await c.list_all_sessions(status=status, attention=attention)]
@@ -130,7 +144,7 @@ def list_(
                 table.add_row(*row)
             out.print(table)
 
-    _run(go())
+    run_call(go())
 
 
 LIST_COLUMNS = ("id", "status", "attempt", "title", "updated", "context")
@@ -144,7 +158,7 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
     """Show a session and its transcript."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             d = await c.get_session(session_id)
             s = d.session
             out.print(f"{s.id}  {_word(s)}  attempt {s.attempt}  {s.title or ''}",
@@ -155,10 +169,13 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
                 if s.compact_requested:
                     notes.append("compaction requested")
                 out.print("  ".join(notes), highlight=False)
+            spent = usage_text(s.usage)
+            if spent is not None:
+                out.print(f"usage {spent}", highlight=False)
             for line in transcript_lines(d.snapshot.state.get("items", [])):
                 out.print(line, highlight=False, soft_wrap=True)
 
-    _run(go())
+    run_call(go())
 
 
 @sessions_app.command("tail")
@@ -173,7 +190,7 @@ def tail(session_id: str,
     own): a readable transcript, or JSON lines with --json."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             await c.get_session(session_id)  # a missing session or server fails here, at once
             writer = TranscriptWriter()
             async for item in c.stream(session_id, after=after, until_end=True):
@@ -187,7 +204,7 @@ def tail(session_id: str,
             if not json_lines:
                 sys.stdout.write(writer.close())
 
-    _run(go())
+    run_call(go())
 
 
 def _readable(payload: EventPayload | Unknown) -> EventPayload | Unknown:
@@ -208,7 +225,7 @@ def send(session_id: str, text: str,
     numbers them) sends that option's text; any other text is sent as typed."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             message = text
             if text.strip().isdecimal():  # maybe an option's number: look for the question
                 d = await c.get_session(session_id)
@@ -220,7 +237,7 @@ def send(session_id: str, text: str,
             out.print(f"seq {r.seq}, delivery {r.delivery}, requeued {r.requeued}",
                       highlight=False)
 
-    _run(go())
+    run_call(go())
 
 
 @sessions_app.command("cancel")
@@ -229,12 +246,12 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None,
     """Cancel a session (a finished one reports its status)."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             r = await c.cancel(session_id)
             msg = "cancel requested" if r.cancel_requested else f"already {r.status}"
             out.print(msg, highlight=False)
 
-    _run(go())
+    run_call(go())
 
 
 @sessions_app.command("compact")
@@ -246,7 +263,7 @@ def compact(session_id: str, url: UrlOption = None, key: KeyOption = None,
     message first) or one waiting on an approval (decide it first)."""
 
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             before = (await c.get_session(session_id)).session
             s = await c.compact(session_id)
             used = context_use(s)
@@ -259,20 +276,20 @@ def compact(session_id: str, url: UrlOption = None, key: KeyOption = None,
                 out.print(f"compaction requested{now}: the {s.status} session's run compacts "
                           "its history at its next step", highlight=False, soft_wrap=True)
 
-    _run(go())
+    run_call(go())
 
 
 def _decide(session_id: str, approval_id: str, decision: str, reason: str | None,
             always: bool, url: str | None, key: str | None, db: str | None,
             key_file: str | None) -> None:
     async def go() -> None:
-        async with _client(url, key, db, key_file) as c:
+        async with api_client(url, key, db, key_file) as c:
             decide = c.approve if decision == "approve" else c.deny
             a = await decide(session_id, approval_id, reason=reason, always=always)
             note = f": {a.reason}" if a.reason else ""
             out.print(f"{a.tool} {a.decision}{note}", highlight=False)
 
-    _run(go())
+    run_call(go())
 
 
 ReasonOption = Annotated[str | None, typer.Option(

@@ -53,9 +53,14 @@ from ._models import (
     SessionDetail,
     SessionInfo,
     SessionPage,
+    SessionUsage,
     Snapshot,
     SnapshotFrame,
     StreamItem,
+    UsageCall,
+    UsageGroup,
+    UsageReport,
+    UsageTotals,
 )
 from ._sse import SSEMessage, SSEParser
 from ._sync_client import Client
@@ -98,6 +103,7 @@ __all__ = [
     "SessionDetail",
     "SessionInfo",
     "SessionPage",
+    "SessionUsage",
     "SessionView",
     "SessionWatcher",
     "Snapshot",
@@ -106,6 +112,10 @@ __all__ = [
     "Timer",
     "TransportError",
     "UnauthorizedError",
+    "UsageCall",
+    "UsageGroup",
+    "UsageReport",
+    "UsageTotals",
     "ValidationFailedError",
     "find_api_key",
     "key_file_for",

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -41,7 +42,9 @@ from ._models import (
     SessionDetail,
     SessionInfo,
     SessionPage,
+    SessionUsage,
     StreamItem,
+    UsageReport,
 )
 from ._sse import SSEParser
 from ._watchdog import Watchdog
@@ -205,6 +208,17 @@ class AsyncClient:
         queued for a run that does. 409 SESSION_CANNOT_COMPACT (cancelled, or waiting on an
         approval) raises ApiError."""
         return await self._call(_calls.compact(session_id))
+
+    async def session_usage(self, session_id: str) -> SessionUsage:
+        """What the session's model calls used and cost: its totals and every call."""
+        return await self._call(_calls.session_usage(session_id))
+
+    async def usage(self, *, start: str | datetime | None = None,
+                    end: str | datetime | None = None, group_by: str = "day") -> UsageReport:
+        """The owner's model calls over [start, end) (times or dates; default the last 30
+        days), summed per `day`, `model` route, `agent` or `session`."""
+        return await self._call(_calls.usage(start=start, end=end,
+                                             group_by=group_by))
 
     async def healthz(self) -> bool:
         return await self._call(_calls.healthz())

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -24,6 +25,8 @@ from ._models import (
     SessionDetail,
     SessionInfo,
     SessionPage,
+    SessionUsage,
+    UsageReport,
 )
 
 __all__ = [
@@ -41,9 +44,11 @@ __all__ = [
     "resolve_base_url",
     "send_message",
     "session_path",
+    "session_usage",
     "set_title",
     "stream_timeouts",
     "timeouts",
+    "usage",
 ]
 
 T = TypeVar("T")
@@ -206,6 +211,22 @@ def compact(session_id: str) -> Call[SessionInfo]:
     """The session as the request left it; a session that cannot compact now raises ApiError
     409 SESSION_CANNOT_COMPACT (its message says what to do first)."""
     return Call("POST", session_path(session_id, "/compact"), SessionInfo.model_validate)
+
+
+def session_usage(session_id: str) -> Call[SessionUsage]:
+    return Call("GET", session_path(session_id, "/usage"), SessionUsage.model_validate)
+
+
+def _iso(value: str | datetime | None) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def usage(*, start: str | datetime | None = None, end: str | datetime | None = None,
+          group_by: str = "day") -> Call[UsageReport]:
+    """`start` and `end`: RFC 3339 times or dates (the server's defaults: the 30 days
+    before now)."""
+    params = _drop_none({"from": _iso(start), "to": _iso(end), "group_by": group_by})
+    return Call("GET", "/v1/usage", UsageReport.model_validate, params=params)
 
 
 def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Call[EventPage]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,9 +34,14 @@ __all__ = [
     "SessionDetail",
     "SessionInfo",
     "SessionPage",
+    "SessionUsage",
     "Snapshot",
     "SnapshotFrame",
     "StreamItem",
+    "UsageCall",
+    "UsageGroup",
+    "UsageReport",
+    "UsageTotals",
 ]
 
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -63,6 +69,66 @@ class ContextUse(_Model):
         return None if not self.window else self.tokens / self.window
 
 
+class UsageTotals(_Model):
+    """What model calls used and cost (docs/usage.md). `cost_usd` is exact and sums the
+    priced calls only; `unpriced_calls` says how many it leaves out."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+    unpriced_calls: int = 0
+
+
+class UsageCall(_Model):
+    """One model call of a session's history, as the usage ledger holds it."""
+
+    entry_seq: int
+    attempt: int
+    fence: int = 0
+    """The run that made it: each claim of the session has its own fence."""
+    call_index: int
+    kind: str
+    route: str
+    model: str
+    agent: str
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
+    latency_ms: int = 0
+    cost_usd: Decimal | None = None
+    """None: the price of its model is not known."""
+    created_at: datetime
+
+
+class SessionUsage(_Model):
+    """`GET /v1/sessions/{id}/usage`: the totals and every call."""
+
+    session_id: str
+    totals: UsageTotals
+    calls: list[UsageCall]
+
+
+class UsageGroup(UsageTotals):
+    key: str
+    """The day (YYYY-MM-DD, UTC), model route, agent or session id."""
+
+
+class UsageReport(_Model):
+    """`GET /v1/usage`: the owner's calls over [start, end), grouped."""
+
+    start: datetime = Field(alias="from")
+    end: datetime = Field(alias="to")
+    group_by: str
+    groups: list[UsageGroup]
+    totals: UsageTotals
+
+
 class SessionInfo(_Model):
     """One session as the API describes it (`GET /v1/sessions/{id}`'s `session`)."""
 
@@ -87,6 +153,8 @@ class SessionInfo(_Model):
     """The context use at the last model call (None: none measured yet, or an older server)."""
     compact_requested: bool = False
     """A compaction of the history was asked for and no run has done it yet."""
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    """What its model calls used and cost so far (zeros from an older server)."""
 
     @property
     def terminal(self) -> bool:

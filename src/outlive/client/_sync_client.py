@@ -8,6 +8,7 @@ import random
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -29,7 +30,9 @@ from ._models import (
     SessionDetail,
     SessionInfo,
     SessionPage,
+    SessionUsage,
     StreamItem,
+    UsageReport,
 )
 from ._sse import SSEParser
 
@@ -176,6 +179,15 @@ class Client:
     def compact(self, session_id: str) -> SessionInfo:
         """As `AsyncClient.compact`."""
         return self._call(_calls.compact(session_id))
+
+    def session_usage(self, session_id: str) -> SessionUsage:
+        """As `AsyncClient.session_usage`."""
+        return self._call(_calls.session_usage(session_id))
+
+    def usage(self, *, start: str | datetime | None = None, end: str | datetime | None = None,
+              group_by: str = "day") -> UsageReport:
+        """As `AsyncClient.usage`."""
+        return self._call(_calls.usage(start=start, end=end, group_by=group_by))
 
     def healthz(self) -> bool:
         return self._call(_calls.healthz())

@@ -107,10 +107,15 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What one model call used, as its provider reported it."""
+    """What one model call used, as its provider reported it: `input_tokens` counts the
+    `cached_input_tokens` read from its prompt cache too, `output_tokens` the
+    `reasoning_tokens`; `estimated` when the counts are not the provider's own."""
 
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
 
 
 # ---- the session log ----------------------------------------------------------------------

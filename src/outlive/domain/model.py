@@ -7,7 +7,7 @@ import functools
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from .events import (
     Unknown,
     parse_owner,
 )
+from .usage import UsageTotals
 
 __all__ = [
     "ATTENTION",
@@ -161,6 +162,8 @@ class Session:
     run_traceparent: str | None = None
     """That of the current (or last) run's `invoke_agent` span: a takeover continues its
     trace and links it."""
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    """What its model calls used and cost so far (the usage ledger's running totals)."""
 
     @property
     def cancel_requested(self) -> bool:

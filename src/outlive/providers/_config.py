@@ -24,6 +24,11 @@ Sources, later ones overriding earlier ones field by field:
        OUTLIVE_ROUTE_OLLAMA_API_KEY=sk-...                 # optional: the key itself
        OUTLIVE_ROUTE_OLLAMA_KIND=anthropic                 # optional: default openai
        OUTLIVE_ROUTE_OLLAMA_MODELS=llama3.2,qwen2.5        # optional
+       OUTLIVE_ROUTE_OLLAMA_PRICE=0.5,0.25,1.5             # optional: USD per million tokens
+
+A route's `price` (file: `price = {input = 2.5, cached_input = 1.25, output = 10}`, USD per
+million tokens) prices every model of the route, instead of the shipped table
+(`domain.prices`, docs/usage.md); the demo and local models cost nothing unless given one.
 
 A route that cannot work (no key and no base URL, its key variable unset, its extra not
 installed) is registered as *unavailable*, so creating a session on it is refused with the
@@ -42,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
+from ..domain.prices import FREE, Price, parse_price
 from ._port import ModelProvider
 from ._routes import ProviderRegistry, default_registry
 
@@ -73,11 +79,13 @@ _ENV_FIELDS = {  # longest suffix first: _API_KEY_ENV must win over _API_KEY
     "_TIMEOUT": "timeout",
     "_CONTEXT_WINDOW": "context_window",
     "_OUTPUT_RESERVE": "output_reserve",
+    "_PRICE": "price",
 }
 _FILE_FIELDS = frozenset({"kind", "base_url", "api_key", "api_key_env", "models", "timeout",
-                          "context_window", "output_reserve"})
-_WINDOW_FIELDS = frozenset({"context_window", "output_reserve"})
-"""The only fields the built-in `demo` route takes (its window, to see compaction)."""
+                          "context_window", "output_reserve", "price"})
+_WINDOW_FIELDS = frozenset({"context_window", "output_reserve", "price"})
+"""The only fields the built-in `demo` and `local` routes take (their window, to see
+compaction, and their price)."""
 
 _PLACEHOLDER_KEY = "not-needed"
 """Sent when an endpoint needs no key (local servers): the SDKs refuse to start without one."""
@@ -104,6 +112,8 @@ class RouteConfig:
     """Tokens the route's models take in (default: the model's known window)."""
     output_reserve: int | None = None
     """Tokens of the window kept for the answer (default: `max_tokens`, else an eighth)."""
+    price: Price | None = None
+    """What every model of the route costs (default: the shipped table's price, if any)."""
     builtin: bool = False
 
     def key(self, environ: Mapping[str, str]) -> str | None:
@@ -201,6 +211,11 @@ def _coerce(prefix: str, values: Mapping[str, Any], where: str) -> dict[str, Any
             if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
                 raise RouteConfigError(f"{where}: models of '{prefix}:' must be a list of names")
             value = tuple(value)
+        elif name == "price":
+            try:
+                value = parse_price(value)
+            except ValueError as exc:
+                raise RouteConfigError(f"{where}: price of '{prefix}:': {exc}") from None
         elif name in _WINDOW_FIELDS:
             try:
                 value = int(value)
@@ -236,7 +251,7 @@ def _coerce(prefix: str, values: Mapping[str, Any], where: str) -> dict[str, Any
     if prefix == "demo" and set(out) - _WINDOW_FIELDS:
         raise RouteConfigError(
             f"{where}: the 'demo' route is built in; it takes only "
-            f"{' and '.join(sorted(_WINDOW_FIELDS))}")
+            f"{', '.join(sorted(_WINDOW_FIELDS))}")
     return out
 
 
@@ -342,6 +357,8 @@ def apply_routes(
     for prefix, route in sorted(routes.items()):
         if route.context_window is not None or route.output_reserve is not None:
             registry.set_window(prefix, route.context_window, route.output_reserve)
+        if route.price is not None or route.kind == "local":
+            registry.set_price(prefix, route.price or FREE)
         if prefix == "demo":
             continue
         reason = route.missing(env)

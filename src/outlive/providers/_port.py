@@ -107,8 +107,15 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class Usage:
+    """What one call used. `input_tokens` counts every input token, those read from the
+    provider's prompt cache too (`cached_input_tokens` of them); `reasoning_tokens` are part
+    of `output_tokens`. `estimated`: the counts are not the provider's own (the demo's)."""
+
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    estimated: bool = False
 
 
 @dataclass(frozen=True)

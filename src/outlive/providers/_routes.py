@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from ..domain.errors import UnknownRoute
+from ..domain.prices import FREE, Price, lookup_price
 from ._port import ModelProvider
 from .demo import DemoProvider
 
@@ -98,6 +99,7 @@ class ProviderRegistry:
         self._instances: dict[str, ModelProvider] = {}
         self._windows: dict[str, tuple[int | None, int | None]] = {}
         self._limits: dict[str, ContextLimits] = {}
+        self._prices: dict[str, Price] = {}
         self._lock = threading.Lock()
 
     def register(
@@ -139,6 +141,21 @@ class ProviderRegistry:
         with self._lock:
             self._windows[key] = (window, reserve)
             self._limits = {r: v for r, v in self._limits.items() if not r.startswith(key + ":")}
+
+    def set_price(self, prefix: str, price: Price) -> None:
+        """Price every `prefix:` model at `price` (the routes file's `price`), rather than
+        by the shipped table."""
+        self._prices[prefix.strip().lower().rstrip(":")] = price
+
+    def price(self, route: str) -> Price | None:
+        """What `route`'s calls cost per million tokens: its prefix's configured price, else
+        the shipped table's for its model (`domain.prices`); None when neither knows."""
+        try:
+            parsed = parse_route(route)
+        except UnknownRoute:
+            return None
+        configured = self._prices.get(parsed.provider)
+        return configured if configured is not None else lookup_price(parsed.model)
 
     def limits(self, route: str) -> ContextLimits:
         """The context limits of `route` (the same object for the process's life)."""
@@ -220,4 +237,5 @@ def default_registry(*, demo_speed: float = 1.0, demo_calls: bool = False) -> Pr
     the demo model's `call <tool>` runs for every agent (`DemoProvider.calls`)."""
     registry = ProviderRegistry()
     registry.register("demo", lambda: DemoProvider(speed=demo_speed, calls=demo_calls))
+    registry.set_price("demo", FREE)  # it runs in the server: a known price of nothing
     return registry

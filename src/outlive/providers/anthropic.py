@@ -201,6 +201,7 @@ class AnthropicProvider(SdkClients):
         calls = 0
         tokens_in = 0
         tokens_out = 0
+        cached = 0
         try:
             events = response.__aiter__()
             while True:
@@ -257,6 +258,7 @@ class AnthropicProvider(SdkClients):
                 elif kind == "message_start":
                     u = getattr(event.message, "usage", None)
                     tokens_in = _input_tokens(u, tokens_in)
+                    cached = int(getattr(u, "cache_read_input_tokens", 0) or 0) or cached
                     tokens_out = int(getattr(u, "output_tokens", 0) or 0)
                 elif kind == "message_delta":
                     reason = getattr(event.delta, "stop_reason", None)
@@ -264,6 +266,7 @@ class AnthropicProvider(SdkClients):
                         stop = str(reason)
                     u = getattr(event, "usage", None)
                     tokens_in = _input_tokens(u, tokens_in)
+                    cached = int(getattr(u, "cache_read_input_tokens", 0) or 0) or cached
                     tokens_out = int(getattr(u, "output_tokens", None) or tokens_out)
                 elif kind == "message_stop":
                     done = True
@@ -282,7 +285,7 @@ class AnthropicProvider(SdkClients):
         reason_: StopReason = _STOP.get(stop or "end_turn", "stop")
         if calls and reason_ == "stop":
             reason_ = "tool_calls"
-        yield Finish(reason_, Usage(tokens_in, tokens_out))
+        yield Finish(reason_, Usage(tokens_in, tokens_out, cached_input_tokens=cached))
 
     def _call(self, block: _Block) -> ToolCall:
         raw = "".join(block.parts)

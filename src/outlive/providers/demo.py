@@ -255,9 +255,10 @@ class DemoProvider:
 
     @staticmethod
     def _usage(messages: list[Message], tools: list[ToolSpec], turn: DemoTurn) -> Usage:
-        """Token counts as word counts: crude, deterministic and good enough for a demo. The
-        input counts all the model is sent, the tool schemas too, as a real provider's does,
-        so a window configured for the demo route (in words) is measured honestly."""
+        """Token counts as word counts (so marked estimated): crude, deterministic and good
+        enough for a demo. The input counts all the model is sent, the tool schemas too, as
+        a real provider's does, so a window configured for the demo route (in words) is
+        measured honestly."""
         seen = sum(_schema_words(t) for t in tools)
         for m in messages:
             seen += _words(m.text)
@@ -265,7 +266,7 @@ class DemoProvider:
                 seen += sum(_words(json.dumps(c.arguments)) + 1 for c in m.tool_calls)
         out = _words(turn.thinking) + _words(turn.text)
         out += sum(_words(json.dumps(c.arguments)) + 1 for c in turn.tool_calls)
-        return Usage(input_tokens=seen, output_tokens=out)
+        return Usage(input_tokens=seen, output_tokens=out, estimated=True)
 
 
 def _schema_words(tool: ToolSpec) -> int:

@@ -328,10 +328,7 @@ class OpenAIProvider(SdkClients):
                     raise self._error(exc) from None
                 got = getattr(chunk, "usage", None)
                 if got is not None:
-                    usage = Usage(
-                        int(getattr(got, "prompt_tokens", 0) or 0),
-                        int(getattr(got, "completion_tokens", 0) or 0),
-                    )
+                    usage = _usage(got)
                 for choice in getattr(chunk, "choices", None) or []:
                     if (getattr(choice, "index", 0) or 0) != 0:
                         continue
@@ -425,3 +422,20 @@ class OpenAIProvider(SdkClients):
         if sdk is not None and isinstance(exc, sdk.OpenAIError):
             return PermanentProviderError(f"{self.name}: {exc}")
         return exc
+
+
+def _count(obj: Any, name: str) -> int:
+    value = getattr(obj, name, None) if obj is not None else None
+    if value is None and isinstance(obj, dict):
+        value = obj.get(name)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _usage(got: Any) -> Usage:
+    """The usage chunk's counts; the cached and reasoning details when the server sends them
+    (`prompt_tokens_details.cached_tokens`, `completion_tokens_details.reasoning_tokens`)."""
+    prompt = getattr(got, "prompt_tokens_details", None)
+    completion = getattr(got, "completion_tokens_details", None)
+    return Usage(_count(got, "prompt_tokens"), _count(got, "completion_tokens"),
+                 cached_input_tokens=_count(prompt, "cached_tokens"),
+                 reasoning_tokens=_count(completion, "reasoning_tokens"))

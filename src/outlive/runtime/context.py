@@ -17,6 +17,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..domain.context import (
     MESSAGE_OVERHEAD,
@@ -44,6 +45,7 @@ from ..providers import (
 from .activity import Supervisor
 from .agents import Agent
 from .settings import RuntimeSettings
+from .usage import CallMeter
 from .writes import RunWrites
 
 __all__ = ["SUMMARIZER_PROMPT", "Compactor", "Measure"]
@@ -111,6 +113,8 @@ class Compactor:
         self.requested = False
         """Someone asked for a compaction (`POST …/compact`): the next measure compacts as
         far as it can, and its write clears the request."""
+        self.meter: CallMeter | None = None
+        """Numbers and prices the run's calls: a summary's entry carries its call too."""
         self.calibration: float | None = None
         """Tokens per estimated token, from a refusal that said how long the request was."""
         self.scale: float | None = None
@@ -203,10 +207,11 @@ class Compactor:
         if plan.empty:
             return None
         method, text, route, error = "trim", None, None, None
+        call: dict[str, Any] = {}
         if plan.cut:
             route = self.agent.summarizer or self.route
             try:
-                text = await self._summarize(view, plan, window, summary_budget)
+                text, call = await self._summarize(view, plan, window, summary_budget, route)
                 method = "summary"
             except _Interrupted:
                 return None
@@ -221,6 +226,7 @@ class Compactor:
         data = summary_data(view, plan, method=method, text=text, reason=reason,
                             tokens_before=measure.tokens, tokens_after=max(tokens_after, 0),
                             route=route if method == "summary" else None)
+        data.update(call)  # the summarizer's call, for the usage ledger
         users = [e.data.get("seq") for e in plan.covered if e.kind == "user"]
         seqs = [s for s in users if isinstance(s, int)]
         event = ContextCompacted(
@@ -236,9 +242,10 @@ class Compactor:
         return event
 
     async def _summarize(self, view: ContextView, plan: CompactionPlan, window: Window,
-                         budget: int) -> str:
+                         budget: int, route: str) -> tuple[str, dict[str, Any]]:
         """The summary of the view's summary and the entries the plan covers, written by
-        the summarizer as a supervised activity (a cancel cuts it off at once)."""
+        the summarizer as a supervised activity (a cancel cuts it off at once), and the
+        `usage` and `call` of its entry (`CallMeter.fields`; none without a meter)."""
         provider, model = self.provider, self.model_name
         if self.agent.summarizer and self.summarizers is not None:
             provider, model = self.summarizers(self.agent.summarizer)
@@ -250,6 +257,7 @@ class Compactor:
         settings = ModelSettings(model=model, max_tokens=budget, temperature=0.0,
                                  extra={**self.agent.extra, "session_id": self.session_id,
                                         "purpose": "summary"})
+        started = CallMeter.start()
         act = asyncio.create_task(
             asyncio.wait_for(collect(provider.stream(messages, [], settings)),
                              self.settings.turn_timeout),
@@ -266,10 +274,12 @@ class Compactor:
             raise ProviderError(f"the summarizer took longer than {self.settings.turn_timeout:g}s")
         if exc is not None:
             raise exc
-        text = act.result().text.strip()
+        done = act.result()
+        text = done.text.strip()
         if not text:
             raise ProviderError("the summarizer answered with nothing")
-        return text
+        meter = self.meter
+        return text, {} if meter is None else meter.fields(started, done.usage, model, route)
 
 
 def render_transcript(entries: Sequence[SeqEntry], max_chars: int) -> str:

@@ -10,6 +10,7 @@ from ..domain.context import SUMMARY_KIND, ContextView, trim_stub, view_of
 from ..domain.events import UserMessage
 from ..domain.model import Entry, Event
 from ..domain.resume import HistoryEntry, visible
+from ..domain.usage import usage_record
 from ..providers import Message, ToolCall
 from ..tools import ToolResult
 
@@ -39,7 +40,10 @@ def assistant_entry(
     status: str = "complete",
     reasoning: Sequence[dict[str, Any]] = (),
     usage: Any = None,
+    call: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
+    """`call`: the call's `usage` and `call` records (`usage.CallMeter.fields`), which make
+    its row of the usage ledger; without it, `usage` alone (the context measure's)."""
     data: dict[str, Any] = {
         "message_id": message_id,
         "text": text,
@@ -51,9 +55,10 @@ def assistant_entry(
     }
     if reasoning:  # the provider's signed thinking, sent back with this answer next time
         data["reasoning"] = list(reasoning)
-    if usage is not None:  # what the provider counted: measures the next request
-        data["usage"] = {"input_tokens": int(usage.input_tokens),
-                         "output_tokens": int(usage.output_tokens)}
+    if call:
+        data.update(call)
+    elif usage is not None:  # what the provider counted: measures the next request
+        data["usage"] = usage_record(usage.input_tokens, usage.output_tokens)
     return "assistant", data
 
 

@@ -39,6 +39,7 @@ from .context import Compactor, Measure
 from .history import MessageLog
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
+from .usage import CallMeter
 from .writes import EntryDraft, RunWrites
 
 __all__ = ["ModelCaller"]
@@ -57,8 +58,10 @@ class ModelCaller:
         writes: RunWrites,
         activity: Supervisor,
         compactor: Compactor | None = None,
+        meter: CallMeter | None = None,
     ) -> None:
         self.session_id = session_id
+        self.meter = meter
         self.compactor = compactor
         self.agent = agent
         self.provider = provider
@@ -87,6 +90,7 @@ class ModelCaller:
                 buf.aborted = Abort.CANCEL
                 return buf
             stream = self._stream(buf, messages, tools, settings, deadline)
+            started = CallMeter.start()
             act = asyncio.create_task(
                 self._traced(stream, buf, settings) if tracing.on() else stream,
                 name=f"model:{self.session_id}")
@@ -102,6 +106,8 @@ class ModelCaller:
             exc = act.exception()
             if exc is None:
                 self._record_use(buf)
+                if self.meter is not None:
+                    buf.call = self.meter.fields(started, buf.usage, self.model_name)
                 return buf
             if not isinstance(exc, ProviderError):
                 raise exc

@@ -56,6 +56,7 @@ from .model_call import ModelCaller
 from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
+from .usage import CallMeter, PriceResolver
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
 
 __all__ = ["Run"]
@@ -91,10 +92,12 @@ class Run:
         notices_complete: bool = False,
         limits: ContextLimits | None = None,
         summarizers: SummarizerResolver | None = None,
+        prices: PriceResolver | None = None,
     ) -> None:
         """`sink`: where the run's fenced writes go (the worker's group committer), else
         straight to the store. `notices_complete`: every notice for the session reaches the
-        run (`Subscription.complete`), so its inbox is read again only after one."""
+        run (`Subscription.complete`), so its inbox is read again only after one. `prices`:
+        each route's price, for the cost of each call in the usage ledger."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -111,8 +114,11 @@ class Run:
             self.session_id, agent, provider, model_name, claim.session.model,
             limits or ContextLimits(), settings, self.writes, self.activity, summarizers,
             enabled=(claim.session.metadata or {}).get(TRUNCATION_KEY) != "disabled")
+        meter = CallMeter(claim.session.model, claim.session.attempt, prices)
+        self.compactor.meter = meter
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
-                                        settings, self.writes, self.activity, self.compactor)
+                                        settings, self.writes, self.activity, self.compactor,
+                                        meter)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE
@@ -395,12 +401,15 @@ class Run:
             await self.writes.commit(entries, events)
             return False
         stop = buf.stop_reason or "stop"
-        usage = None if buf.usage is None else Usage(input_tokens=buf.usage.input_tokens,
-                                                     output_tokens=buf.usage.output_tokens)
+        u = buf.usage
+        usage = None if u is None else Usage(
+            input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+            cached_input_tokens=u.cached_input_tokens, reasoning_tokens=u.reasoning_tokens,
+            estimated=u.estimated)
         end = MessageEnd(message_id=buf.message_id, text=buf.text, stop_reason=stop,
                          usage=usage)
         answer = [assistant_entry(buf.message_id, buf.text, buf.tool_calls, stop,
-                                  reasoning=buf.reasoning, usage=buf.usage)]
+                                  reasoning=buf.reasoning, usage=buf.usage, call=buf.call)]
         ended = [*buf.drain(), end.new()]
         if stop == "length":
             await self.writes.settle(

@@ -56,6 +56,8 @@ class TurnBuffer:
         """Reasoning blocks the provider wants back with this answer (`ReasoningBlock`)."""
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
+        self.call: dict[str, Any] = {}
+        """The answer entry's `usage` and `call` (`usage.CallMeter.fields`), once complete."""
         self.aborted: Abort | None = None
 
     @property

@@ -195,7 +195,7 @@ class Worker:
         run = Run(self.store, claim, agent, provider, model_name, self.settings,
                   self.committer, notices_complete=complete,
                   limits=self.providers.limits(session.model),
-                  summarizers=self.providers.resolve)
+                  summarizers=self.providers.resolve, prices=self.providers.price)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id

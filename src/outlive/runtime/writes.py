@@ -19,6 +19,7 @@ from .. import metrics
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
+from .usage import observe
 
 __all__ = ["EntryDraft", "LeaseState", "LeaseWrites", "RunWrites", "Stopped"]
 
@@ -170,6 +171,7 @@ class RunWrites:
         finally:
             metrics.EVENT_APPEND.observe(time.perf_counter() - started)
         self.history.extend(written)
+        observe(entries)
 
     async def emit(self, *events: NewEvent) -> None:
         await self.commit((), events)
@@ -205,6 +207,7 @@ class RunWrites:
             self._entries, self._events = held
             raise
         self.ended = (status, error)
+        observe(entries)
         raise Stopped
 
     async def await_approval(
@@ -221,6 +224,7 @@ class RunWrites:
         await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
                                                       events=events, context=use,
                                                       compacted=compacted))
+        observe(entries)
         raise Stopped
 
     async def set_title(self, title: str) -> None:
@@ -234,4 +238,5 @@ class RunWrites:
             if entries or events:
                 await asyncio.shield(self.sink.commit(self.lease, entries=entries,
                                                       events=events))
+                observe(entries)
             await asyncio.shield(self.sink.park(self.lease, reason="shutdown"))

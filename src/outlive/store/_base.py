@@ -24,7 +24,9 @@ from ..domain.model import (
     Status,
     TitleState,
 )
+from ..domain.prices import from_nano
 from ..domain.status import LeaseState, Lifecycle
+from ..domain.usage import UsageTotals
 from ._port import Notice
 
 __all__ = [
@@ -191,6 +193,13 @@ def to_session(d: Dialect, row: Row) -> Session:
         compact_requested_at=d.ts(row["compact_requested_at"]),
         traceparent=row["traceparent"],
         run_traceparent=row["run_traceparent"],
+        usage=UsageTotals(
+            model_calls=int(row["model_calls"]), tool_calls=int(row["tool_calls"]),
+            input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
+            cached_input_tokens=int(row["cached_input_tokens"]),
+            reasoning_tokens=int(row["reasoning_tokens"]),
+            cost_usd=from_nano(int(row["cost_nano_usd"])),
+            unpriced_calls=int(row["unpriced_calls"])),
     )
 
 

@@ -99,6 +99,7 @@ class CommitOps(SettleOps):
             if c.title is not None:
                 await self._auto_title(tx, st, rows[0], lease, c.title, ev_rows)
             await self._insert_logs(tx, en_rows, ev_rows)
+            await self._ledger(tx, out[0])
             return out
 
         return await self._write(op)
@@ -145,9 +146,11 @@ class CommitOps(SettleOps):
             owner_events: list[OwnerEvent] = []
             await self._commit_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
                                      owner_events)
-            await self._settle_items(tx, st, checked, valid, outcomes, ev_rows, en_rows,
-                                     owner_events)
+            settled = await self._settle_items(tx, st, checked, valid, outcomes, ev_rows,
+                                               en_rows, owner_events)
             await self._insert_logs(tx, en_rows, ev_rows)
+            await self._ledger(tx, [e for i in valid if isinstance(o := outcomes.get(i), tuple)
+                                    for e in o[0]] + settled)
             if owner_events:
                 await self._owner_events(tx, owner_events)
             return outcomes, st
@@ -193,13 +196,14 @@ class CommitOps(SettleOps):
         self, tx: Tx, st: TxState, checked: Sequence[Commit | Settle | OutliveError],
         valid: Sequence[int], outcomes: dict[int, Any], ev_rows: list[dict[str, Any]],
         en_rows: list[dict[str, Any]], owner_events: list[OwnerEvent],
-    ) -> None:
+    ) -> list[Entry]:
         """The group commit's `Settle` items: their rows locked in one statement (in id
         order), then each settled as `settle` settles it, or its error; the sessions settled
-        are read with the COMMIT."""
+        are read with the COMMIT. Returns the entries the settles wrote."""
         mine = [(i, s) for i in valid if isinstance(s := checked[i], Settle)]
+        written: list[Entry] = []
         if not mine:
-            return
+            return written
         ids = [s.lease.session_id for _, s in mine]
         rows = {r["id"]: r for r in await tx.fetch(self.q.lock_sessions,
                                                    {"ids": self.d.ids(ids)})}
@@ -213,8 +217,8 @@ class CommitOps(SettleOps):
                 outcomes[i] = lease_lost(s.lease)
             else:
                 try:
-                    await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events,
-                                              ends)
+                    written += await self._settle_locked(tx, st, row, s, ev_rows, en_rows,
+                                                         owner_events, ends)
                 except PendingInput as exc:
                     outcomes[i] = exc
                     continue
@@ -223,6 +227,7 @@ class CommitOps(SettleOps):
             await self._settle_rows(tx, ends)
         if done:
             st.read_with_commit(self.q.settled_sessions, {"ids": self.d.ids(done)})
+        return written
 
     @abc.abstractmethod
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:

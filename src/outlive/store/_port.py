@@ -28,6 +28,7 @@ from ..domain.model import (
     Session,
     Status,
 )
+from ..domain.usage import SessionUsage, UsageGroup
 
 __all__ = [
     "PORTS", "ApiKey", "ApiStore", "ApprovalStore", "Commit", "CommitOutcome",
@@ -257,6 +258,15 @@ class SessionStore(Protocol):
         traceparent: str | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
+    async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
+        """The session's usage totals and its ledger rows (docs/usage.md)."""
+        ...
+    async def usage_report(
+        self, owner_id: str, start: datetime, end: datetime, group_by: str = "day"
+    ) -> list[UsageGroup]:
+        """The owner's model calls in [start, end), summed per `group_by` (`GROUPS`);
+        `InvalidInput` for an unknown grouping or an empty period."""
+        ...
     async def find_chat(self, owner_id: str, chat_id: str) -> Session | None: ...
     async def list_sessions(
         self,

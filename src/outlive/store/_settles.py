@@ -18,10 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..domain.errors import InvalidInput, PendingInput
-from ..domain.model import TERMINAL, ErrorInfo, Lease, NewEvent, Session, Status
+from ..domain.model import TERMINAL, Entry, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
 from ._base import Row, Tx, TxState
-from ._core import OwnerEvent, StoreCore
+from ._core import OwnerEvent
+from ._ledger import LedgerWrites
 from ._lifecycle import context_columns, held, session_end, status_event
 from ._port import Settle
 from ._validation import check_attention, check_context, check_event_types, settle_status
@@ -72,7 +73,7 @@ def _plain_end(row: Row, new: Lifecycle, pending: bool) -> bool:
             and not new.cancel_requested and not new.deleted)
 
 
-class SettleOps(StoreCore):
+class SettleOps(LedgerWrites):
     @abc.abstractmethod
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
         """Write `ends` with the dialect's `settle_rows` (one statement for all; the rows
@@ -103,8 +104,10 @@ class SettleOps(StoreCore):
             ev_rows: list[dict[str, Any]] = []
             en_rows: list[dict[str, Any]] = []
             owner_events: list[OwnerEvent] = []
-            await self._settle_locked(tx, st, row, s, ev_rows, en_rows, owner_events)
+            written = await self._settle_locked(tx, st, row, s, ev_rows, en_rows,
+                                                owner_events)
             await self._insert_logs(tx, en_rows, ev_rows)
+            await self._ledger(tx, written)
             for owner, sid, payload in owner_events:
                 await self._owner_event(tx, owner, sid, payload)
             return lease.session_id
@@ -115,13 +118,14 @@ class SettleOps(StoreCore):
         self, tx: Tx, st: TxState, row: Row, s: Settle, ev_rows: list[dict[str, Any]],
         en_rows: list[dict[str, Any]], owner_events: list[OwnerEvent],
         ends: list[SettleRow] | None = None,
-    ) -> None:
+    ) -> list[Entry]:
         """Settle `s` (checked) on `row`, this transaction's lock of its session, which its
         lease holds and which has had nothing written since. Its entry and event rows go on
         `en_rows` and `ev_rows`, its owner events on `owner_events`, for the caller to insert
         (with other items' in a group commit). With `ends`, an end of the common kind (no
         cancel asked, not deleted, no message waiting) goes there for the caller to write
-        with the others (`_settle_rows`) rather than by `_apply` now."""
+        with the others (`_settle_rows`) rather than by `_apply` now. Returns the entries
+        it wrote, for the caller's ledger (`_ledger`, after the entries are inserted)."""
         lease, error = s.lease, s.error
         final = s.status
         if final is Status.SUCCEEDED and row["cancel_requested_at"] is not None:
@@ -138,7 +142,7 @@ class SettleOps(StoreCore):
             dropped = await self._dropped_inputs(tx, row)
         end = session_end(final, error, reason, attention=waits, dropped=dropped)
         events = [*s.events, end]
-        rows, _ = self._entry_rows(lease, s.entries, int(row["last_entry_seq"]) + 1)
+        rows, written = self._entry_rows(lease, s.entries, int(row["last_entry_seq"]) + 1)
         en_rows.extend(rows)
         rows, _ = self._event_rows(lease.session_id, events, int(row["last_seq"]) + 1,
                                    row["now"], int(row["attempt"]), lease.fence)
@@ -168,3 +172,4 @@ class SettleOps(StoreCore):
         if pending and await self._revive_or_drop(tx, row, final, owner_event=False):
             owner_events.append((owner, sid, status_event(Status.QUEUED, 0)))
         st.notify(sid, owner, work=pending, events=True, owner=True)
+        return written

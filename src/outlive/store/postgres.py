@@ -34,6 +34,7 @@ from ._commits import HeadItem
 from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
 from ._engine import SqlStore
 from ._fanout import FanoutSubscription
+from ._ledger import LedgerRow, LedgerSums
 from ._migrate import SCHEMA_VERSION_DDL, migrations
 from ._pg_payload import CHANNEL, Listener, decode_notices, encode_notices
 from ._settles import SettleRow
@@ -428,6 +429,11 @@ class PostgresStore(SqlStore):
                     for k, (_, sid, p) in enumerate(mine, 1)]
             await tx.execute(self.q.dynamic("reserve_and_insert_owner_events", _OWNER_EVENTS),
                              {"id": owner, "n": len(mine), "rows": _json_param(rows)})
+
+    async def _write_ledger(self, tx: Tx, rows: Sequence[LedgerRow],
+                            sums: Sequence[LedgerSums]) -> None:
+        await tx.execute(self.q.write_ledger, {"rows": _json_param(rows),
+                                                "sums": _json_param(sums)})
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
         return await tx.fetch(self.q.commit_heads, {"items": _json_param(

@@ -53,6 +53,14 @@ CREATE TABLE sessions (
     context_tokens      INTEGER,
     context_window      INTEGER,
     compact_requested_at TIMESTAMPTZ,
+    model_calls         INTEGER NOT NULL DEFAULT 0,
+    tool_calls          INTEGER NOT NULL DEFAULT 0,
+    input_tokens        BIGINT NOT NULL DEFAULT 0,
+    output_tokens       BIGINT NOT NULL DEFAULT 0,
+    cached_input_tokens BIGINT NOT NULL DEFAULT 0,
+    reasoning_tokens    BIGINT NOT NULL DEFAULT 0,
+    cost_nano_usd       BIGINT NOT NULL DEFAULT 0,
+    unpriced_calls      INTEGER NOT NULL DEFAULT 0,
     traceparent         TEXT,
     run_traceparent     TEXT,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
@@ -190,3 +198,32 @@ CREATE TABLE webhook_deliveries (
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
     WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_session ON webhook_deliveries (session_id);
+
+-- The usage ledger: one row per model call that reached the session's history (an assistant
+-- answer or a summary entry carrying a `call`), written by the same transaction as that entry,
+-- keyed by the entry's seq (allocated once, so a row is never written twice). No foreign key:
+-- the rows hold no content and stay when their session is purged, so an owner's totals over a
+-- period do not shrink. `cost_nano_usd` is exact: an integer of 10^-9 USD, NULL when the
+-- call's price is not known.
+CREATE TABLE usage_ledger (
+    session_id          TEXT NOT NULL,
+    entry_seq           BIGINT NOT NULL,
+    owner_id            TEXT NOT NULL,
+    attempt             INTEGER NOT NULL,
+    fence               BIGINT NOT NULL,
+    call_index          INTEGER NOT NULL,
+    kind                TEXT NOT NULL CHECK (kind IN ('model', 'summary')),
+    route               TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    agent               TEXT NOT NULL,
+    input_tokens        BIGINT NOT NULL,
+    output_tokens       BIGINT NOT NULL,
+    cached_input_tokens BIGINT NOT NULL,
+    reasoning_tokens    BIGINT NOT NULL,
+    estimated           BOOLEAN NOT NULL,
+    latency_ms          INTEGER NOT NULL,
+    cost_nano_usd       BIGINT,
+    created_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, entry_seq)
+);
+CREATE INDEX usage_ledger_owner_time ON usage_ledger (owner_id, created_at);
