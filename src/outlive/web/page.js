@@ -38,6 +38,7 @@ export const els = {
   status: $("session-status"),
   attempt: $("session-attempt"),
   context: $("session-context"),
+  usage: $("session-usage"),
   model: $("session-model"),
   stage: $("session-stage"),
   link: $("session-link"),

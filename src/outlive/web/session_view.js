@@ -82,9 +82,16 @@ export async function openSession(id) {
   }
   if (app.sessionId !== id) return;
   app.detail = detail ? detail.session : null;
+  let settled = app.detail ? app.detail.status : null;
   const feed = new SessionFeed(id, config, {
     onState: () => {
-      if (app.feed === feed) scheduleRender();
+      if (app.feed !== feed) return;
+      // A run settled: read the session again for its usage totals, which the server's
+      // ledger keeps (the stream carries tokens, not costs).
+      const status = feed.state ? feed.state.status : null;
+      if (status && status !== settled && !RUNNING.has(status)) refreshDetail(id);
+      settled = status;
+      scheduleRender();
     },
     onCaughtUp: () => {
       if (app.feed === feed) show(els.loading, false);
@@ -97,6 +104,20 @@ export async function openSession(id) {
   app.feed = feed;
   if (app.health) app.health.add(feed.stream);
   feed.start();
+}
+
+const RUNNING = new Set(["queued", "running"]);
+
+async function refreshDetail(id) {
+  try {
+    const detail = await api.session(id);
+    if (app.sessionId === id && detail) {
+      app.detail = detail.session;
+      scheduleRender();
+    }
+  } catch {
+    // the line keeps the totals it had; the next settle tries again
+  }
 }
 
 export function notFound(id) {
@@ -165,6 +186,7 @@ export function renderSession() {
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
   setText(els.context, contextWords(contextUse(state, detail)));
+  setText(els.usage, usageWords(detail && detail.usage));
   setText(els.stage, openStage(status) ?? "");
 
   let problem = "";
@@ -262,6 +284,28 @@ export function contextUse(state, detail) {
     if (Number.isInteger(row.window)) window = row.window;
   }
   return tokens === null ? null : { tokens, window };
+}
+
+/** The session's usage totals in a line: `3 calls · 12,345 tokens · $0.0123`; calls with no
+ * known price are named, never given a made-up cost (`· 2 calls unpriced`). */
+export function usageWords(usage) {
+  if (!usage || !usage.model_calls) return "";
+  const n = (x) => x.toLocaleString("en-US");
+  const calls = usage.model_calls;
+  const parts = [`${n(calls)} ${calls === 1 ? "call" : "calls"}`,
+    `${n(usage.input_tokens + usage.output_tokens)} tokens`];
+  const unpriced = usage.unpriced_calls || 0;
+  if (unpriced < calls) parts.push(dollars(usage.cost_usd));
+  if (unpriced === calls) parts.push("no price known");
+  else if (unpriced) parts.push(`${n(unpriced)} ${unpriced === 1 ? "call" : "calls"} unpriced`);
+  return parts.join(" · ");
+}
+
+/** `$0.0123` below a dollar (four places: a cheap call still shows), else `$12.35`. */
+export function dollars(text) {
+  const value = Number(text);
+  if (!Number.isFinite(value)) return "";
+  return `$${value.toFixed(value < 1 ? 4 : 2)}`;
 }
 
 /** `context 2,310 / 4,096 tokens (56 %)`, or `context 2,310 tokens` with no window. */
