@@ -26,7 +26,8 @@ __all__ = [
 ]
 
 PRICES_READ_ON = "2025-11-25"
-"""When the shipped prices were read from the vendors' public price pages."""
+"""The date of the vendors' public list prices the table holds (check them against the
+vendors' pages before relying on a cost: a route's `price` overrides the table)."""
 
 _MILLION = Decimal(1_000_000)
 _NANO = Decimal("1e-9")
