@@ -67,3 +67,56 @@ async def test_usage_words(browser: Browser, static_origin: str) -> None:
         "3 calls · 1,234 tokens · $0.5000 · 1 call unpriced",
         "2 calls · 1,234 tokens · $12.35",
     ]
+
+
+async def test_the_usage_page_shows_the_owners_totals_by_day_and_by_model(
+    stacks: StackFactory, browser: Browser
+) -> None:
+    providers = default_registry(demo_speed=50)
+    providers.set_price("demo", Price.of(input=30, cached_input=None, output=60))
+    stack = await stacks(speed=50, providers=providers)
+    key = await stack.new_key("alice")
+    sids = [await create_via_api(stack, key, prompt) for prompt in ("tell me about leases",
+                                                                    "hello")]
+    for sid in sids:
+        await stack.wait_settled(key, sid)
+    async with stack.client(key) as c:
+        report = (await c.get("/v1/usage", params={"group_by": "model"})).json()
+    totals = report["totals"]
+    assert totals["model_calls"] >= 3, totals  # the tool call, its answer, the greeting's
+
+    page, _ = await browser.new_page()
+    await login(page, stack, key)
+    await page.get_by_test_id("usage-link").click()
+    await expect(page.get_by_test_id("usage-view")).to_be_visible()
+    by_model = page.get_by_test_id("usage-model")
+    row = by_model.get_by_test_id("usage-row")
+    await expect(row).to_have_count(1, timeout=TIMEOUT_MS)
+    cells = [f"{totals['model_calls']:,}", f"{totals['input_tokens']:,}",
+             f"{totals['cached_input_tokens']:,}", f"{totals['output_tokens']:,}",
+             f"${Decimal(totals['cost_usd']):.4f}", ""]
+    await expect(row.locator("th")).to_have_text(report["groups"][0]["key"])
+    await expect(row.locator("td")).to_have_text(cells)
+    await expect(by_model.get_by_test_id("usage-total").locator("td")).to_have_text(cells)
+    # by day: today's row holds the same calls
+    by_day = page.get_by_test_id("usage-day")
+    await expect(by_day.get_by_test_id("usage-total").locator("td")).to_have_text(cells)
+    assert page.url.endswith("#/usage")
+    await page.reload()  # the page is an address of its own
+    await expect(page.get_by_test_id("usage-model").get_by_test_id("usage-row")).to_have_count(1)
+
+
+USAGE_CELLS_JS = """async () => {
+  const {usageCells} = await import('/web/usage_page.js');
+  return [usageCells({model_calls: 2, unpriced_calls: 2, input_tokens: 1000,
+                      cached_input_tokens: 0, output_tokens: 20, cost_usd: '0'}),
+          usageCells({model_calls: 3, unpriced_calls: 1, input_tokens: 5,
+                      cached_input_tokens: 2, output_tokens: 1, cost_usd: '1.5'})];
+}"""
+
+
+async def test_usage_cells(browser: Browser, static_origin: str) -> None:
+    page, _ = await browser.new_page()
+    await page.goto(static_origin + "/web/style.css")
+    assert await page.evaluate(USAGE_CELLS_JS) == [
+        ["2", "1,000", "0", "20", "—", "2"], ["3", "5", "2", "1", "$1.50", "1"]]

@@ -55,6 +55,7 @@ export const api = {
   login: (key) => request("POST", "/v1/login", { key }),
   logout: () => request("POST", "/v1/logout"),
   meta: () => request("GET", "/v1/meta"),
+  usage: (groupBy) => request("GET", `/v1/usage?group_by=${enc(groupBy)}`),
   listPage: (cursor, limit = 200) =>
     request("GET", `/v1/sessions?limit=${limit}` + (cursor ? `&cursor=${enc(cursor)}` : "")),
   session: (id) => request("GET", `/v1/sessions/${enc(id)}`),

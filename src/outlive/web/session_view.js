@@ -7,6 +7,7 @@ import { show, setText, h } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
 import { displayTitle } from "./render.js";
 import { statusWord } from "./status_words.js";
+import { dollars, openUsage } from "./usage_page.js";
 import { app, config, els, rail, transcript } from "./page.js";
 import { SessionFeed } from "./session.js";
 import { endTitleEdit } from "./session_actions.js";
@@ -36,6 +37,11 @@ export function route() {
     return;
   }
   closeSession();
+  if (location.hash === "#/usage") {
+    showView("usage");
+    openUsage();
+    return;
+  }
   showView("new");
   scheduleRender();
 }
@@ -44,6 +50,7 @@ export function showView(name) {
   show(els.newView, name === "new");
   show(els.notFound, name === "notfound");
   show(els.sessionView, name === "session");
+  show(els.usageView, name === "usage");
 }
 
 // ---- one session ------------------------------------------------------------------------------
@@ -299,13 +306,6 @@ export function usageWords(usage) {
   if (unpriced === calls) parts.push("no price known");
   else if (unpriced) parts.push(`${n(unpriced)} ${unpriced === 1 ? "call" : "calls"} unpriced`);
   return parts.join(" · ");
-}
-
-/** `$0.0123` below a dollar (four places: a cheap call still shows), else `$12.35`. */
-export function dollars(text) {
-  const value = Number(text);
-  if (!Number.isFinite(value)) return "";
-  return `$${value.toFixed(value < 1 ? 4 : 2)}`;
 }
 
 /** `context 2,310 / 4,096 tokens (56 %)`, or `context 2,310 tokens` with no window. */
