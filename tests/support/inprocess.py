@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +37,23 @@ class RunningWorker:
     task: asyncio.Task[None]
 
     async def stop(self, timeout: float = 30.0) -> None:
-        """A graceful stop, as on SIGTERM: runs park, leases are released."""
+        """A graceful stop, as on SIGTERM: runs park, leases are released. A worker still
+        running after `timeout` fails the test with the stack of every task of the loop (not
+        `wait_for`, whose cancel waits as long as a shielded write does: it hid one such hang
+        behind the suite's 300 s timeout)."""
         self.worker.request_stop()
-        await asyncio.wait_for(self.task, timeout)
+        done, _ = await asyncio.wait({self.task}, timeout=timeout)
+        if done:
+            self.task.result()
+            return
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            print(f"--- {task.get_name()}", file=stacks)
+            task.print_stack(limit=12, file=stacks)
+        self.task.cancel()
+        await asyncio.wait({self.task}, timeout=5)
+        raise AssertionError(f"the worker did not stop within {timeout:g}s; its loop's "
+                             f"tasks:\n{stacks.getvalue()}")
 
     async def crash(self) -> None:
         """Like kill -9 for a worker process: its tasks vanish and it writes nothing more;
