@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from collections.abc import Iterable
 from typing import Any
 
 from .errors import InvalidInput
-from .usage import UsageTotals
+from .prices import from_nano
+from .usage import UsageTotals, ledger_call
 
-__all__ = ["LIMITS", "Budget", "parse_budget", "reached"]
+__all__ = ["LIMITS", "Budget", "parse_budget", "reached", "with_entries"]
 
 LIMITS = ("max_cost_usd", "max_tokens", "max_model_calls", "max_tool_calls")
 """The keys a budget may have, in the order `reached` checks them."""
@@ -94,3 +96,33 @@ def reached(budget: Budget | None, totals: UsageTotals) -> str | None:
     if budget.max_tool_calls is not None and totals.tool_calls >= budget.max_tool_calls:
         return "max_tool_calls"
     return None
+
+
+def with_entries(totals: UsageTotals, entries: Iterable[tuple[str, dict[str, Any]]]) -> UsageTotals:
+    """`totals` plus what history entries (kind, data) add to them, counted as the store's
+    ledger counts them: a model call per entry with a `call`, a tool call per tool result."""
+    calls = tools = tokens_in = tokens_out = cached = reasoning = unpriced = nano = 0
+    for kind, data in entries:
+        if kind == "tool_result":
+            tools += 1
+            continue
+        call = ledger_call(kind, data)
+        if call is None:
+            continue
+        calls += 1
+        tokens_in += call.input_tokens
+        tokens_out += call.output_tokens
+        cached += call.cached_input_tokens
+        reasoning += call.reasoning_tokens
+        if call.cost_nano_usd is None:
+            unpriced += 1
+        else:
+            nano += call.cost_nano_usd
+    return UsageTotals(
+        model_calls=totals.model_calls + calls, tool_calls=totals.tool_calls + tools,
+        input_tokens=totals.input_tokens + tokens_in,
+        output_tokens=totals.output_tokens + tokens_out,
+        cached_input_tokens=totals.cached_input_tokens + cached,
+        reasoning_tokens=totals.reasoning_tokens + reasoning,
+        cost_usd=totals.cost_usd + from_nano(nano),
+        unpriced_calls=totals.unpriced_calls + unpriced)

@@ -20,6 +20,7 @@ from .events import (
     Unknown,
     parse_owner,
 )
+from .budget import Budget
 from .usage import UsageTotals
 
 __all__ = [
@@ -84,9 +85,10 @@ class Delivery(enum.StrEnum):
     START = "start"
 
 
-ATTENTION = frozenset({"question", "approval"})
+ATTENTION = frozenset({"question", "approval", "budget"})
 """What a session can wait on a person for (`Session.attention`): an answer to a question
-(the run ended) or a decision on a tool call (the run waits, `Lifecycle.awaiting`)."""
+(the run ended), a decision on a tool call (the run waits, `Lifecycle.awaiting`), or a
+larger budget (the run ended before a model call its budget did not allow)."""
 
 
 class ClaimReason(enum.StrEnum):
@@ -164,6 +166,8 @@ class Session:
     trace and links it."""
     usage: UsageTotals = field(default_factory=UsageTotals)
     """What its model calls used and cost so far (the usage ledger's running totals)."""
+    budget: Budget | None = None
+    """Its own caps on that use (docs/usage.md); None: the agent's default, if any."""
 
     @property
     def cancel_requested(self) -> bool:

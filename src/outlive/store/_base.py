@@ -26,6 +26,7 @@ from ..domain.model import (
 )
 from ..domain.prices import from_nano
 from ..domain.status import LeaseState, Lifecycle
+from ..domain.budget import parse_budget
 from ..domain.usage import UsageTotals
 from ._port import Notice
 
@@ -200,6 +201,7 @@ def to_session(d: Dialect, row: Row) -> Session:
             reasoning_tokens=int(row["reasoning_tokens"]),
             cost_usd=from_nano(int(row["cost_nano_usd"])),
             unpriced_calls=int(row["unpriced_calls"])),
+        budget=parse_budget(d.load_json(row["budget"])),
     )
 
 
