@@ -7,9 +7,9 @@ before every model call, so a session overshoots a token or cost cap by at most 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from collections.abc import Iterable
 from typing import Any
 
 from .errors import InvalidInput

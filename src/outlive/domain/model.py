@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .budget import Budget
 from .events import (
     EVENT_TYPES,
     OWNER_EVENT_TYPES,
@@ -20,7 +21,6 @@ from .events import (
     Unknown,
     parse_owner,
 )
-from .budget import Budget
 from .usage import UsageTotals
 
 __all__ = [

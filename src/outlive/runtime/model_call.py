@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from .. import tracing
-from ..domain.context import entry_tokens, view_of
 from ..domain.budget import Budget, reached, with_entries
+from ..domain.context import entry_tokens, view_of
 from ..domain.events import BudgetReached, Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..domain.usage import UsageTotals

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 
+from ..domain.budget import parse_budget
 from ..domain.errors import LeaseLost
 from ..domain.model import (
     Entry,
@@ -26,7 +27,6 @@ from ..domain.model import (
 )
 from ..domain.prices import from_nano
 from ..domain.status import LeaseState, Lifecycle
-from ..domain.budget import parse_budget
 from ..domain.usage import UsageTotals
 from ._port import Notice
 

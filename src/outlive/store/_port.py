@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
+from ..domain.budget import Budget
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -28,7 +29,6 @@ from ..domain.model import (
     Session,
     Status,
 )
-from ..domain.budget import Budget
 from ..domain.usage import SessionUsage, UsageGroup
 
 __all__ = [
