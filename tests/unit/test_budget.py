@@ -50,3 +50,34 @@ def test_reached_names_the_first_limit_at_or_over_its_cap() -> None:
     assert reached(Budget(max_cost_usd=Decimal("0.11")), totals) is None
     assert reached(Budget(max_cost_usd=Decimal("0.10"), max_tokens=1), totals) == "max_cost_usd"
     assert reached(Budget(max_model_calls=0), UsageTotals()) == "max_model_calls"
+
+
+def test_an_agents_file_sets_a_default_budget_and_refuses_a_bad_one(tmp_path) -> None:
+    from outlive.runtime import AgentRegistry
+    from outlive.runtime.agent_file import load_agents_file
+
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.capped]\nsystem_prompt = "s"\n'
+                    'budget = {max_model_calls = 20, max_cost_usd = "0.5"}\n')
+    registry = AgentRegistry()
+    load_agents_file(path, registry)
+    assert registry.get("capped").budget == Budget(max_model_calls=20,
+                                                   max_cost_usd=Decimal("0.5"))
+    path.write_text('[agents.x]\nsystem_prompt = "s"\nbudget = {max_calls = 1}\n')
+    with pytest.raises(InvalidInput, match="agents.x: unknown budget key"):
+        load_agents_file(path, AgentRegistry())
+
+
+def test_with_entries_counts_as_the_ledger_counts() -> None:
+    from outlive.domain.budget import with_entries
+    from outlive.domain.usage import call_record, usage_record
+
+    answer = {"usage": usage_record(10, 5),
+              "call": call_record(route="r:m", model="m", attempt=1, index=0, latency_ms=1,
+                                  cost=Decimal("0.01"), estimated=False)}
+    unpriced = {**answer, "call": {**answer["call"], "cost_usd": None}}
+    got = with_entries(UsageTotals(model_calls=1, input_tokens=3),
+                       [("user", {"text": "hi"}), ("assistant", answer),
+                        ("tool_result", {}), ("assistant", unpriced)])
+    assert got == UsageTotals(model_calls=3, tool_calls=1, input_tokens=23, output_tokens=10,
+                              cost_usd=Decimal("0.01"), unpriced_calls=1)
