@@ -46,7 +46,7 @@ async def test_bad_budgets_are_4xx_and_change_nothing(idle_api: Api):
         r = await api.client.patch(path, json={"budget": bad_type})
         assert 400 <= r.status_code < 500, r.text
     r = await api.client.patch(path, json={})
-    assert r.status_code == 400, r.text
+    assert r.status_code == 422, r.text
     r = await api.client.get("/v1/sessions", params={"attention": "lunch"})
     assert r.status_code == 422, r.text
     got = (await api.client.get(path)).json()["session"]

@@ -64,7 +64,7 @@ def test_an_agents_file_sets_a_default_budget_and_refuses_a_bad_one(tmp_path) ->
     assert registry.get("capped").budget == Budget(max_model_calls=20,
                                                    max_cost_usd=Decimal("0.5"))
     path.write_text('[agents.x]\nsystem_prompt = "s"\nbudget = {max_calls = 1}\n')
-    with pytest.raises(InvalidInput, match="agents.x: unknown budget key"):
+    with pytest.raises(InvalidInput, match=r"agents\.x: unknown budget key"):
         load_agents_file(path, AgentRegistry())
 
 

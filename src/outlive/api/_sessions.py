@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Response
 
 from ..domain.budget import parse_budget
-from ..domain.errors import InvalidInput, TooLarge
+from ..domain.errors import TooLarge
 from ..domain.model import Status
 from ..store import check_metadata, check_string
 from ._auth import CurrentOwner
@@ -156,7 +156,7 @@ async def patch_session(
 ) -> SessionOut:
     given = body.model_fields_set
     if body.title is None and "budget" not in given:
-        raise InvalidInput("give a title, a budget, or both")
+        raise ApiError(422, "VALIDATION_ERROR", "give a title, a budget, or both")
     budget = parse_budget(body.budget)  # refused before anything is written
     session = None
     if body.title is not None:
