@@ -93,6 +93,13 @@ class CreateSession(_Request):
         description=f"Free-form JSON object kept with the session (at most "
         f"{MAX_METADATA_BYTES} bytes as JSON).",
     )
+    budget: dict[str, Any] | None = Field(
+        default=None,
+        description="Caps on what the session's model calls may use (docs/usage.md): any of "
+        "`max_cost_usd` (decimal string of USD, priced calls only), `max_tokens` (input plus "
+        "output), `max_model_calls`, `max_tool_calls`. Null: none of its own (the agent's "
+        "default applies). A run that reaches one settles the session, attention `budget`.",
+    )
     abandon_after: float | None = Field(
         default=None, ge=MIN_ABANDON_AFTER, le=MAX_ABANDON_AFTER, allow_inf_nan=False,
         description="Cancel the run (reason `abandoned`) when no stream (on any API "
@@ -107,7 +114,17 @@ class CreateSession(_Request):
 
 
 class PatchSession(_Request):
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    """Give `title`, `budget`, or both (a `budget` of null removes the session's own)."""
+
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
+    budget: dict[str, Any] | None = Field(
+        default=None,
+        description="Caps on what the session's model calls may use (docs/usage.md): any of "
+        "`max_cost_usd` (decimal string of USD, priced calls only), `max_tokens` (input plus "
+        "output), `max_model_calls`, `max_tool_calls`. Null: none of its own (the agent's "
+        "default applies); raising it past what a session its budget stopped has "
+        "used continues that session.",
+    )
 
 
 class PostMessage(_Request):
@@ -179,11 +196,12 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
-    attention: Literal["question", "approval"] | None = Field(
+    attention: Literal["question", "approval", "budget"] | None = Field(
         default=None,
         description="What the session waits on a person for: `question` when its run ended "
         "on a question (cleared by the next message), `approval` while a tool call waits "
-        "for a decision (cleared by it).",
+        "for a decision (cleared by it), `budget` when its run stopped at its budget "
+        "(cleared by a message or a budget that allows more).",
     )
     compacted_through: int = Field(
         0, description="Deltas at or below this seq may have been compacted away; a stream "
@@ -197,6 +215,9 @@ class SessionOut(BaseModel):
     usage: UsageTotalsOut = Field(
         description="What its model calls used and cost so far "
         "(`GET /v1/sessions/{id}/usage` has each call).")
+    budget: dict[str, Any] | None = Field(
+        default=None, description="Its own budget (null: none; the agent's default, if any, "
+        "applies).")
 
 
 class SessionsPage(BaseModel):
@@ -274,6 +295,7 @@ def session_out(s: Session) -> SessionOut:
                  else ContextOut(tokens=s.context_tokens, window=s.context_window)),
         compact_requested=s.compact_requested,
         usage=usage_out(s.usage),
+        budget=None if s.budget is None else s.budget.to_dict(),
     )
 
 

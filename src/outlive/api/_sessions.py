@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 
+from ..domain.budget import parse_budget
 from ..domain.errors import TooLarge
 from ..domain.model import Status
 from ..store import check_metadata, check_string
@@ -97,6 +98,7 @@ async def create_session(
         abandon_after=body.abandon_after,
         client_request_id=body.client_request_id or idempotency_key,
         traceparent=traceparent,
+        budget=parse_budget(body.budget),
     )
     if session.replayed:
         response.status_code = 200
@@ -118,9 +120,9 @@ async def list_sessions(
         str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
     ] = None,
     attention: Annotated[
-        Literal["question", "approval"] | None,
+        Literal["question", "approval", "budget"] | None,
         Query(description="Only sessions waiting on a person for this (`question`, "
-              "`approval`)."),
+              "`approval`, `budget`)."),
     ] = None,
 ) -> SessionsPage:
     page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
@@ -146,12 +148,23 @@ async def get_session(session_id: str, owner: CurrentOwner, ctx: Ctx) -> Session
     "/sessions/{session_id}",
     response_model=SessionOut,
     responses=error_responses(400, 401, 404, 413, 422),
-    summary="Set the session's title (a manual title is never replaced automatically)",
+    summary="Set the session's title (a manual title is never replaced automatically) "
+    "or its budget",
 )
 async def patch_session(
     session_id: str, body: PatchSession, owner: CurrentOwner, ctx: Ctx
 ) -> SessionOut:
-    return session_out(await ctx.store.set_title(owner.id, session_id, body.title))
+    given = body.model_fields_set
+    if body.title is None and "budget" not in given:
+        raise ApiError(422, "VALIDATION_ERROR", "give a title, a budget, or both")
+    budget = parse_budget(body.budget)  # refused before anything is written
+    session = None
+    if body.title is not None:
+        session = await ctx.store.set_title(owner.id, session_id, body.title)
+    if "budget" in given:
+        session = await ctx.store.set_budget(owner.id, session_id, budget)
+    assert session is not None
+    return session_out(session)
 
 
 @router.delete(

@@ -120,10 +120,12 @@ class AsyncClient:
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
         client_request_id: str | None = None,
+        budget: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         return await self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
             abandon_after=abandon_after, client_request_id=client_request_id,
+            budget=budget,
         ))
 
     async def list_sessions(
@@ -158,6 +160,12 @@ class AsyncClient:
 
     async def set_title(self, session_id: str, title: str) -> SessionInfo:
         return await self._call(_calls.set_title(session_id, title))
+
+    async def set_budget(self, session_id: str,
+                   budget: Mapping[str, Any] | None) -> SessionInfo:
+        """Set (None: remove) the session's budget; one its budget stopped continues when
+        the new one allows more."""
+        return await self._call(_calls.set_budget(session_id, budget))
 
     async def delete_session(self, session_id: str) -> None:
         await self._call(_calls.delete_session(session_id))

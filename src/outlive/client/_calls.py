@@ -128,11 +128,13 @@ def create_session(
     metadata: Mapping[str, Any] | None = None,
     abandon_after: float | None = None,
     client_request_id: str | None = None,
+    budget: Mapping[str, Any] | None = None,
 ) -> Call[SessionInfo]:
     body = _drop_none(
         {"prompt": prompt, "agent": agent, "model": model, "title": title,
          "metadata": dict(metadata) if metadata is not None else None,
-         "abandon_after": abandon_after, "client_request_id": client_request_id}
+         "abandon_after": abandon_after, "client_request_id": client_request_id,
+         "budget": dict(budget) if budget is not None else None}
     )
     return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
 
@@ -153,6 +155,11 @@ def get_session(session_id: str) -> Call[SessionDetail]:
 def set_title(session_id: str, title: str) -> Call[SessionInfo]:
     return Call("PATCH", session_path(session_id), SessionInfo.model_validate,
                 json={"title": title})
+
+
+def set_budget(session_id: str, budget: Mapping[str, Any] | None) -> Call[SessionInfo]:
+    return Call("PATCH", session_path(session_id), SessionInfo.model_validate,
+                json={"budget": dict(budget) if budget is not None else None})
 
 
 def delete_session(session_id: str) -> Call[None]:

@@ -155,6 +155,8 @@ class SessionInfo(_Model):
     """A compaction of the history was asked for and no run has done it yet."""
     usage: UsageTotals = Field(default_factory=UsageTotals)
     """What its model calls used and cost so far (zeros from an older server)."""
+    budget: dict[str, Any] | None = None
+    """Its own budget (None: none; the agent's default, if any, applies)."""
 
     @property
     def terminal(self) -> bool:

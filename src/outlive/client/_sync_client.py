@@ -98,10 +98,12 @@ class Client:
         metadata: Mapping[str, Any] | None = None,
         abandon_after: float | None = None,
         client_request_id: str | None = None,
+        budget: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         return self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
             abandon_after=abandon_after, client_request_id=client_request_id,
+            budget=budget,
         ))
 
     def list_sessions(
@@ -134,6 +136,12 @@ class Client:
 
     def set_title(self, session_id: str, title: str) -> SessionInfo:
         return self._call(_calls.set_title(session_id, title))
+
+    def set_budget(self, session_id: str,
+                   budget: Mapping[str, Any] | None) -> SessionInfo:
+        """Set (None: remove) the session's budget; one its budget stopped continues when
+        the new one allows more."""
+        return self._call(_calls.set_budget(session_id, budget))
 
     def delete_session(self, session_id: str) -> None:
         self._call(_calls.delete_session(session_id))

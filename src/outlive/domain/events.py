@@ -41,6 +41,7 @@ __all__ = [
     "UNSET",
     "ApprovalDecided",
     "ApprovalRequested",
+    "BudgetReached",
     "ContextCompacted",
     "Error",
     "ErrorBody",
@@ -297,6 +298,16 @@ class Incomplete(Payload, frozen=True, kw_only=True):
     reason: str | None
 
 
+class BudgetReached(Payload, frozen=True, kw_only=True):
+    """The run stopped before a model call: the session's totals reached `limit` (a key of
+    `budget`). The session settles succeeded with attention `budget` (docs/usage.md)."""
+
+    TYPE: ClassVar[str] = "budget_reached"
+    limit: str | None
+    used: dict[str, Any]
+    budget: dict[str, Any]
+
+
 class Error(Payload, frozen=True, kw_only=True):
     """Something went wrong in the run; `retrying` when the run tries again."""
 
@@ -392,6 +403,7 @@ EventPayload = (
     SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
+    | BudgetReached
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage

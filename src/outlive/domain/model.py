@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .budget import Budget
 from .events import (
     EVENT_TYPES,
     OWNER_EVENT_TYPES,
@@ -84,9 +85,10 @@ class Delivery(enum.StrEnum):
     START = "start"
 
 
-ATTENTION = frozenset({"question", "approval"})
+ATTENTION = frozenset({"question", "approval", "budget"})
 """What a session can wait on a person for (`Session.attention`): an answer to a question
-(the run ended) or a decision on a tool call (the run waits, `Lifecycle.awaiting`)."""
+(the run ended), a decision on a tool call (the run waits, `Lifecycle.awaiting`), or a
+larger budget (the run ended before a model call its budget did not allow)."""
 
 
 class ClaimReason(enum.StrEnum):
@@ -164,6 +166,8 @@ class Session:
     trace and links it."""
     usage: UsageTotals = field(default_factory=UsageTotals)
     """What its model calls used and cost so far (the usage ledger's running totals)."""
+    budget: Budget | None = None
+    """Its own caps on that use (docs/usage.md); None: the agent's default, if any."""
 
     @property
     def cancel_requested(self) -> bool:

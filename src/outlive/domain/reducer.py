@@ -444,6 +444,11 @@ def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]
     _marker(txn, seq, "incomplete", data)
 
 
+def _on_budget_reached(txn: Txn, seq: int, p: ev.BudgetReached,
+                       data: Mapping[str, Any]) -> None:
+    _marker(txn, seq, "budget", data)
+
+
 def _on_error(txn: Txn, seq: int, p: ev.Error, data: Mapping[str, Any]) -> None:
     _marker(txn, seq, "error", data)
 
@@ -474,6 +479,7 @@ _HANDLERS: dict[str, Handler] = {
     "incomplete": _on_incomplete,
     "error": _on_error,
     "context_compacted": _on_context_compacted,
+    "budget_reached": _on_budget_reached,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

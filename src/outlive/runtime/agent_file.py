@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..domain.budget import parse_budget
 from ..domain.errors import InvalidInput
 from ..mcp import server_from_dict
 from ..tools import ToolRegistry, demo_tools
@@ -38,7 +39,7 @@ __all__ = ["load_agents_file"]
 
 _CONTEXT_KEYS = ("context_window", "output_reserve", "compact_at", "summarizer")
 _KEYS = {"system_prompt", "model", "max_turns", "max_tokens", "temperature", "demo_tools",
-         "mcp_servers", "extra", *_CONTEXT_KEYS}
+         "mcp_servers", "extra", "budget", *_CONTEXT_KEYS}
 
 
 def load_agents_file(path: str | Path, registry: AgentRegistry, *,
@@ -76,6 +77,11 @@ def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed
                               ("system_prompt", "model", "max_turns", "max_tokens",
                                "temperature", "extra", *_CONTEXT_KEYS) if k in table}
     _check_context(fields, where)
+    if "budget" in table:
+        try:
+            fields["budget"] = parse_budget(table["budget"])
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from exc
     if name in registry:
         base = registry.get(name)
         tools = base.tools

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.budget import Budget
 from ..domain.errors import InvalidInput
 from ..mcp import McpServer, unique_servers
 from ..providers import DEFAULT_ROUTE, DEMO_CALLS_EXTRA
@@ -43,6 +44,8 @@ class Agent:
     """Share of the window past which the view is compacted (default 0.8)."""
     summarizer: str | None = None
     """The model route that writes summaries (default: the agent's own model)."""
+    budget: Budget | None = None
+    """The budget of its sessions that have none of their own (docs/usage.md)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mcp_servers", tuple(unique_servers(self.mcp_servers)))

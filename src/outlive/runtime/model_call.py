@@ -16,9 +16,11 @@ from types import TracebackType
 from typing import Any
 
 from .. import tracing
+from ..domain.budget import Budget, reached, with_entries
 from ..domain.context import entry_tokens, view_of
-from ..domain.events import Error, MessageEnd, TurnStart
+from ..domain.events import BudgetReached, Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
+from ..domain.usage import UsageTotals
 from ..providers import (
     ContextOverflow,
     Finish,
@@ -59,8 +61,14 @@ class ModelCaller:
         activity: Supervisor,
         compactor: Compactor | None = None,
         meter: CallMeter | None = None,
+        budget: Budget | None = None,
+        used: UsageTotals | None = None,
+        used_through: int = 0,
     ) -> None:
         self.session_id = session_id
+        self.budget = budget
+        self._used = used or UsageTotals()
+        self._used_through = used_through
         self.meter = meter
         self.compactor = compactor
         self.agent = agent
@@ -84,6 +92,7 @@ class ModelCaller:
             if self.activity.cancelled:
                 buf.aborted = Abort.CANCEL
                 return buf
+            await self._check_budget()
             tools, settings = self._request()
             messages = await self._fit(self._log.messages(self.writes.history), tools)
             if self.activity.cancelled:  # it came during the summarizer
@@ -135,6 +144,28 @@ class ModelCaller:
             message_id = new_id("msg")
             await self.writes.emit(
                 TurnStart(turn=0, message_id=message_id, retry=attempt).new())
+
+    def used(self) -> UsageTotals:
+        """The session's totals now: those of the row as claimed, plus the entries this run
+        has written since (seq above the claim's last entry) and those it holds. Exact with
+        no read: only the lease holder adds to the history, so nothing else changed them."""
+        written = [(e.kind, e.data) for e in self.writes.history
+                   if e.seq > self._used_through]
+        return with_entries(self._used, [*written, *self.writes.held_entries])
+
+    async def _check_budget(self) -> None:
+        """Before a model call: a budget reached settles the session (succeeded, attention
+        `budget`) keeping everything written, and the call is not made."""
+        if self.budget is None:
+            return
+        used = self.used()
+        limit = reached(self.budget, used)
+        if limit is None:
+            return
+        await self.writes.settle(
+            Status.SUCCEEDED, attention="budget",
+            events=[BudgetReached(limit=limit, used=used.to_dict(),
+                                  budget=self.budget.to_dict()).new()])
 
     async def prepare(self, drafts: Sequence[EntryDraft]) -> None:
         """Before a turn's start is written: compact now if the request, with the held

@@ -118,7 +118,9 @@ class Run:
         self.compactor.meter = meter
         self.model_caller = ModelCaller(self.session_id, agent, provider, model_name,
                                         settings, self.writes, self.activity, self.compactor,
-                                        meter)
+                                        meter, budget=claim.session.budget or agent.budget,
+                                        used=claim.session.usage,
+                                        used_through=claim.session.last_entry_seq)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 
+from ..domain.budget import parse_budget
 from ..domain.errors import LeaseLost
 from ..domain.model import (
     Entry,
@@ -200,6 +201,7 @@ def to_session(d: Dialect, row: Row) -> Session:
             reasoning_tokens=int(row["reasoning_tokens"]),
             cost_usd=from_nano(int(row["cost_nano_usd"])),
             unpriced_calls=int(row["unpriced_calls"])),
+        budget=parse_budget(d.load_json(row["budget"])),
     )
 
 

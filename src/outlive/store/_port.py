@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
+from ..domain.budget import Budget
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -256,6 +257,7 @@ class SessionStore(Protocol):
         abandon_after: float | None = None,
         client_request_id: str | None = None,
         traceparent: str | None = None,
+        budget: Budget | dict[str, Any] | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
@@ -289,6 +291,11 @@ class SessionStore(Protocol):
         safe point; a settled one (`succeeded`, `failed`) is queued for a run that does
         (`ClaimReason.COMPACT`). `CannotCompact` for a cancelled session or one waiting on
         an approval; asking again changes nothing more."""
+        ...
+    async def set_budget(self, owner_id: str, session_id: str,
+                         budget: Budget | dict[str, Any] | None) -> Session:
+        """Change the session's budget (`InvalidInput` for a bad one); a session its budget
+        stopped that the new one no longer stops is queued to continue."""
         ...
     async def post_message(
         self,

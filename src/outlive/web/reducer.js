@@ -394,6 +394,10 @@ function onIncomplete(txn, seq, data) {
   marker(txn, seq, "incomplete", data);
 }
 
+function onBudgetReached(txn, seq, data) {
+  marker(txn, seq, "budget", data);
+}
+
 function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
@@ -423,4 +427,5 @@ const HANDLERS = {
   incomplete: onIncomplete,
   error: onError,
   context_compacted: onContextCompacted,
+  budget_reached: onBudgetReached,
 };

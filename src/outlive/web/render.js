@@ -299,6 +299,8 @@ function markerText(item) {
       return `Run paused${d.reason ? ` (${pretty(d.reason)})` : ""}: another worker picks it up`;
     case "incomplete":
       return `Incomplete${d.reason ? `: ${pretty(d.reason)}` : ""}`;
+    case "budget":
+      return `Budget reached${d.limit ? ` (${pretty(d.limit)})` : ""}: raise it to continue`;
     case "error": {
       const code = d.code ? `${pretty(d.code)}: ` : "";
       return `Error — ${code}${pretty(d.message ?? "")}`;

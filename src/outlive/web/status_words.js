@@ -9,7 +9,7 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
 /**
  * The word for a session: `s` has the rail's (or the reducer state's) fields `status`,
- * `attention` ("question", "approval" or null), `error` ({code, message} or null) and
+ * `attention` ("question", "approval", "budget" or null), `error` ({code, message} or null) and
  * `cancel_requested`.
  */
 export function statusWord(s) {
@@ -18,6 +18,7 @@ export function statusWord(s) {
   const terminal = TERMINAL.has(status);
   if (attention === "question" && terminal && status !== "cancelled") return "waiting for you";
   if (attention === "approval" && !terminal) return "waiting on approval";
+  if (attention === "budget" && terminal) return "budget reached";
   if (status === "failed" && s.error && s.error.code === "incomplete") return "incomplete";
   if (s && s.cancel_requested && (status === "queued" || status === "running")) {
     return `${status} · cancelling`;

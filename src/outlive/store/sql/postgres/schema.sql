@@ -63,6 +63,7 @@ CREATE TABLE sessions (
     unpriced_calls      INTEGER NOT NULL DEFAULT 0,
     traceparent         TEXT,
     run_traceparent     TEXT,
+    budget              JSONB,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 

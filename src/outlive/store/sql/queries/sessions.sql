@@ -10,9 +10,9 @@ SELECT id FROM owners WHERE id = :id {for_update}
 -- `:last`: 1 with a prompt (its event, written with it, is seq 1 and the input to run).
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at, last_seq, last_input_seq,
-                      traceparent)
+                      traceparent, budget)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
-        :abandon, {now}, {now}, :last, :last, :tp)
+        :abandon, {now}, {now}, :last, :last, :tp, :budget)
 
 -- name: set_last_input_seq
 UPDATE sessions SET last_input_seq = :seq WHERE id = :id
@@ -72,3 +72,6 @@ SELECT status, COUNT(*) AS n FROM sessions WHERE deleted_at IS NULL GROUP BY sta
 
 -- name: ping
 SELECT 1 AS one
+
+-- name: set_budget
+UPDATE sessions SET budget = :budget, updated_at = {now} WHERE id = :id

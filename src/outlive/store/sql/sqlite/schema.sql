@@ -62,7 +62,8 @@ CREATE TABLE sessions (
     cost_nano_usd       INTEGER NOT NULL DEFAULT 0,
     unpriced_calls      INTEGER NOT NULL DEFAULT 0,
     traceparent         TEXT,
-    run_traceparent     TEXT
+    run_traceparent     TEXT,
+    budget              TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
