@@ -363,7 +363,14 @@ class Run:
                     [Incomplete(reason="max_turns").new()],
                 )
             turns += 1
-            final = await self._turn(turns, deliver)
+            try:
+                final = await self._turn(turns, deliver)
+            except PendingInput:
+                # A settle inside the turn (a budget reached before a model call) found a
+                # message that came in unannounced: deliver it with the next turn, whose
+                # settle then holds (nothing was written: the settle put its steps back).
+                self.inbox.stale()
+                final = False
 
     # -- one turn --------------------------------------------------------------------------
 
