@@ -39,6 +39,8 @@ def samples(store: Any) -> dict[str, Any]:
         "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
+        # budgets (sessions.sql)
+        "budget": d.json({"max_model_calls": 1}),
         # traces.sql
         "tp": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         # bounded storage (retention.sql)
