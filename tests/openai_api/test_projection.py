@@ -95,6 +95,8 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
     "context_compacted": ({"method": "summary", "reason": "threshold", "through_entry": 3,
                            "covered_entries": 3, "trimmed": 0, "tokens_before": 900,
                            "tokens_after": 300, "window": 1000, "summary": "s"}, []),
+    "budget_reached": ({"limit": "max_model_calls", "used": {"model_calls": 1},
+                        "budget": {"max_model_calls": 1}}, []),
     "session_end": ({"status": "succeeded"}, ["response.completed"]),
 }
 
