@@ -63,6 +63,7 @@ export const EVENT_TYPES = [
   "incomplete",
   "error",
   "context_compacted",
+  "budget_reached",
 ];
 
 
