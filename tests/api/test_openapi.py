@@ -21,6 +21,8 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
     ("/v1/sessions/{session_id}/usage", "get"): {"200", "401", "404"},
     ("/v1/usage", "get"): {"200", "400", "401", "422"},
+    ("/v1/budget", "get"): {"200", "401"},
+    ("/v1/budget", "put"): {"200", "400", "401", "422"},
     ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
         "200", "400", "401", "404", "409", "422"},
     ("/v1/events", "get"): {"200", "400", "401"},

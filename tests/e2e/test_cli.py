@@ -156,6 +156,29 @@ def test_owners_retain_and_list(tmp_path: Path) -> None:
                    ).returncode == 2
 
 
+def test_owners_budget_sets_shows_and_removes_a_monthly_budget(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    assert outlive("keys", "create", "--owner", "bob", "--db", db, cwd=tmp_path).returncode == 0
+    shown = outlive("owners", "budget", "bob", "--db", db, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("owner 'bob': no monthly budget\n")
+    assert "0 model calls, 0 tokens, $0" in shown.stdout
+    done = outlive("owners", "budget", "bob", "--max-cost-usd", "12.5", "--max-model-calls",
+                   "900", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("owner 'bob': max_cost_usd 12.5, max_model_calls 900\n")
+    again = outlive("owners", "budget", "bob", "--db", db, cwd=tmp_path).stdout
+    assert again.startswith("owner 'bob': max_cost_usd 12.5, max_model_calls 900")
+    bad = outlive("owners", "budget", "bob", "--max-cost-usd", "lots", "--db", db, cwd=tmp_path)
+    assert bad.returncode == 2 and "max_cost_usd" in bad.stderr
+    both = outlive("owners", "budget", "bob", "--none", "--max-tokens", "5", "--db", db,
+                   cwd=tmp_path)
+    assert both.returncode == 2
+    assert outlive("owners", "budget", "eve", "--db", db, cwd=tmp_path).returncode == 1
+    removed = outlive("owners", "budget", "bob", "--none", "--db", db, cwd=tmp_path)
+    assert removed.stdout.startswith("owner 'bob': no monthly budget"), removed.stderr
+
+
 def test_migrate_is_idempotent(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     first = outlive("migrate", "--db", db, cwd=tmp_path)

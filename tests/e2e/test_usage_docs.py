@@ -54,22 +54,23 @@ def served(tmp_path: Path) -> Any:
 
 def test_the_usage_docs_curl_commands_print_what_they_say(served: Any) -> None:
     proc, key = served
-    assert len(blocks()) == 2
     r = httpx.post(f"{proc.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"},
                    json={"prompt": "tell me about leases"})
     assert r.status_code == 202, r.text
     session = settled(proc.url, key, r.json()["id"])
     assert session["status"] == "succeeded", session
     env = dict(os.environ, SESSION=session["id"], OUTLIVE_API_KEY=key)
-    printed = []
-    for script in blocks():
+
+    def run(script: str) -> Any:
         assert "127.0.0.1:8765" in script, script  # serve's default port, as the doc says
         done = subprocess.run(["bash", "-e", "-c", script.replace("127.0.0.1:8765",
                                                                  f"127.0.0.1:{proc.port}")],
                               env=env, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
-        printed.append(json.loads(done.stdout))
-    mine, report = printed
+        return json.loads(done.stdout)
+
+    mine_block, report_block, create, patch, put_owner, get_owner = blocks()
+    mine, report = run(mine_block), run(report_block)
     assert mine["session_id"] == session["id"]
     assert mine["totals"] == session["usage"]
     assert mine["totals"]["model_calls"] == len(mine["calls"]) >= 2  # the tool call, the answer
@@ -77,3 +78,21 @@ def test_the_usage_docs_curl_commands_print_what_they_say(served: Any) -> None:
     assert [g["key"] for g in report["groups"]] == [session["model"]]
     assert report["totals"]["model_calls"] == mine["totals"]["model_calls"]
     assert report["totals"]["cost_usd"] == mine["totals"]["cost_usd"]
+
+    # budgets: a session stopped at one call, continued by a raised cap
+    budgeted = run(create)
+    stopped = settled(proc.url, key, budgeted["id"])
+    assert (stopped["status"], stopped["attention"]) == ("succeeded", "budget")
+    assert stopped["usage"]["model_calls"] == 1
+    env["BUDGETED"] = budgeted["id"]
+    raised = run(patch)
+    assert (raised["status"], raised["budget"]["max_model_calls"]) == ("queued", 5)
+    done = settled(proc.url, key, budgeted["id"])
+    assert (done["status"], done["attention"], done["usage"]["model_calls"]) == (
+        "succeeded", None, 2)
+    # the owner's monthly budget, and the month as the ledger has it
+    assert run(put_owner)["monthly"] == {"max_cost_usd": "200", "max_tokens": None,
+                                         "max_model_calls": 50000}
+    month = run(get_owner)
+    assert month["used"]["model_calls"] == mine["totals"]["model_calls"] + 2
+    assert (month["reached"], month["held"]["model_calls"]) == (None, 0)

@@ -28,7 +28,9 @@ async def test_a_call_cap_stops_before_the_second_call_and_raising_it_resumes(
     reached = [e.data for e in events if e.type == "budget_reached"]
     assert reached == [{"limit": "max_model_calls", "used": stopped.usage.to_dict(),
                         "budget": {"max_cost_usd": None, "max_tokens": None,
-                                   "max_model_calls": 1, "max_tool_calls": None}}]
+                                   "max_model_calls": 1, "max_tool_calls": None,
+                                   "max_tool_calls_per_run": None},
+                        "scope": "session"}]
     assert sum(1 for e in events if e.type == "message_end") == 1
     listed = await store.list_sessions(owner, attention="budget")
     assert [x.id for x in listed.items] == [s.id]

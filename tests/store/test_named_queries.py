@@ -61,6 +61,8 @@ def samples(store: Any) -> dict[str, Any]:
         "calls": 1, "tools": 0, "unpriced": 1, "grp": "day",
         "sums": '[{"sid": "ses_1", "calls": 1, "tools": 0, "input": 1, "output": 1, '
                 '"cached": 0, "reasoning": 0, "cost": 0, "unpriced": 0}]',
+        # owner budgets (budgets.sql)
+        "tokens": 100,
     }
 
 

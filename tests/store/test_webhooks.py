@@ -71,6 +71,29 @@ async def test_an_end_and_a_change_of_attention_are_queued_with_the_change(store
     assert {t.url for t in taken} == {"https://a.example/h"}
 
 
+async def test_a_budget_stop_is_its_own_event_with_what_stopped_it(store, settle):
+    from outlive.domain.events import BudgetReached
+
+    owner = await new_owner(store)
+    budget_only = await store.create_webhook(owner.id, url="https://a.example/h",
+                                             events=["session.budget_reached"],
+                                             secret=new_secret())
+    _, lease = await held(store, owner.id)
+    await settle(lease, Status.SUCCEEDED, attention="question")  # not a budget stop
+    s, lease = await held(store, owner.id)
+    stop = BudgetReached(limit="max_tokens", used={"input_tokens": 900},
+                         budget={"max_tokens": 800}, scope="session").new()
+    await settle(lease, Status.SUCCEEDED, attention="budget", events=[stop])
+    assert await _log(store, owner.id, budget_only.id) == [
+        ("session.budget_reached", "pending", 0)]
+    (taken,) = await store.take_deliveries(limit=10, lease=30)
+    body = json.loads(taken.body)
+    assert body["type"] == "session.budget_reached"
+    assert body["data"] == {"session_id": s.id, "status": "succeeded", "attempt": 1,
+                            "limit": "max_tokens", "scope": "session",
+                            "used": {"input_tokens": 900}, "budget": {"max_tokens": 800}}
+
+
 async def test_a_refused_write_queues_nothing(store, settle):
     owner = await new_owner(store)
     hook = await store.create_webhook(owner.id, url="https://a.example/h", events=ALL,

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from outlive.domain.budget import Budget, parse_budget, reached
+from outlive.domain.budget import (
+    Budget,
+    OwnerBudget,
+    month_of,
+    parse_budget,
+    parse_owner_budget,
+    plus,
+    reached,
+    run_tool_calls,
+)
 from outlive.domain.errors import InvalidInput
 from outlive.domain.usage import UsageTotals
 
@@ -81,3 +91,49 @@ def test_with_entries_counts_as_the_ledger_counts() -> None:
                         ("tool_result", {}), ("assistant", unpriced)])
     assert got == UsageTotals(model_calls=3, tool_calls=1, input_tokens=23, output_tokens=10,
                               cost_usd=Decimal("0.01"), unpriced_calls=1)
+
+
+def test_the_per_run_tool_cap_counts_tool_results_since_the_last_message() -> None:
+    kinds = ["user", "assistant", "tool_result", "tool_result", "assistant", "user",
+             "assistant", "tool_result", "summary", "assistant", "tool_result"]
+    assert run_tool_calls(kinds) == 2
+    assert run_tool_calls([]) == 0
+    assert run_tool_calls(["tool_result"]) == 1
+    cap = Budget(max_tool_calls_per_run=2)
+    assert reached(cap, UsageTotals(tool_calls=99), run_tool_calls(kinds)) == (
+        "max_tool_calls_per_run")
+    assert reached(cap, UsageTotals(tool_calls=99), 1) is None
+    assert reached(cap, UsageTotals(tool_calls=99)) is None  # the store's check: totals only
+    assert parse_budget({"max_tool_calls_per_run": 5}) == Budget(max_tool_calls_per_run=5)
+
+
+def test_an_owner_budget_has_the_ledgers_limits_only() -> None:
+    assert parse_owner_budget({"max_cost_usd": 5, "max_model_calls": 9}) == Budget(
+        max_cost_usd=Decimal(5), max_model_calls=9)
+    assert parse_owner_budget(None) is None
+    for key in ("max_tool_calls", "max_tool_calls_per_run", "max_dollars"):
+        with pytest.raises(InvalidInput, match=f"owner budget has no {key}"):
+            parse_owner_budget({key: 1})
+    with pytest.raises(InvalidInput, match="object or null"):
+        parse_owner_budget([1])
+    assert Budget(max_tokens=3, max_tool_calls=4).owner_dict() == {
+        "max_cost_usd": None, "max_tokens": 3, "max_model_calls": None}
+
+
+def test_an_owner_month_counts_what_is_held_beside_what_was_used() -> None:
+    used = UsageTotals(model_calls=2, input_tokens=500, output_tokens=100,
+                       cost_usd=Decimal("0.4"))
+    held = UsageTotals(model_calls=1, input_tokens=400, cost_usd=Decimal("0.2"))
+    assert plus(used, held) == UsageTotals(model_calls=3, input_tokens=900, output_tokens=100,
+                                           cost_usd=Decimal("0.6"))
+    assert OwnerBudget(Budget(max_tokens=1000), "2026-12", used, held).reached() == "max_tokens"
+    assert OwnerBudget(Budget(max_tokens=1001), "2026-12", used, held).reached() is None
+    assert OwnerBudget(Budget(max_cost_usd=Decimal("0.5")), "2026-12", used).reached() is None
+    assert OwnerBudget(None, "2026-12", used, held).reached() is None
+
+
+def test_a_month_is_the_utc_calendar_month() -> None:
+    assert month_of(datetime(2026, 12, 31, 23, 59, tzinfo=UTC)) == (
+        datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    assert month_of(datetime(2026, 2, 1, tzinfo=UTC)) == (
+        datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC))

@@ -28,6 +28,7 @@ from ..store import ApiStore
 from ..web import mount as mount_web
 from . import (
     _approvals,
+    _budget,
     _events,
     _login,
     _meta,
@@ -107,7 +108,7 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, _usage,
-                   aisdk, agui):
+                   _budget, aisdk, agui):
         app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

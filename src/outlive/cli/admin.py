@@ -136,3 +136,55 @@ def owners_retain(
         console.print(f"no owner {owner!r}; see `outlive owners list`")
         raise typer.Exit(1) from None
     console.print(f"owner {owner!r} now keeps finished sessions: {shown}")
+
+
+@owners_app.command("budget")
+def owners_budget(
+    owner: Annotated[str, typer.Argument(help="Owner (tenant) name.")],
+    max_cost_usd: Annotated[str | None, typer.Option(
+        help="USD per calendar month (UTC), a decimal.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Input plus output tokens per month.", min=0)] = None,
+    max_model_calls: Annotated[int | None, typer.Option(
+        help="Model calls per month.", min=0)] = None,
+    none: Annotated[bool, typer.Option(
+        "--none", help="Remove the owner's monthly budget.")] = False,
+    db: DbOption = None,
+    listen_db: ListenDbOption = None,
+) -> None:
+    """Show OWNER's monthly budget and this month's use; with a cap or --none, set it
+    first (the caps given replace the budget whole; docs/usage.md)."""
+    from ..domain.errors import InvalidInput
+
+    caps = {"max_cost_usd": max_cost_usd, "max_tokens": max_tokens,
+            "max_model_calls": max_model_calls}
+    change = none or any(v is not None for v in caps.values())
+    if none and any(v is not None for v in caps.values()):
+        raise typer.BadParameter("give caps or --none, not both")
+
+    async def work(store: Store) -> str:
+        found = [o for o in await store.list_owners() if o.name == owner]
+        if not found:
+            return ""
+        oid = found[0].id
+        if change:
+            state = await store.set_owner_budget(oid, None if none else caps)
+        else:
+            state = await store.owner_budget(oid)
+        monthly = state.budget.owner_dict() if state.budget is not None else None
+        caps_text = ("no monthly budget" if monthly is None else ", ".join(
+            f"{k} {v}" for k, v in monthly.items() if v is not None) or "no caps")
+        used = state.used
+        return (f"owner {owner!r}: {caps_text}\n{state.month}: {used.model_calls} model calls, "
+                f"{used.input_tokens + used.output_tokens} tokens, ${used.cost_usd}"
+                + (f" (+{used.unpriced_calls} unpriced)" if used.unpriced_calls else "")
+                + (f"; reached {state.reached()}" if state.reached() else ""))
+
+    try:
+        text = _on_store(db, listen_db, work)
+    except InvalidInput as exc:
+        raise typer.BadParameter(exc.message) from None
+    if not text:
+        console.print(f"no owner {owner!r}; see `outlive owners list`")
+        raise typer.Exit(1)
+    typer.echo(text)

@@ -37,6 +37,7 @@ from ._models import (
     CancelResult,
     EventPage,
     EventRecord,
+    OwnerBudgetInfo,
     OwnerStreamItem,
     PostResult,
     SessionDetail,
@@ -227,6 +228,15 @@ class AsyncClient:
         days), summed per `day`, `model` route, `agent` or `session`."""
         return await self._call(_calls.usage(start=start, end=end,
                                              group_by=group_by))
+
+    async def owner_budget(self) -> OwnerBudgetInfo:
+        """The owner's monthly budget and what this month used and holds."""
+        return await self._call(_calls.owner_budget())
+
+    async def set_owner_budget(self, monthly: Mapping[str, Any] | None) -> OwnerBudgetInfo:
+        """Set (None: remove) the owner's monthly caps; sessions a budget stopped that no
+        budget stops now continue."""
+        return await self._call(_calls.set_owner_budget(monthly))
 
     async def healthz(self) -> bool:
         return await self._call(_calls.healthz())

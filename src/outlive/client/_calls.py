@@ -21,6 +21,7 @@ from ._models import (
     Approval,
     CancelResult,
     EventPage,
+    OwnerBudgetInfo,
     PostResult,
     SessionDetail,
     SessionInfo,
@@ -41,10 +42,12 @@ __all__ = [
     "get_session",
     "healthz",
     "list_sessions",
+    "owner_budget",
     "resolve_base_url",
     "send_message",
     "session_path",
     "session_usage",
+    "set_owner_budget",
     "set_title",
     "stream_timeouts",
     "timeouts",
@@ -234,6 +237,15 @@ def usage(*, start: str | datetime | None = None, end: str | datetime | None = N
     before now)."""
     params = _drop_none({"from": _iso(start), "to": _iso(end), "group_by": group_by})
     return Call("GET", "/v1/usage", UsageReport.model_validate, params=params)
+
+
+def owner_budget() -> Call[OwnerBudgetInfo]:
+    return Call("GET", "/v1/budget", OwnerBudgetInfo.model_validate)
+
+
+def set_owner_budget(monthly: Mapping[str, Any] | None) -> Call[OwnerBudgetInfo]:
+    return Call("PUT", "/v1/budget", OwnerBudgetInfo.model_validate,
+                json={"monthly": dict(monthly) if monthly is not None else None})
 
 
 def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Call[EventPage]:

@@ -129,6 +129,19 @@ class UsageReport(_Model):
     totals: UsageTotals
 
 
+class OwnerBudgetInfo(_Model):
+    """`GET /v1/budget`: the owner's monthly caps and where this month stands."""
+
+    monthly: dict[str, Any] | None
+    """The caps (max_cost_usd, max_tokens, max_model_calls); None: no monthly budget."""
+    month: str
+    used: UsageTotals
+    held: UsageTotals
+    """What the calls in flight hold now (the most each may use)."""
+    reached: str | None
+    """The cap the month has reached: the owner's sessions stop before their next call."""
+
+
 class SessionInfo(_Model):
     """One session as the API describes it (`GET /v1/sessions/{id}`'s `session`)."""
 

@@ -26,6 +26,7 @@ from ._models import (
     CancelResult,
     EventPage,
     EventRecord,
+    OwnerBudgetInfo,
     PostResult,
     SessionDetail,
     SessionInfo,
@@ -196,6 +197,14 @@ class Client:
               group_by: str = "day") -> UsageReport:
         """As `AsyncClient.usage`."""
         return self._call(_calls.usage(start=start, end=end, group_by=group_by))
+
+    def owner_budget(self) -> OwnerBudgetInfo:
+        """As `AsyncClient.owner_budget`."""
+        return self._call(_calls.owner_budget())
+
+    def set_owner_budget(self, monthly: Mapping[str, Any] | None) -> OwnerBudgetInfo:
+        """As `AsyncClient.set_owner_budget`."""
+        return self._call(_calls.set_owner_budget(monthly))
 
     def healthz(self) -> bool:
         return self._call(_calls.healthz())

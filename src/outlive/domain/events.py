@@ -24,7 +24,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -299,13 +299,21 @@ class Incomplete(Payload, frozen=True, kw_only=True):
 
 
 class BudgetReached(Payload, frozen=True, kw_only=True):
-    """The run stopped before a model call: the session's totals reached `limit` (a key of
-    `budget`). The session settles succeeded with attention `budget` (docs/usage.md)."""
+    """The run stopped before a model call: totals reached `limit` (a key of `budget`). The
+    session settles succeeded with attention `budget` (docs/usage.md). `scope`: whose budget
+    it was, the session's (`used`: its totals) or its owner's monthly one (`used`: the
+    month's, with what calls in flight held)."""
 
     TYPE: ClassVar[str] = "budget_reached"
     limit: str | None
     used: dict[str, Any]
     budget: dict[str, Any]
+    scope: Literal["session", "owner"] = "session"
+    """Written on every event (`data`); an event from before owner budgets has none: the
+    session's."""
+
+    def data(self) -> dict[str, Any]:
+        return {**super().data(), "scope": self.scope}
 
 
 class Error(Payload, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ from .model import TERMINAL, Status
 
 __all__ = [
     "ATTENTION_EVENT",
+    "BUDGET_EVENT",
     "EVENTS",
     "SECRET_PREFIX",
     "check_events",
@@ -41,9 +42,11 @@ __all__ = [
 
 SECRET_PREFIX = "whsec_"
 ATTENTION_EVENT = "session.attention"
-EVENTS = frozenset({f"session.{s.value}" for s in TERMINAL} | {ATTENTION_EVENT})
-"""`session.succeeded|failed|cancelled` (the session ended) and `session.attention` (what
-the session waits on a person for changed, including back to nothing)."""
+BUDGET_EVENT = "session.budget_reached"
+EVENTS = frozenset({f"session.{s.value}" for s in TERMINAL} | {ATTENTION_EVENT, BUDGET_EVENT})
+"""`session.succeeded|failed|cancelled` (the session ended), `session.attention` (what
+the session waits on a person for changed, including back to nothing) and
+`session.budget_reached` (a run stopped at a budget: which limit, whose, what was used)."""
 _MAX_URL = 2000
 
 

@@ -16,10 +16,11 @@ from types import TracebackType
 from typing import Any
 
 from .. import tracing
-from ..domain.budget import Budget, reached, with_entries
+from ..domain.budget import Budget, CallHold, plus, reached, run_tool_calls, with_entries
 from ..domain.context import entry_tokens, view_of
 from ..domain.events import BudgetReached, Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
+from ..domain.prices import cost_usd, to_nano
 from ..domain.usage import UsageTotals
 from ..providers import (
     ContextOverflow,
@@ -39,12 +40,17 @@ from .activity import Abort, Supervisor
 from .agents import Agent
 from .context import Compactor, Measure
 from .history import MessageLog
+from .owner_budgets import OwnerBudgets
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
 from .usage import CallMeter
 from .writes import EntryDraft, RunWrites
 
-__all__ = ["ModelCaller"]
+__all__ = ["HOLD_OUTPUT_TOKENS", "ModelCaller"]
+
+HOLD_OUTPUT_TOKENS = 4096
+"""The answer's most, held against an owner's monthly budget, when the agent sets no
+`max_tokens` (the provider's own default is not known here)."""
 
 
 class ModelCaller:
@@ -64,9 +70,13 @@ class ModelCaller:
         budget: Budget | None = None,
         used: UsageTotals | None = None,
         used_through: int = 0,
+        owner_budgets: OwnerBudgets | None = None,
+        owner_id: str = "",
     ) -> None:
         self.session_id = session_id
         self.budget = budget
+        self.owner_budgets = owner_budgets
+        self.owner_id = owner_id
         self._used = used or UsageTotals()
         self._used_through = used_through
         self.meter = meter
@@ -154,18 +164,46 @@ class ModelCaller:
         return with_entries(self._used, [*written, *self.writes.held_entries])
 
     async def _check_budget(self) -> None:
-        """Before a model call: a budget reached settles the session (succeeded, attention
-        `budget`) keeping everything written, and the call is not made."""
-        if self.budget is None:
+        """Before a model call: a budget reached (the session's, its per-run tool cap, or
+        its owner's monthly one, which admits the call against what the owner's other calls
+        in flight hold) settles the session (succeeded, attention `budget`) keeping
+        everything written, and the call is not made."""
+        if self.budget is not None:
+            used = self.used()
+            kinds = [*(e.kind for e in self.writes.history),
+                     *(kind for kind, _ in self.writes.held_entries)]
+            limit = reached(self.budget, used, run_tool_calls(kinds))
+            if limit is not None:
+                await self.writes.settle(
+                    Status.SUCCEEDED, attention="budget",
+                    events=[BudgetReached(limit=limit, used=used.to_dict(),
+                                          budget=self.budget.to_dict(), scope="session").new()])
+        if self.owner_budgets is None:
             return
-        used = self.used()
-        limit = reached(self.budget, used)
-        if limit is None:
-            return
-        await self.writes.settle(
-            Status.SUCCEEDED, attention="budget",
-            events=[BudgetReached(limit=limit, used=used.to_dict(),
-                                  budget=self.budget.to_dict()).new()])
+        pending = with_entries(UsageTotals(), self.writes.held_entries)
+        stop = await self.owner_budgets.admit(self.writes.lease, self.owner_id, self._hold(),
+                                              pending)
+        if stop is not None and stop.budget is not None:
+            await self.writes.settle(
+                Status.SUCCEEDED, attention="budget",
+                events=[BudgetReached(limit=stop.reached(),
+                                      used=plus(stop.used, stop.held).to_dict(),
+                                      budget=stop.budget.owner_dict(), scope="owner").new()])
+
+    def _hold(self) -> CallHold:
+        """The most the next call may use: its request as last measured (else estimated
+        from the history) and the answer's cap, at the route's price."""
+        output = self.agent.max_tokens or HOLD_OUTPUT_TOKENS
+        last = self.compactor.last if self.compactor is not None else None
+        if last is not None:
+            request = last.tokens
+        else:
+            request = view_of(self.writes.history).tokens() + sum(
+                entry_tokens(kind, data) for kind, data in self.writes.held_entries)
+        meter = self.meter
+        price = meter.prices(meter.route) if meter is not None and meter.prices else None
+        cost = cost_usd(request, output, 0, price)
+        return CallHold(request + output, 0 if cost is None else to_nano(cost))
 
     async def prepare(self, drafts: Sequence[EntryDraft]) -> None:
         """Before a turn's start is written: compact now if the request, with the held

@@ -53,6 +53,7 @@ from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
 from .model_call import ModelCaller
+from .owner_budgets import OwnerBudgets
 from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
 from .tool_call import ToolRunner, never_started
@@ -93,11 +94,13 @@ class Run:
         limits: ContextLimits | None = None,
         summarizers: SummarizerResolver | None = None,
         prices: PriceResolver | None = None,
+        owner_budgets: OwnerBudgets | None = None,
     ) -> None:
         """`sink`: where the run's fenced writes go (the worker's group committer), else
         straight to the store. `notices_complete`: every notice for the session reaches the
         run (`Subscription.complete`), so its inbox is read again only after one. `prices`:
-        each route's price, for the cost of each call in the usage ledger."""
+        each route's price, for the cost of each call in the usage ledger. `owner_budgets`:
+        the worker's admission of calls against owners' monthly budgets."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -120,7 +123,9 @@ class Run:
                                         settings, self.writes, self.activity, self.compactor,
                                         meter, budget=claim.session.budget or agent.budget,
                                         used=claim.session.usage,
-                                        used_through=claim.session.last_entry_seq)
+                                        used_through=claim.session.last_entry_seq,
+                                        owner_budgets=owner_budgets,
+                                        owner_id=claim.session.owner_id)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self._check = _Check.IDLE

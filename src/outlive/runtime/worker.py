@@ -25,6 +25,7 @@ from ..tools import ToolRegistry
 from .agents import Agent, AgentRegistry
 from .group_commit import GroupCommitter
 from .housekeeping import expire_approvals, sweep
+from .owner_budgets import OwnerBudgets
 from .runner import Run
 from .settings import RuntimeSettings
 from .webhooks import WebhookSender
@@ -55,6 +56,8 @@ class Worker:
         self.id = worker_id or default_worker_id()
         self.runs: dict[str, Run] = {}
         self.committer = GroupCommitter(store) if self.settings.group_commit else None
+        self.owner_budgets = OwnerBudgets(store)
+        """Which owners have a monthly budget, and their calls' admission (docs/usage.md)."""
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -195,7 +198,8 @@ class Worker:
         run = Run(self.store, claim, agent, provider, model_name, self.settings,
                   self.committer, notices_complete=complete,
                   limits=self.providers.limits(session.model),
-                  summarizers=self.providers.resolve, prices=self.providers.price)
+                  summarizers=self.providers.resolve, prices=self.providers.price,
+                  owner_budgets=self.owner_budgets)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id

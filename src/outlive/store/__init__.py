@@ -5,9 +5,11 @@ from __future__ import annotations
 from ..domain.errors import InvalidInput
 from ._port import (
     PORTS,
+    AdmissionStore,
     ApiKey,
     ApiStore,
     ApprovalStore,
+    BudgetStore,
     Commit,
     CommitOutcome,
     ConnectionStore,
@@ -48,9 +50,11 @@ __all__ = [
     "MAX_ABANDON_AFTER",
     "MIN_ABANDON_AFTER",
     "PORTS",
+    "AdmissionStore",
     "ApiKey",
     "ApiStore",
     "ApprovalStore",
+    "BudgetStore",
     "Commit",
     "CommitOutcome",
     "ConnectionStore",

@@ -11,6 +11,7 @@ dialect-specific statement.
 from __future__ import annotations
 
 from ._approvals import ApprovalOps
+from ._budgets import BudgetOps
 from ._commits import CommitOps
 from ._eventlog import EventLogOps
 from ._keys import KeyOps
@@ -27,6 +28,6 @@ __all__ = ["SqlStore"]
 class SqlStore(
     SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps, WebhookOps,
     TraceOps,
-    UsageOps,
+    UsageOps, BudgetOps,
 ):
     """The shared implementation of every Store port; adapters supply the `StoreCore` seam."""

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
-from ..domain.budget import Budget
+from ..domain.budget import Budget, CallHold, OwnerBudget
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -29,10 +29,18 @@ from ..domain.model import (
     Session,
     Status,
 )
-from ..domain.usage import SessionUsage, UsageGroup
+from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
+from ._webhook_ports import (
+    DeliveryStore,
+    TakenDelivery,
+    Webhook,
+    WebhookDelivery,
+    WebhookStore,
+)
 
 __all__ = [
-    "PORTS", "ApiKey", "ApiStore", "ApprovalStore", "Commit", "CommitOutcome",
+    "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore", "Commit",
+    "CommitOutcome",
     "ConnectionStore", "CredentialStore", "DeliveryStore", "EventLogStore", "HealthStore",
     "Held", "Notice", "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore",
     "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription", "TakenDelivery",
@@ -63,46 +71,6 @@ class ApiKey:
     label: str | None
     created_at: Any
     revoked: bool
-
-
-@dataclass(frozen=True)
-class Webhook:
-    """An owner's endpoint (its secret is never read back: it was shown once, at creation)."""
-
-    id: str
-    url: str
-    events: list[str]
-    created_at: datetime | None
-
-
-@dataclass(frozen=True)
-class WebhookDelivery:
-    """One event for one endpoint, as its delivery log shows it."""
-
-    msg_id: str
-    session_id: str
-    event: str
-    state: str
-    attempts: int
-    last_status: int | None
-    last_error: str | None
-    last_attempt_at: datetime | None
-    next_attempt_at: datetime | None
-    created_at: datetime | None
-
-
-@dataclass(frozen=True)
-class TakenDelivery:
-    """A delivery a worker took to send: `attempt` fences the outcome it records."""
-
-    webhook_id: str
-    msg_id: str
-    url: str
-    secret: str
-    body: str
-    attempt: int
-    traceparent: str | None = None
-    """The W3C context of the session's last run, which the delivery's span continues."""
 
 
 @dataclass(frozen=True)
@@ -425,27 +393,27 @@ class ApprovalStore(Protocol):
     ) -> Approval: ...
 
 
-class WebhookStore(Protocol):
-    """An owner's webhook endpoints and their delivery log (docs/webhooks.md)."""
+class BudgetStore(Protocol):
+    """An owner's monthly budget and where its month stands (docs/usage.md)."""
 
-    async def create_webhook(
-        self, owner_id: str, *, url: str, events: list[str], secret: str
-    ) -> Webhook: ...
-    async def list_webhooks(self, owner_id: str) -> list[Webhook]: ...
-    async def delete_webhook(self, owner_id: str, webhook_id: str) -> None: ...
-    async def list_deliveries(
-        self, owner_id: str, webhook_id: str, *, limit: int = 100
-    ) -> list[WebhookDelivery]: ...
+    async def owner_budget(self, owner_id: str, *, with_use: bool = True) -> OwnerBudget:
+        """Its monthly budget and (`with_use`) the month's use and holds."""
+        ...
+    async def set_owner_budget(self, owner_id: str,
+                               budget: Budget | dict[str, Any] | None) -> OwnerBudget:
+        """Change it (`InvalidInput` for a bad one); the owner's sessions a budget stopped
+        that no budget stops now are queued again."""
+        ...
 
 
-class DeliveryStore(Protocol):
-    """The webhook outbox as a worker sends it: take due deliveries, record each outcome."""
+class AdmissionStore(Protocol):
+    """A run's admission of each model call against its owner's monthly budget."""
 
-    async def take_deliveries(self, *, limit: int, lease: float) -> list[TakenDelivery]: ...
-    async def record_delivery(
-        self, taken: TakenDelivery, *, state: str, status: int | None = None,
-        error: str | None = None, retry_in: float | None = None,
-    ) -> None: ...
+    async def admit_call(self, lease: Lease, hold: CallHold,
+                         pending: UsageTotals | None = None) -> OwnerBudget | None:
+        """None: admitted (the call holds `hold` until its entry is written) or no budget;
+        else the month's state, whose cap stops the run."""
+        ...
 
 
 class RetentionStore(Protocol):
@@ -464,8 +432,11 @@ class RetentionStore(Protocol):
 # -- roles: the unions a composition root hands out ---------------------------------------
 
 
-class RunnerStore(RunStore, EventLogStore, ApprovalStore, Protocol):
-    """What one run uses: its fenced writes, its session's head, its approvals."""
+class RunnerStore(
+    RunStore, EventLogStore, ApprovalStore, BudgetStore, AdmissionStore, Protocol,
+):
+    """What one run uses: its fenced writes, its session's head, its approvals, its
+    owner's budget."""
 
 
 class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, Protocol):
@@ -474,14 +445,15 @@ class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, Protocol):
 
 class ApiStore(
     CredentialStore, SessionStore, EventLogStore, ApprovalStore, WebhookStore, HealthStore,
-    Protocol,
+    BudgetStore, Protocol,
 ):
     """What the API process uses: never a lease's writes, the outbox or housekeeping."""
 
 
 class Store(
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
-    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, Protocol,
+    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
+    AdmissionStore, Protocol,
 ):
     """Every port: what an adapter implements and a composition root holds. Callers name
     the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
@@ -490,6 +462,7 @@ class Store(
 
 PORTS: tuple[type[Any], ...] = (
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
-    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore,
+    RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
+    AdmissionStore,
 )
 """Every port, each operation in exactly one (tests/store/test_ports.py)."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..domain.budget import Budget, parse_budget, reached
+from ..domain.budget import Budget, parse_budget
 from ..domain.errors import InvalidInput, NotFound, SessionBusy
 from ..domain.events import (
     SessionCancelRequested,
@@ -253,30 +253,6 @@ class SessionOps(StoreCore):
                 await self._owner_event(tx, owner_id, session_id,
                                         status_event(Status.QUEUED, 0))
             st.notify(session_id, owner_id, work=True, owner=requeued)
-            return session_id
-
-        return await self._write_session(op)
-
-    async def set_budget(self, owner_id: str, session_id: str,
-                         budget: Budget | dict[str, Any] | None) -> Session:
-        """Change the session's budget (None: none of its own). A session its budget stopped
-        (succeeded, attention `budget`) that the new one no longer stops is queued again, as
-        a message would queue it: the next claim (`follow_up`) continues from its history."""
-        caps = parse_budget(budget)
-
-        async def op(tx: Tx, st: TxState) -> str:
-            row = await self._locked(tx, session_id, owner_id)
-            await tx.execute(self.q.set_budget, {
-                "id": session_id,
-                "budget": None if caps is None else self.d.json(caps.to_dict())})
-            stopped = row["status"] == Status.SUCCEEDED.value and row["attention"] == "budget"
-            if stopped and reached(caps, to_session(self.d, row).usage) is None:
-                out = transition(lifecycle(row), Action.POST_MESSAGE)
-                await self._apply(tx, row, out.state, error_code=None, error_message=None)
-                await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
-                await self._owner_event(tx, owner_id, session_id,
-                                        status_event(Status.QUEUED, 0))
-                st.notify(session_id, owner_id, work=True, owner=True)
             return session_id
 
         return await self._write_session(op)

@@ -20,6 +20,7 @@ from typing import Any
 from ..domain.errors import InvalidInput, PendingInput
 from ..domain.model import TERMINAL, Entry, ErrorInfo, Lease, NewEvent, Session, Status
 from ..domain.status import Action, LeaseState, Lifecycle, transition
+from ..domain.webhooks import BUDGET_EVENT
 from ._base import Row, Tx, TxState
 from ._core import OwnerEvent
 from ._ledger import LedgerWrites
@@ -166,6 +167,8 @@ class SettleOps(LedgerWrites):
             await self._webhook_outbox(tx, row, out.state, extra)
         else:
             await self._apply(tx, row, out.state, **extra)
+        if waits == "budget" and row.get("has_webhooks", True):
+            await self._budget_webhook(tx, row, out.state.attempt, events)
         owner, sid = row["owner_id"], lease.session_id
         owner_events.append((owner, sid,
                              status_event(final, int(row["attempt"]), waits, error)))
@@ -173,3 +176,13 @@ class SettleOps(LedgerWrites):
             owner_events.append((owner, sid, status_event(Status.QUEUED, 0)))
         st.notify(sid, owner, work=pending, events=True, owner=True)
         return written
+
+    async def _budget_webhook(self, tx: Tx, row: Row, attempt: int,
+                              events: Sequence[NewEvent]) -> None:
+        """`session.budget_reached` for a settle at a budget, with what its
+        `budget_reached` event says (which limit, whose budget, what was used)."""
+        stop = next((ev.data for ev in events if ev.type == "budget_reached"), None)
+        data: dict[str, Any] = {"status": Status.SUCCEEDED.value, "attempt": attempt}
+        if stop is not None:
+            data.update({key: stop.get(key) for key in ("limit", "scope", "used", "budget")})
+        await self._enqueue_webhook(tx, row, BUDGET_EVENT, data)

@@ -16,7 +16,7 @@ from ..domain.model import new_id
 from ..domain.webhooks import check_events, check_secret, check_url
 from ._base import Row, Tx, TxState
 from ._core import StoreCore
-from ._port import TakenDelivery, Webhook, WebhookDelivery
+from ._webhook_ports import TakenDelivery, Webhook, WebhookDelivery
 
 __all__ = ["WebhookOps"]
 

@@ -5,7 +5,8 @@ CREATE TABLE owners (
     last_event_id BIGINT NOT NULL DEFAULT 0,
     created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
     retain_seconds DOUBLE PRECISION
-                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1)
+                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1),
+    monthly_budget JSONB
 );
 
 CREATE TABLE api_keys (
@@ -228,3 +229,20 @@ CREATE TABLE usage_ledger (
     PRIMARY KEY (session_id, entry_seq)
 );
 CREATE INDEX usage_ledger_owner_time ON usage_ledger (owner_id, created_at);
+
+-- What each model call in flight may use at most, held against its owner's monthly budget
+-- from its admission until its entry is written. A hold counts while its run still holds the
+-- session (same fence, lease not expired) and the session's `model_calls` is still what it was
+-- when the call was admitted (the call's ledger row adds one): a crashed run's hold, or one
+-- whose call was written, counts for nothing, with no statement to take it back. One per
+-- session (a run makes one model call at a time), replaced by the next admission.
+CREATE TABLE budget_holds (
+    session_id    TEXT PRIMARY KEY,
+    owner_id      TEXT NOT NULL,
+    fence         BIGINT NOT NULL,
+    model_calls   INTEGER NOT NULL,
+    tokens        BIGINT NOT NULL,
+    cost_nano_usd BIGINT NOT NULL,
+    created_at    TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX budget_holds_owner ON budget_holds (owner_id);

@@ -5,7 +5,8 @@ CREATE TABLE owners (
     last_event_id INTEGER NOT NULL DEFAULT 0,
     created_at    REAL NOT NULL,
     retain_seconds REAL
-                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1)
+                  CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1),
+    monthly_budget TEXT
 );
 
 CREATE TABLE api_keys (
@@ -219,3 +220,20 @@ CREATE TABLE usage_ledger (
     PRIMARY KEY (session_id, entry_seq)
 );
 CREATE INDEX usage_ledger_owner_time ON usage_ledger (owner_id, created_at);
+
+-- What each model call in flight may use at most, held against its owner's monthly budget
+-- from its admission until its entry is written. A hold counts while its run still holds the
+-- session (same fence, lease not expired) and the session's `model_calls` is still what it was
+-- when the call was admitted (the call's ledger row adds one): a crashed run's hold, or one
+-- whose call was written, counts for nothing, with no statement to take it back. One per
+-- session (a run makes one model call at a time), replaced by the next admission.
+CREATE TABLE budget_holds (
+    session_id    TEXT PRIMARY KEY,
+    owner_id      TEXT NOT NULL,
+    fence         INTEGER NOT NULL,
+    model_calls   INTEGER NOT NULL,
+    tokens        INTEGER NOT NULL,
+    cost_nano_usd INTEGER NOT NULL,
+    created_at    REAL NOT NULL
+);
+CREATE INDEX budget_holds_owner ON budget_holds (owner_id);
