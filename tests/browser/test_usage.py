@@ -85,9 +85,17 @@ async def test_the_usage_page_shows_the_owners_totals_by_day_and_by_model(
     totals = report["totals"]
     assert totals["model_calls"] >= 3, totals  # the tool call, its answer, the greeting's
 
+    async with stack.client(key) as c:  # a monthly budget the page shows beside the month
+        r = await c.put("/v1/budget", json={"monthly": {"max_model_calls": 500}})
+        assert r.status_code == 200, r.text
+    month = r.json()
+
     page, _ = await browser.new_page()
     await login(page, stack, key)
     await page.get_by_test_id("usage-link").click()
+    await expect(page.get_by_test_id("usage-budget")).to_have_text(
+        f"Monthly budget ({month['month']}): {month['used']['model_calls']} of 500 calls",
+        timeout=TIMEOUT_MS)
     await expect(page.get_by_test_id("usage-view")).to_be_visible()
     by_model = page.get_by_test_id("usage-model")
     row = by_model.get_by_test_id("usage-row")
@@ -120,3 +128,23 @@ async def test_usage_cells(browser: Browser, static_origin: str) -> None:
     await page.goto(static_origin + "/web/style.css")
     assert await page.evaluate(USAGE_CELLS_JS) == [
         ["2", "1,000", "0", "20", "—", "2"], ["3", "5", "2", "1", "$1.50", "1"]]
+
+
+BUDGET_WORDS_JS = """async () => {
+  const {budgetWords} = await import('/web/usage_page.js');
+  const used = {model_calls: 12, input_tokens: 1000, output_tokens: 234, cost_usd: '0.5'};
+  return [budgetWords(null), budgetWords({monthly: null, month: '2026-12', used}),
+    budgetWords({monthly: {max_cost_usd: '20', max_tokens: 5000, max_model_calls: null},
+                 month: '2026-12', used, reached: null}),
+    budgetWords({monthly: {max_cost_usd: null, max_tokens: null, max_model_calls: 12},
+                 month: '2026-12', used, reached: 'max_model_calls'})];
+}"""
+
+
+async def test_budget_words(browser: Browser, static_origin: str) -> None:
+    page, _ = await browser.new_page()
+    await page.goto(static_origin + "/web/style.css")
+    assert await page.evaluate(BUDGET_WORDS_JS) == [
+        "", "", "Monthly budget (2026-12): $0.5000 of $20.00 · 1,234 of 5,000 tokens",
+        "Monthly budget (2026-12): 12 of 12 calls · reached: sessions stop before their next "
+        "call"]

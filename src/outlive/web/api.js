@@ -56,6 +56,7 @@ export const api = {
   logout: () => request("POST", "/v1/logout"),
   meta: () => request("GET", "/v1/meta"),
   usage: (groupBy) => request("GET", `/v1/usage?group_by=${enc(groupBy)}`),
+  budget: () => request("GET", "/v1/budget"),
   listPage: (cursor, limit = 200) =>
     request("GET", `/v1/sessions?limit=${limit}` + (cursor ? `&cursor=${enc(cursor)}` : "")),
   session: (id) => request("GET", `/v1/sessions/${enc(id)}`),

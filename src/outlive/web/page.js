@@ -32,6 +32,7 @@ export const els = {
   sessionView: $("session-view"),
   usageView: $("usage-view"),
   usagePeriod: $("usage-period"),
+  usageBudget: $("usage-budget"),
   usageTables: $("usage-tables"),
   usageError: $("usage-error"),
   title: $("session-title"),

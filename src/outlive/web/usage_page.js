@@ -38,6 +38,27 @@ export function dollars(text) {
   return `$${value.toFixed(value < 1 ? 4 : 2)}`;
 }
 
+/** The owner's monthly budget in words (GET /v1/budget): each cap beside what the month
+ * used of it, and which one is reached; "" when the owner has none. */
+export function budgetWords(b) {
+  const caps = b && b.monthly;
+  if (!caps) return "";
+  const n = (x) => (x || 0).toLocaleString("en-US");
+  const used = b.used;
+  const parts = [];
+  if (caps.max_cost_usd != null) {
+    parts.push(`${dollars(used.cost_usd)} of ${dollars(caps.max_cost_usd)}`);
+  }
+  if (caps.max_tokens != null) {
+    parts.push(`${n(used.input_tokens + used.output_tokens)} of ${n(caps.max_tokens)} tokens`);
+  }
+  if (caps.max_model_calls != null) {
+    parts.push(`${n(used.model_calls)} of ${n(caps.max_model_calls)} calls`);
+  }
+  const head = `Monthly budget (${b.month}): ${parts.join(" · ") || "no caps"}`;
+  return b.reached ? `${head} · reached: sessions stop before their next call` : head;
+}
+
 let generation = 0;
 
 export async function openUsage() {
@@ -46,9 +67,12 @@ export async function openUsage() {
   show(els.usageError, false);
   els.usageTables.replaceChildren();
   setText(els.usagePeriod, "Loading…");
+  setText(els.usageBudget, "");
   try {
-    const reports = await Promise.all(GROUPS.map(([by]) => api.usage(by)));
+    const [budget, ...reports] = await Promise.all(
+      [api.budget(), ...GROUPS.map(([by]) => api.usage(by))]);
     if (mine !== generation) return;
+    setText(els.usageBudget, budgetWords(budget));
     const [first] = reports;
     setText(els.usagePeriod, `${first.from.slice(0, 10)} to ${first.to.slice(0, 10)} (UTC)`);
     els.usageTables.replaceChildren(
