@@ -122,9 +122,11 @@ class _ToolLoop:
         yield Finish("tool_calls", Usage(input_tokens=10, output_tokens=2))
 
 
-def _looping(run_cap: int, ticks: list[str]) -> tuple[AgentRegistry, ProviderRegistry]:
+def _looping(run_cap: int, ticks: list[str], delay: float = 0.0
+             ) -> tuple[AgentRegistry, ProviderRegistry]:
     @tool(name="tick", description="Count one tick.")
     async def tick(args: _NoArgs, ctx: ToolContext) -> dict[str, object]:
+        await asyncio.sleep(delay)
         ticks.append(ctx.session_id)
         return {"ticks": len(ticks)}
 
@@ -160,3 +162,22 @@ async def test_a_tool_loop_stops_at_the_runs_tool_cap_and_goes_on_with_a_message
     more = await settled(store, s.id)
     assert (more.status, more.attention) == (Status.SUCCEEDED, "budget")
     assert len(ticks) == 8  # the run since "go on" had 3: two more reach 5
+
+
+async def test_an_owner_budget_set_while_a_run_loops_stops_it_within_the_cache_time(
+    store, workers, owner
+):
+    ticks: list[str] = []
+    # no per-run stop, only the owner's; 50 turns (max_turns) take 5 s, past the 2 s in which
+    # a worker sees a new owner budget
+    agents, providers = _looping(10_000, ticks, delay=0.1)
+    await workers.start(agents=agents, providers=providers)
+    s = await store.create_session(owner, agent="demo", model="loop:any", prompt="go")
+    while len(ticks) < 3:
+        await asyncio.sleep(0.02)
+    await store.set_owner_budget(owner, {"max_model_calls": 1})
+    stopped = await settled(store, s.id)
+    assert (stopped.status, stopped.attention) == (Status.SUCCEEDED, "budget"), stopped.error
+    (event,) = [e.data for e in await all_events(store, s.id) if e.type == "budget_reached"]
+    assert (event["scope"], event["limit"]) == ("owner", "max_model_calls")
+    assert stopped.usage.model_calls < 50  # well before max_turns would have failed it

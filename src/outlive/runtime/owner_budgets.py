@@ -18,6 +18,8 @@ from ..store import AdmissionStore, BudgetStore
 
 __all__ = ["OwnerBudgets"]
 
+_MAX_KNOWN = 10_000
+
 
 class _Store(BudgetStore, AdmissionStore, Protocol):
     """The two ports admissions use."""
@@ -37,6 +39,8 @@ class OwnerBudgets:
         if known is not None and now - known[1] < self.ttl:
             return known[0]
         has = (await self.store.owner_budget(owner_id, with_use=False)).budget is not None
+        if len(self._known) >= _MAX_KNOWN:  # forget the stale ones: they are read again
+            self._known = {k: v for k, v in self._known.items() if now - v[1] < self.ttl}
         self._known[owner_id] = (has, now)
         return has
 
