@@ -122,12 +122,14 @@ class _ToolLoop:
         yield Finish("tool_calls", Usage(input_tokens=10, output_tokens=2))
 
 
-def _looping(run_cap: int, ticks: list[str], delay: float = 0.0
-             ) -> tuple[AgentRegistry, ProviderRegistry]:
+def _looping(run_cap: int, ticks: list[str], delay: float = 0.0,
+             third: asyncio.Event | None = None) -> tuple[AgentRegistry, ProviderRegistry]:
     @tool(name="tick", description="Count one tick.")
     async def tick(args: _NoArgs, ctx: ToolContext) -> dict[str, object]:
         await asyncio.sleep(delay)
         ticks.append(ctx.session_id)
+        if third is not None and len(ticks) >= 3:
+            third.set()
         return {"ticks": len(ticks)}
 
     base = demo_agent(0)
@@ -170,11 +172,11 @@ async def test_an_owner_budget_set_while_a_run_loops_stops_it_within_the_cache_t
     ticks: list[str] = []
     # no per-run stop, only the owner's; 50 turns (max_turns) take 5 s, past the 2 s in which
     # a worker sees a new owner budget
-    agents, providers = _looping(10_000, ticks, delay=0.1)
+    third = asyncio.Event()
+    agents, providers = _looping(10_000, ticks, delay=0.1, third=third)
     await workers.start(agents=agents, providers=providers)
     s = await store.create_session(owner, agent="demo", model="loop:any", prompt="go")
-    while len(ticks) < 3:
-        await asyncio.sleep(0.02)
+    await asyncio.wait_for(third.wait(), 30)
     await store.set_owner_budget(owner, {"max_model_calls": 1})
     stopped = await settled(store, s.id)
     assert (stopped.status, stopped.attention) == (Status.SUCCEEDED, "budget"), stopped.error
