@@ -227,3 +227,33 @@ async def test_ids_no_row_can_have_answer_4xx_on_every_route(idle_api: Api):
     assert not problems, "\n".join(problems)
     # and the server is still fine
     assert (await c.get("/v1/sessions")).status_code == 200
+
+
+BAD_CURSORS = ["²", "٣", "1²", "9" * 5000, "9" * 19, "-1", "1e3", "0x10", "١٢"]
+"""A superscript two and Arabic-Indic digits (`str.isdigit` says yes, `int` or the database
+says no), a number past Python's 4,300-digit limit, one past a 64-bit seq, and other not-
+numbers. Sent as UTF-8 header bytes, as a client may."""
+
+
+async def test_stream_cursors_are_ascii_numbers_on_every_surface(idle_api: Api):
+    c = idle_api.client
+    sid = (await idle_api.create("hello"))["id"]
+    streams = [f"/v1/sessions/{sid}/events", "/v1/events", "/ag-ui/t1/runs/r1/events",
+               f"/openai/v1/responses/{sid}?stream=true"]
+    problems = []
+    for cursor in BAD_CURSORS:
+        for path in streams:
+            r = await c.get(path, headers=[("Last-Event-ID", cursor.encode())])
+            if r.status_code != 400:
+                problems.append(f"{path} {cursor[:12]!r}: {r.status_code} {r.text[:80]}")
+            else:
+                assert "error" in r.json(), r.text
+    for path in (f"/v1/sessions/{sid}/events?after=" + "9" * 5000,
+                 f"/openai/v1/responses/{sid}?stream=true&starting_after=" + "9" * 5000,
+                 f"/openai/v1/responses/{sid}?stream=true&starting_after=" + "9" * 19):
+        r = await c.get(path)
+        if not 400 <= r.status_code < 500:
+            problems.append(f"{path[:60]}: {r.status_code} {r.text[:80]}")
+    assert not problems, "\n".join(problems)
+    # the connection was answered, not reset: the same client goes on
+    assert (await c.get(f"/v1/sessions/{sid}")).status_code == 200

@@ -8,7 +8,6 @@ the stream starts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -17,6 +16,7 @@ from fastapi.responses import Response
 
 from ._auth import CurrentOwner
 from ._context import ApiContext, Ctx
+from ._cursor import sequence_number
 from ._errors import ApiError, error_responses
 from ._hub import Mailbox
 from ._schemas import EventOut, EventsPage, event_json
@@ -26,7 +26,6 @@ __all__ = ["parse_cursor", "router"]
 
 router = APIRouter(prefix="/v1", tags=["events"])
 
-_CURSOR = re.compile(r"^[0-9]{1,18}$")
 
 _SSE_DOC = {
     "description": "`text/event-stream` (default), or with `Accept: application/json` a page "
@@ -44,13 +43,13 @@ def parse_cursor(header: str | None, query: str | None) -> int | None:
     raw = header if header is not None and header.strip() != "" else query
     if raw is None:
         return None
-    raw = raw.strip()
-    if not _CURSOR.match(raw):
+    number = sequence_number(raw)
+    if number is None:
         raise ApiError(
             400, "BAD_CURSOR",
             "the cursor (Last-Event-ID or ?after=) must be a non-negative integer",
         )
-    return int(raw)
+    return number
 
 
 def _wants_json(accept: str | None) -> bool:

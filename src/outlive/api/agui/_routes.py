@@ -29,6 +29,7 @@ from ...domain.model import TERMINAL, Session
 from ...domain.reducer import empty_state
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx, TraceParent
+from .._cursor import sequence_number
 from .._errors import ApiError
 from .._hub import StreamClosed
 from .._run_feed import RunFeed, decides, latest_run_start, opens_a_run, watch_session
@@ -76,9 +77,9 @@ async def run_events(thread_id: str, run_id: str, owner: CurrentOwner, ctx: Ctx,
                      ) -> EventStream:
     after = None
     if last_event_id is not None and last_event_id.strip():
-        if not last_event_id.strip().isdigit():
+        after = sequence_number(last_event_id)
+        if after is None:
             raise ApiError(400, "BAD_CURSOR", "Last-Event-ID must be an event number")
-        after = int(last_event_id.strip())
     session = await _thread(ctx, owner.id, thread_id)
     ref = await _run(ctx, session, thread_id, run_id)
     return await _open(ctx, owner.id, ref, thread_id, run_id, after=after)

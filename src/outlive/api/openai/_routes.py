@@ -30,6 +30,7 @@ from ...domain.model import Delivery
 from ...store import check_string
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx, TraceParent
+from .._cursor import MAX_SEQUENCE, sequence_number
 from .._hub import StreamClosed
 from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
@@ -131,15 +132,15 @@ async def retrieve_response(
     owner: CurrentOwner,
     ctx: Ctx,
     stream: bool = False,
-    starting_after: Annotated[int | None, Query(ge=0)] = None,
+    starting_after: Annotated[int | None, Query(ge=0, le=MAX_SEQUENCE)] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> JSONResponse | EventStream:
     if stream:
         after = starting_after
         if after is None and last_event_id and last_event_id.strip():
-            if not last_event_id.strip().isdigit():
+            after = sequence_number(last_event_id)
+            if after is None:
                 raise bad_request("Last-Event-ID must be a sequence number.", "Last-Event-ID")
-            after = int(last_event_id.strip())
         return await _open_stream(ctx, owner.id, response_id, after, foreground=False,
                                   forget=False)
     feed = await open_feed(ctx, owner.id, response_id, live=False)
