@@ -39,6 +39,11 @@ from outlive.providers._config import load_routes
     ("claude-3-7-sonnet-latest", "claude-3-7-sonnet"),
     ("claude-3-5-haiku-20241022", "claude-3-5-haiku"),
     ("claude-opus-4-1-20250805", "claude-opus-4-1"),
+    ("claude-haiku-4-5-20251001", "claude-haiku-4-5"),
+    ("claude-sonnet-5-5", "claude-sonnet-5-5"),
+    ("anthropic/claude-opus-5-5", "claude-opus-5-5"),
+    ("claude-fable-5-1", "claude-fable-5-1"),
+    ("gpt-5.1-2025-11-13", "gpt-5.1"),
 ])
 def test_models_are_found_through_their_date_suffixes(name, key):
     assert lookup_price(name) is PRICES[key]
@@ -54,8 +59,29 @@ def test_unknown_models_have_no_price_never_a_neighbours(name):
     assert lookup_price(name) is None
 
 
+@pytest.mark.parametrize(("name", "price"), [
+    ("claude-sonnet-5-5", Price.of(2, "0.10", 10)),  # after the 2026-10-07 cache-hit cut
+    ("claude-opus-5-5", Price.of(4, "0.20", 20)),
+    ("claude-fable-5-1", Price.of(10, "0.25", 50)),
+    ("claude-sonnet-5", Price.of(2, "0.20", 10)),
+    ("claude-opus-4-8", Price.of(5, "0.50", 25)),
+    ("gpt-5.1", Price.of("1.25", "0.125", 10)),
+])
+def test_newer_models_carry_the_vendors_list_prices(name, price):
+    assert lookup_price(name) == price
+
+
+@pytest.mark.parametrize("name", ["claude-haiku-5-5", "claude-haiku-5-5-20261007",
+                                  "anthropic/claude-haiku-5-5"])
+def test_a_model_priced_by_prompt_length_is_left_unpriced(name):
+    # Haiku 5.5 bills by prompt length (<= / > 100k tokens): one flat price would be a guess.
+    assert "claude-haiku-5-5" not in PRICES
+    assert lookup_price(name) is None
+    assert cost_usd(1000, 100, 0, lookup_price(name)) is None
+
+
 def test_the_table_says_when_it_was_read():
-    assert PRICES_READ_ON[:2] == "20" and len(PRICES_READ_ON) == 10
+    assert PRICES_READ_ON == "2026-12-02"
     assert all(p.cached_input <= p.input for p in PRICES.values())
 
 

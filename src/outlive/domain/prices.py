@@ -25,7 +25,7 @@ __all__ = [
     "to_nano",
 ]
 
-PRICES_READ_ON = "2025-11-25"
+PRICES_READ_ON = "2026-12-02"
 """The date of the vendors' public list prices the table holds (check them against the
 vendors' pages before relying on a cost: a route's `price` overrides the table)."""
 
@@ -96,7 +96,8 @@ def _p(fresh: str, cached: str, out: str) -> Price:
 
 
 PRICES: dict[str, Price] = {
-    # OpenAI (platform.openai.com/docs/pricing), standard tier
+    # OpenAI (platform.openai.com/docs/pricing, now developers.openai.com/api/docs/pricing, and
+    # the model pages developers.openai.com/api/docs/models/<id>), standard tier
     "gpt-4o": _p("2.50", "1.25", "10.00"),
     "gpt-4o-2024-05-13": _p("5.00", "5.00", "15.00"),
     "gpt-4o-mini": _p("0.15", "0.075", "0.60"),
@@ -106,19 +107,37 @@ PRICES: dict[str, Price] = {
     "gpt-5": _p("1.25", "0.125", "10.00"),
     "gpt-5-mini": _p("0.25", "0.025", "2.00"),
     "gpt-5-nano": _p("0.05", "0.005", "0.40"),
+    "gpt-5.1": _p("1.25", "0.125", "10.00"),
     "o1": _p("15.00", "7.50", "60.00"),
     "o3": _p("2.00", "0.50", "8.00"),
     "o3-mini": _p("1.10", "0.55", "4.40"),
     "o4-mini": _p("1.10", "0.275", "4.40"),
-    # Anthropic (docs.anthropic.com pricing): cached input is a cache read
+    # Anthropic (platform.claude.com/docs/en/about-claude/pricing and the model overviews
+    # platform.claude.com/docs/en/models/<model>/overview): cached input is "cache hits and
+    # refreshes". Not here, so unpriced (tokens only): claude-haiku-5-5, priced by prompt
+    # length ($0.10 in / $0.50 out up to 100,000 prompt tokens, five times that above), which
+    # one flat Price cannot state; claude-fable-5-2, whose cache-hit rate the vendor's pages
+    # read here did not give; the Mythos models (by invitation, ids not confirmed).
+    "claude-fable-5-1": _p("10.00", "0.25", "50.00"),
+    "claude-fable-5": _p("10.00", "1.00", "50.00"),
+    "claude-opus-5-5": _p("4.00", "0.20", "20.00"),
+    "claude-opus-5": _p("5.00", "0.50", "25.00"),
+    "claude-opus-4-8": _p("5.00", "0.50", "25.00"),
+    "claude-opus-4-7": _p("5.00", "0.50", "25.00"),
+    "claude-opus-4-6": _p("5.00", "0.50", "25.00"),
     "claude-opus-4-5": _p("5.00", "0.50", "25.00"),
     "claude-opus-4-1": _p("15.00", "1.50", "75.00"),
     "claude-opus-4": _p("15.00", "1.50", "75.00"),
     "claude-3-opus": _p("15.00", "1.50", "75.00"),
+    "claude-sonnet-5-5": _p("2.00", "0.10", "10.00"),  # cache hits cut from 0.20 on 2026-10-07
+    "claude-sonnet-5": _p("2.00", "0.20", "10.00"),
+    "claude-sonnet-4-6": _p("3.00", "0.30", "15.00"),
+    # Sonnet 4 / 4.5 bill more past 200K input tokens only with the 1M-context beta header,
+    # which outlive does not send: without it such a prompt is refused, so the rate is flat.
     "claude-sonnet-4-5": _p("3.00", "0.30", "15.00"),
     "claude-sonnet-4": _p("3.00", "0.30", "15.00"),
     "claude-3-7-sonnet": _p("3.00", "0.30", "15.00"),
-    "claude-3-5-sonnet": _p("3.00", "0.30", "15.00"),
+    "claude-3-5-sonnet": _p("3.00", "0.30", "15.00"),  # retired; its last listed price
     "claude-haiku-4-5": _p("1.00", "0.10", "5.00"),
     "claude-3-5-haiku": _p("0.80", "0.08", "4.00"),
     "claude-3-haiku": _p("0.25", "0.03", "1.25"),
