@@ -97,7 +97,8 @@ def _p(fresh: str, cached: str, out: str) -> Price:
 
 PRICES: dict[str, Price] = {
     # OpenAI (platform.openai.com/docs/pricing, now developers.openai.com/api/docs/pricing, and
-    # the model pages developers.openai.com/api/docs/models/<id>), standard tier
+    # the model pages developers.openai.com/api/docs/models/<id>), standard tier; read on
+    # 2025-11-25 (gpt-5.1 on PRICES_READ_ON): newer OpenAI models are not in the table yet
     "gpt-4o": _p("2.50", "1.25", "10.00"),
     "gpt-4o-2024-05-13": _p("5.00", "5.00", "15.00"),
     "gpt-4o-mini": _p("0.15", "0.075", "0.60"),
