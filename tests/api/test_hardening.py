@@ -257,3 +257,43 @@ async def test_stream_cursors_are_ascii_numbers_on_every_surface(idle_api: Api):
     assert not problems, "\n".join(problems)
     # the connection was answered, not reset: the same client goes on
     assert (await c.get(f"/v1/sessions/{sid}")).status_code == 200
+
+
+UNSTORABLE = ["a\x00b", "\ud800", "x\udfffy"]
+"""A NUL (PostgreSQL cannot store or even compare it) and lone surrogates (no UTF-8 has
+them): sent as JSON escapes, as a client may."""
+
+
+def _bodies(bad: str) -> list[tuple[str, dict]]:
+    agui = {"threadId": "t1", "runId": "r1", "state": {}, "messages": [
+        {"id": "m1", "role": "user", "content": "hi"}], "tools": [], "context": [],
+        "forwardedProps": {}}
+    chat = {"id": "c1", "messages": [{"id": "m1", "role": "user",
+                                      "parts": [{"type": "text", "text": "hi"}]}]}
+    return [
+        ("/ag-ui", {**agui, "threadId": bad}),
+        ("/ag-ui", {**agui, "runId": bad}),
+        ("/ag-ui", {**agui, "forwardedProps": {"agent": bad}}),
+        ("/ag-ui", {**agui, "messages": [{"id": bad, "role": "user", "content": "hi"}]}),
+        ("/ai-sdk/chat", {**chat, "id": bad}),
+        ("/ai-sdk/chat", {**chat, "messageId": bad}),
+        ("/ai-sdk/chat", {**chat, "agent": bad}),
+        ("/openai/v1/responses", {"input": "hi", "previous_response_id": bad}),
+        ("/openai/v1/responses", {"input": "hi", "metadata": {"k": bad}}),
+        ("/openai/v1/responses", {"input": "hi", "model": bad}),
+    ]
+
+
+async def test_nul_and_surrogates_in_bodies_are_400s_alike_on_both_databases(idle_api: Api):
+    c = idle_api.client
+    problems = []
+    for bad in UNSTORABLE:
+        for path, body in _bodies(bad):
+            async with c.stream("POST", path, content=json.dumps(body),
+                                headers={"Content-Type": "application/json"}) as r:
+                if r.status_code != 400:  # a stream that opened is not read
+                    problems.append(f"{path} {json.dumps(body)[:70]}: {r.status_code}")
+                else:
+                    assert "error" in json.loads(await r.aread()), path
+    assert not problems, "\n".join(problems)
+    assert (await c.get("/v1/sessions")).json()["sessions"] == []  # nothing was created

@@ -32,6 +32,7 @@ from .._context import ApiContext, Ctx, TraceParent
 from .._cursor import sequence_number
 from .._errors import ApiError
 from .._hub import StreamClosed
+from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, decides, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream
 from .._threads import (
@@ -56,6 +57,7 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 @router.post("")
 async def run_agent(owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent,
                     body: Annotated[dict[str, Any], Body()]) -> EventStream:
+    refuse_unstorable(body, "the RunAgentInput")
     run = parse_input(body)
     session = await find_thread(ctx, owner.id, run.thread_id)
     if session is not None and run.resume:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import ApiError
 from ._projection import ASK_TOOL
@@ -35,6 +35,16 @@ class ChatRequest(BaseModel):
 
 def _invalid(message: str) -> ApiError:
     return ApiError(400, "INVALID_INPUT", message)
+
+
+def parse_chat(body: dict[str, Any]) -> ChatRequest:
+    """The chat request a body is, or a 400 naming the first field that is wrong."""
+    try:
+        return ChatRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise _invalid(f"not a chat request: {where}: {first['msg']}") from None
 
 
 def _text_parts(message: dict[str, Any]) -> str:

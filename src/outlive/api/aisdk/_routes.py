@@ -24,7 +24,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import JSONResponse
 
 from ...domain.errors import AlreadyTerminal, NotFound
@@ -32,11 +32,12 @@ from ...domain.model import TERMINAL, Event, Session
 from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx, TraceParent
 from .._hub import StreamClosed
+from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
 from .._sse import PING, EventStream, data_frame
 from .._threads import RunRef, find_thread, not_found, start_run
 from ._projection import ChatProjection, hidden_deltas
-from ._requests import ChatRequest, new_input
+from ._requests import new_input, parse_chat
 
 __all__ = ["PREFIX", "router"]
 
@@ -50,8 +51,10 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 
 @router.post("/chat")
-async def chat(body: ChatRequest, owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent
-               ) -> EventStream:
+async def chat(raw: Annotated[dict[str, Any], Body()], owner: CurrentOwner, ctx: Ctx,
+               traceparent: TraceParent) -> EventStream:
+    refuse_unstorable(raw, "the chat request")
+    body = parse_chat(raw)
     text, request_id = new_input(body)
     ref = await start_run(ctx, owner.id, body.id, text, request_id=request_id, agent=body.agent,
                           traceparent=traceparent)

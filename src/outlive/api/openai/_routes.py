@@ -32,6 +32,7 @@ from .._auth import CurrentOwner
 from .._context import ApiContext, Ctx, TraceParent
 from .._cursor import MAX_SEQUENCE, sequence_number
 from .._hub import StreamClosed
+from .._path_ids import refuse_unstorable
 from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
@@ -57,6 +58,7 @@ stops within milliseconds unless its worker is gone; then it settles when its le
 @router.post("/responses", summary="Create a response", response_model=None)
 async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
                           traceparent: TraceParent) -> JSONResponse | EventStream:
+    refuse_unstorable(body.model_dump(exclude_unset=True), "the request")
     body.check_supported()
     given = read_input(body)
     if body.model is not None:
