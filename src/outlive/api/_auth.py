@@ -17,7 +17,7 @@
   check again when their entry expires (one watcher per credential however many streams use
   it, `Authenticator.until_revoked`) and close.
 * Failed key checks are counted per client address (`LoginThrottle`): past the limit the
-  address gets 429 with `Retry-After` before any key is looked at.
+  address's failures are 429 with `Retry-After`; a valid key from it still passes.
 
 Every failure is 401 `UNAUTHORIZED` with `WWW-Authenticate: Bearer`.
 """
@@ -258,12 +258,12 @@ async def current_owner(
     cookie: Annotated[str | None, Depends(_cookie)],
 ) -> Owner:
     """The owner making this request, or 401 (403 for a cross-origin cookie request, 429
-    for an address with too many failed key checks). The credential is kept in the request's
-    state, with the check every stream opened by this request repeats (`_remember`)."""
+    for a failure from an address past its failed-check limit). The credential is kept in
+    the request's state, with the check every stream opened by this request repeats
+    (`_remember`)."""
     header = request.headers.get("authorization")
     if header is not None:
         address = client_address(request)
-        ctx.throttle.check(address)
         if bearer is None or not bearer.credentials:
             ctx.throttle.failed(address, "malformed")
             raise unauthorized("use 'Authorization: Bearer <api key>'")

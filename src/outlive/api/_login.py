@@ -66,7 +66,6 @@ async def login(body: LoginRequest, request: Request, response: Response, ctx: C
                 ) -> LoginResponse:
     check_same_origin(request)
     address = client_address(request)
-    ctx.throttle.check(address)
     token = secrets.token_urlsafe(32)
     owner = None
     if looks_like_key(body.key):
