@@ -102,3 +102,7 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request's full URL at INFO: a webhook's or a model server's path may
+    # hold a secret. outlive logs what it sends itself, redacted.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

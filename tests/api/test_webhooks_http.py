@@ -6,6 +6,7 @@ gets every event (docs/webhooks.md)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import json
 import time
 from dataclasses import replace
@@ -154,12 +155,15 @@ async def test_a_worker_refuses_a_private_target_at_delivery(harness: Harness, t
 
 @pytest.mark.parametrize("db_backend", ["sqlite"])
 async def test_a_receiver_that_never_answers_is_given_up_after_the_attempt_limit(
-        harness: Harness, tmp_path: Path):
-    """Past `webhook_attempts` the delivery is `failed` in the log and is tried no more."""
+        harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """Past `webhook_attempts` the delivery is `failed` in the log and is tried no more; the
+    log names the target without its path (it may hold a secret of the receiver's)."""
     server = await harness.serve()
     receiver = Receiver(tmp_path)  # nothing ever listens on its port
     owner = await server.store.ensure_owner("gone")
-    hook = await server.store.create_webhook(owner.id, url=receiver.url,
+    secret_path = receiver.url.rstrip("/") + "/hooks/T0SECRET/B1SECRET"
+    caplog.set_level(logging.INFO)
+    hook = await server.store.create_webhook(owner.id, url=secret_path,
                                              events=["session.cancelled"], secret=new_secret())
     # cancelled while queued, before a worker could run it to its end first
     s = await server.store.create_session(owner.id, agent="demo", model="demo:scripted")
@@ -175,3 +179,5 @@ async def test_a_receiver_that_never_answers_is_given_up_after_the_attempt_limit
     await asyncio.sleep(1.5)  # longer than the capped backoff: no fourth attempt comes
     [again] = await server.store.list_deliveries(owner.id, hook.id)
     assert (again.state, again.attempts) == ("failed", 3)
+    assert any("giving up after 3 attempts" in m for m in caplog.messages)
+    assert not any("SECRET" in m for m in caplog.messages), caplog.messages

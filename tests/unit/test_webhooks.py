@@ -15,6 +15,7 @@ from outlive.domain.webhooks import (
     check_secret,
     check_url,
     is_private,
+    redacted,
     new_secret,
     sign,
 )
@@ -36,9 +37,28 @@ from outlive.runtime.webhooks import backoff
     (["::ffff:127.0.0.1"], True),  # IPv4-mapped loopback
     (["0.0.0.0"], True),
     (["93.184.216.34", "10.0.0.1"], True),  # any private address refuses the name
+    # through a translation or a tunnel (the probe's bypasses, then public ones that pass)
+    (["64:ff9b::a9fe:a9fe"], True),  # NAT64 of 169.254.169.254
+    (["64:ff9b::7f00:1"], True),  # NAT64 of 127.0.0.1
+    (["64:ff9b:1::5db8:d822"], True),  # a local-use NAT64 prefix: unknowable, refused
+    (["2002:a9fe:a9fe::1"], True),  # 6to4 of 169.254.169.254
+    (["2002:c0a8:0001::1"], True),  # 6to4 of 192.168.0.1
+    (["2001:0:4136:e378:8000:63bf:3fff:fdd2"], True),  # Teredo
+    (["::7f00:1"], True),  # IPv4-compatible 127.0.0.1
+    (["::ffff:a9fe:a9fe"], True),  # IPv4-mapped metadata, written in hex
+    (["64:ff9b::5db8:d822"], False),  # NAT64 of 93.184.216.34
+    (["2002:5db8:d822::1"], False),  # 6to4 of 93.184.216.34
+    (["not an address"], True),  # what does not parse is not let through
 ])
 def test_private_targets(addresses, private):
     assert is_private(addresses) is private
+
+
+def test_urls_are_redacted_to_their_origin():
+    assert redacted("https://hooks.example.com/T0/B1/secret?token=x") == (
+        "https://hooks.example.com/…")
+    assert redacted("http://[2606:2800::1]:8080/") == "http://[2606:2800::1]:8080/"
+    assert redacted("http://example.com") == "http://example.com/"
 
 
 def test_secrets_urls_and_events_are_checked():

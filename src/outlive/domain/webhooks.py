@@ -36,6 +36,7 @@ __all__ = [
     "is_private",
     "new_secret",
     "payload",
+    "redacted",
     "sign",
     "signature_headers",
 ]
@@ -93,16 +94,56 @@ def check_url(url: str) -> str:
     return url
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _embedded(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address reaches through a translation or a tunnel: IPv4-
+    mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`),
+    6to4 (`2002:AABB:CCDD::`) and Teredo (its server and its client)."""
+    out: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        out.append(ip.ipv4_mapped)
+    if ip in _NAT64 or (int(ip) >> 32 == 0 and int(ip) > 1):
+        out.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip.sixtofour is not None:
+        out.append(ip.sixtofour)
+    if ip.teredo is not None:
+        out.extend(ip.teredo)
+    return out
+
+
 def is_private(addresses: Iterable[str]) -> bool:
-    """Whether any address is loopback, private, link-local or otherwise not public: a target
-    there could reach what only the server can (its metadata service, its database)."""
+    """Whether any address is loopback, private, link-local or otherwise not public, itself
+    or through the IPv4 address it embeds (NAT64, 6to4, Teredo, IPv4-mapped): a target there
+    could reach what only the server can (its metadata service, its database). An address
+    that does not parse counts as private: nothing unknown is let through."""
     for text in addresses:
-        ip = ipaddress.ip_address(text.split("%", 1)[0])
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        if not ip.is_global or ip.is_multicast:
+        try:
+            ip = ipaddress.ip_address(text.split("%", 1)[0])
+        except ValueError:
+            return True
+        reached: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+        if isinstance(ip, ipaddress.IPv6Address):
+            if ip in _NAT64_LOCAL:  # a local NAT64 prefix: where it leads is not knowable
+                return True
+            reached += _embedded(ip)
+        if any(not a.is_global or a.is_multicast for a in reached):
             return True
     return False
+
+
+def redacted(url: str) -> str:
+    """The URL as logs and traces show it: scheme, host and port only (a path or a query may
+    carry a secret of the receiver's)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/…" if parts.path not in ("", "/") or parts.query \
+        else f"{parts.scheme}://{host}{port}/"
 
 
 def payload(event: str, session_id: str, data: dict[str, Any], at: datetime | None = None

@@ -5,7 +5,10 @@ ends), POSTs them concurrently, signed the Standard Webhooks way, and records ea
 a 2xx is delivered; anything else is retried after an exponential backoff with a cap, and
 given up (`failed`) after `webhook_attempts` attempts. The message id is fixed when the event
 is written, so every retry, by any worker, carries the same `webhook-id`. Targets that
-resolve to loopback, private or link-local addresses are refused unless allowed.
+resolve to loopback, private or link-local addresses are refused unless allowed, on the
+addresses the connection is made to (`webhook_transport`: one resolution, no rebinding); a
+host that does not resolve is not connected to and is tried again later. Logs and traces
+show a target's scheme and host only (`redacted`).
 """
 
 from __future__ import annotations
@@ -13,18 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import socket
 import time
-from urllib.parse import urlsplit
 
 import httpx
 
 from .. import tracing
-from ..domain.webhooks import is_private, signature_headers
+from ..domain.webhooks import redacted, signature_headers
 from ..store import DeliveryStore, TakenDelivery
 from .settings import RuntimeSettings
+from .webhook_transport import RefusedTarget, pinned_transport
 
-__all__ = ["WebhookSender", "backoff", "resolves_private"]
+__all__ = ["WebhookSender", "backoff"]
 
 log = logging.getLogger("outlive.webhooks")
 
@@ -37,19 +39,6 @@ def backoff(attempt: int, settings: RuntimeSettings) -> float:
     return delay * (0.9 + 0.2 * random.random())
 
 
-async def resolves_private(url: str) -> bool:
-    """Whether the URL's host resolves to any non-public address (a failed lookup: no)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM)
-    except (OSError, ValueError):  # ValueError: a name IDNA cannot encode
-        return False
-    return is_private(str(info[4][0]) for info in infos)
-
-
 class WebhookSender:
     def __init__(self, store: DeliveryStore, settings: RuntimeSettings) -> None:
         self.store = store
@@ -59,8 +48,10 @@ class WebhookSender:
 
     async def run(self) -> None:
         """Poll the outbox until cancelled; a full batch is followed at once by the next."""
+        transport = pinned_transport(allow_private=self.settings.allow_private_webhooks)
         async with httpx.AsyncClient(timeout=self.settings.webhook_timeout,
-                                     follow_redirects=False) as client:
+                                     follow_redirects=False, transport=transport,
+                                     trust_env=False) as client:
             while True:
                 try:
                     n = await self.pass_once(client)
@@ -79,18 +70,19 @@ class WebhookSender:
     async def _deliver(self, client: httpx.AsyncClient, t: TakenDelivery) -> None:
         status: int | None = None
         error: str | None = None
-        if not self.settings.allow_private_webhooks and await resolves_private(t.url):
-            await self.store.record_delivery(
-                t, state="failed", error="refused: the URL resolves to a private address")
-            return
         headers = signature_headers(t.secret, t.msg_id, int(time.time()), t.body)
         # Tracing on: a span in the trace of the run that made the change, passed on.
-        with tracing.webhook_span(t.traceparent, t.url) as span:
+        with tracing.webhook_span(t.traceparent, redacted(t.url)) as span:
             tracing.inject(headers)
             try:
                 response = await client.post(t.url, content=t.body.encode(), headers=headers)
                 status = response.status_code
             except httpx.HTTPError as exc:
+                refused = exc.__cause__
+                if isinstance(refused, RefusedTarget) and str(refused).startswith("refused"):
+                    span.failed("RefusedTarget", str(refused))
+                    await self.store.record_delivery(t, state="failed", error=str(refused))
+                    return
                 error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 span.failed(type(exc).__name__, error)
             span.set("http.response.status_code", status)
@@ -99,8 +91,8 @@ class WebhookSender:
         if status is not None and 200 <= status < 300:
             await self.store.record_delivery(t, state="delivered", status=status)
         elif t.attempt >= self.settings.webhook_attempts:
-            log.warning("webhook %s to %s: giving up after %d attempts", t.msg_id, t.url,
-                        t.attempt)
+            log.warning("webhook %s to %s: giving up after %d attempts", t.msg_id,
+                        redacted(t.url), t.attempt)
             await self.store.record_delivery(t, state="failed", status=status, error=error)
         else:
             await self.store.record_delivery(t, state="pending", status=status, error=error,
