@@ -6,8 +6,8 @@ gets every event (docs/webhooks.md)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import json
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path

@@ -15,8 +15,8 @@ from outlive.domain.webhooks import (
     check_secret,
     check_url,
     is_private,
-    redacted,
     new_secret,
+    redacted,
     sign,
 )
 from outlive.runtime.settings import RuntimeSettings
