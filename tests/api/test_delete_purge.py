@@ -75,3 +75,25 @@ async def test_a_running_session_deleted_with_purge_now_is_purged_once_cancelled
 def test_the_grace_setting_is_checked():
     with pytest.raises(ValueError):
         ApiSettings(purge_grace=-1)
+
+
+async def test_purge_now_of_a_session_a_worker_ran_leaves_nothing_in_the_files(api: Api):
+    """The answer, its deltas, snapshots, ledger and owner events spread the text over many
+    pages (and the WAL); after the purge no byte of it is left on disk."""
+    secret = f"pw-{uuid.uuid4().hex}"
+    ids = []
+    for n in range(3):
+        s = await api.create(f"tell me about leases, my password is {secret} ({n})")
+        ids.append(s["id"])
+    for sid in ids:
+        await api.wait_status(sid, "succeeded")
+        r = await api.client.post(f"/v1/sessions/{sid}/messages",
+                                  json={"text": f"and again {secret}"})
+        assert r.status_code == 202, r.text
+        await api.wait_status(sid, "succeeded")
+    for sid in ids:
+        r = await api.client.delete(f"/v1/sessions/{sid}", params={"purge": "now"})
+        assert r.status_code == 202
+    assert rows_mentioning(api.store, secret) == []
+    if api.store.dialect == "sqlite":
+        assert file_bytes_mention(api.store, secret) == []

@@ -172,9 +172,10 @@ class SqliteStore(SqlStore):
             await conn.execute("PRAGMA journal_mode = WAL")
             await conn.execute("PRAGMA synchronous = NORMAL")
             await conn.execute("PRAGMA foreign_keys = ON")
-            # Deleted rows are overwritten in their pages, not just unlinked: a purge removes
-            # content from the file, not only from queries (docs/retention.md).
-            await conn.execute("PRAGMA secure_delete = FAST")
+            # Deleted rows are overwritten in their pages, and freed pages zeroed, not just
+            # unlinked: a purge removes content from the file, not only from queries
+            # (docs/retention.md). FAST left freed pages' content on disk.
+            await conn.execute("PRAGMA secure_delete = ON")
         except BaseException:
             await conn.close()
             raise
