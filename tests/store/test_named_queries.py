@@ -54,7 +54,7 @@ def samples(store: Any) -> dict[str, Any]:
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",
         "wid": "wh_1", "lease": 30.0, "attempt": 1, "delay": 1.0, "error": None,
-        "outcome": "delivered",
+        "outcome": "delivered", "after_id": "", "old": "whsec_y",
         # the usage ledger (usage.sql)
         "idx": 0, "kind": "model", "route": "openai:gpt-4o", "input": 10, "output": 2,
         "cached": 0, "reasoning": 0, "estimated": False, "latency": 5, "cost": None,

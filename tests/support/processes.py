@@ -24,6 +24,8 @@ from urllib.parse import quote, urlencode
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.support.secrets import TEST_SECRET_KEY
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -51,6 +53,7 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OUTLIVE_", "OPENAI_", "ANTHROPIC_"))}
     env["PYTHONUNBUFFERED"] = "1"
+    env["OUTLIVE_SECRET_KEY"] = TEST_SECRET_KEY  # the key of the tests' own stores
     env["COLUMNS"] = "200"  # rich wraps at 80 columns when stdout is not a terminal
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env.update(extra)

@@ -81,6 +81,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.embedded":   ANY,                                        # API+worker+store in-process
     "cli.tour":       frozenset({"client", "domain", "cli.embedded"}),  # `outlive demo`
     "cli.local_key":  ANY,                                        # serve's key of owner `local`
+    "cli.secrets":    ANY,                                        # `outlive secrets ...`
+    "cli.secret_key": ANY,                                        # the key sealing webhook secrets
     "cli.options":    frozenset({"runtime", "cli.event_loop",     # options shared by commands
                                  "cli.settings"}),
     "cli.settings":   frozenset({"config", "runtime"}),           # options -> RuntimeSettings

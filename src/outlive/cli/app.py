@@ -11,7 +11,8 @@ from rich.console import Console
 from ..config import database_url
 from .admin import keys_app, owners_app
 from .errors import run_cli
-from .options import DbOption, ListenDbOption
+from .options import DbOption, ListenDbOption, SecretKeyFileOption
+from .secrets import secrets_app
 from .serve import serve
 from .sessions import sessions_app
 from .usage import usage
@@ -28,26 +29,32 @@ app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 app.add_typer(owners_app, name="owners")
 app.add_typer(sessions_app, name="sessions")
+app.add_typer(secrets_app, name="secrets")
 
 console = Console(stderr=True)
 
 
 @app.command()
-def migrate(db: DbOption = None, listen_db: ListenDbOption = None) -> None:
-    """Create or upgrade the database schema."""
+def migrate(db: DbOption = None, listen_db: ListenDbOption = None,
+            secret_key_file: SecretKeyFileOption = None) -> None:
+    """Create or upgrade the database schema; encrypt webhook secrets left in plain text."""
+    from .secret_key import key_source, open_sealed_store
 
-    from ..store import open_store
+    url = database_url(db)
 
-    async def go() -> int:
-        store = await open_store(database_url(db), migrate=False,
-                                 listen_url=listen_db)
+    async def go() -> tuple[int, int]:
+        store = await open_sealed_store(url, key_source(url, secret_key_file), migrate=False,
+                                        listen_url=listen_db)
         try:
-            return await store.migrate()
+            n = await store.migrate()
+            return n, (await store.seal_webhook_secrets()).sealed
         finally:
             await store.close()
 
-    n = asyncio.run(go())
-    console.print(f"applied {n} migration(s) to {database_url(db)}")
+    n, sealed = asyncio.run(go())
+    console.print(f"applied {n} migration(s) to {url}"
+                  + (f"; encrypted {sealed} webhook secret(s) kept in plain text" if sealed
+                     else ""), highlight=False, soft_wrap=True)
 
 
 app.command()(worker)

@@ -14,7 +14,8 @@ import uvicorn
 from ..api import ApiSettings, create_app, hash_key, new_key
 from ..config import build_agents, build_providers
 from ..runtime import Catalog, Worker
-from ..store import Store, open_store
+from ..store import Store
+from .secret_key import key_source, open_sealed_store
 from .settings import WorkerOptions, runtime_settings
 
 __all__ = ["Embedded", "embedded"]
@@ -37,7 +38,7 @@ async def embedded(db_url: str | Path, *, demo_speed: float = 8.0,
     url = str(db_url)
     if "://" not in url:
         url = f"sqlite:///{url}"
-    store = await open_store(url)
+    store = await open_sealed_store(url, key_source(url, None))
     owner = await store.ensure_owner("demo")
     key = new_key()
     await store.create_api_key(owner.id, hash_key(key), "outlive demo")

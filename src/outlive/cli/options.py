@@ -35,6 +35,7 @@ __all__ = [
     "PrivateWebhooksOption",
     "RetainOption",
     "RoutesOption",
+    "SecretKeyFileOption",
     "SpeedOption",
     "UrlOption",
     "WebhookBackoffMaxOption",
@@ -86,6 +87,15 @@ KeyFileOption = Annotated[
     typer.Option("--key-file", help="Where the key of owner 'local' is kept [default: the "
                                     "SQLite file's path + .key (./outlive.db.key), or "
                                     "./outlive.key for PostgreSQL]"),
+]
+SecretKeyFileOption = Annotated[
+    str | None,
+    typer.Option("--secret-key-file", envvar="OUTLIVE_SECRET_KEY_FILE", show_envvar=False,
+                 help="File of the key that encrypts webhook secrets in the database, made "
+                      "0600 if missing [env OUTLIVE_SECRET_KEY_FILE; default: "
+                      "$OUTLIVE_SECRET_KEY if set, else the SQLite file's path + "
+                      ".secret-key (./outlive.db.secret-key), or ./outlive.secret-key for "
+                      "PostgreSQL]. Every process on a database needs the same key."),
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="Logging level.")]
 LoopOption = Annotated[str, typer.Option(

@@ -35,6 +35,7 @@ from .options import (
     PrivateWebhooksOption,
     RetainOption,
     RoutesOption,
+    SecretKeyFileOption,
     SpeedOption,
     WebhookBackoffMaxOption,
     WebhookBackoffOption,
@@ -45,6 +46,7 @@ from .options import (
     chosen_loop,
 )
 from .port import port_problem
+from .secret_key import KeySource, key_source
 from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
 from .traces import traces
@@ -80,6 +82,8 @@ class ServePlan:
     forwarded_allow_ips: str
     metrics_port: int | None
     keys: Path
+    secret_keys: KeySource
+    """Where the key that seals webhook secrets comes from (`cli.secret_key`)."""
     replica: bool
     """An API beside other workers on PostgreSQL: makes no local key."""
     run_worker: bool
@@ -105,6 +109,7 @@ def serve(
     demo_speed: SpeedOption = 1.0,
     demo_calls: DemoCallsOption = False,
     key_file_option: KeyFileOption = None,
+    secret_key_file: SecretKeyFileOption = None,
     lease_ttl: LeaseTtlOption = D.lease_ttl,
     heartbeat: HeartbeatOption = D.heartbeat,
     backstop: BackstopOption = D.backstop,
@@ -169,7 +174,8 @@ def serve(
     plan = ServePlan(
         url=url, listen_url=listen_db, host=host, port=port,
         forwarded_allow_ips=forwarded_allow_ips, metrics_port=metrics_port,
-        keys=key_file(url, key_file_option), replica=no_worker and not url.startswith("sqlite"),
+        keys=key_file(url, key_file_option), secret_keys=key_source(url, secret_key_file),
+        replica=no_worker and not url.startswith("sqlite"),
         run_worker=not no_worker, worker_id=worker_id, loop_name=loop_name,
         registry=build_agents(agent_modules(agents), demo_speed=demo_speed),
         providers=build_providers(demo_speed=demo_speed, routes_file=routes,
@@ -190,9 +196,9 @@ async def run_server(plan: ServePlan) -> None:
 
     from ..api import create_app
     from ..runtime import Catalog, Worker
-    from ..store import open_store
+    from .secret_key import open_sealed_store
 
-    store = await open_store(plan.url, listen_url=plan.listen_url)
+    store = await open_sealed_store(plan.url, plan.secret_keys, listen_url=plan.listen_url)
     key = None if plan.replica else await local_key(store, plan.keys)
     api = create_app(store, catalog=Catalog(plan.registry, plan.providers),
                      settings=plan.api_settings)

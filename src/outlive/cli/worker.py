@@ -27,6 +27,7 @@ from .options import (
     PrivateWebhooksOption,
     RetainOption,
     RoutesOption,
+    SecretKeyFileOption,
     SpeedOption,
     WebhookBackoffMaxOption,
     WebhookBackoffOption,
@@ -74,6 +75,7 @@ def worker(
     log_level: LogLevelOption = "INFO",
     loop: LoopOption = "auto",
     metrics_port: MetricsPortOption = None,
+    secret_key_file: SecretKeyFileOption = None,
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
@@ -91,13 +93,15 @@ def worker(
     import prometheus_client
 
     from ..runtime import Worker
-    from ..store import open_store
+    from .secret_key import key_source, open_sealed_store
 
     if metrics_port is not None:  # the process's counters, from a thread of their own
         prometheus_client.start_http_server(metrics_port, addr="127.0.0.1")
 
     async def go() -> None:
-        store = await open_store(database_url(db), listen_url=listen_db)
+        url = database_url(db)
+        store = await open_sealed_store(url, key_source(url, secret_key_file),
+                                        listen_url=listen_db)
         w = Worker(store, registry, providers, settings, worker_id=worker_id)
         stop = asyncio.Event()
         install_stop(stop)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..domain.errors import InvalidInput
+from ..domain.secret_box import SecretBox
 from ._port import (
     PORTS,
     AdmissionStore,
@@ -25,6 +26,7 @@ from ._port import (
     RetentionStore,
     RunnerStore,
     RunStore,
+    SealReport,
     SessionStore,
     Settle,
     SettleOutcome,
@@ -71,6 +73,7 @@ __all__ = [
     "RetentionStore",
     "RunStore",
     "RunnerStore",
+    "SealReport",
     "SessionStore",
     "Settle",
     "SettleOutcome",
@@ -90,22 +93,32 @@ __all__ = [
 
 
 async def open_store(
-    url: str, *, migrate: bool = True, listen_url: str | None = None
+    url: str, *, migrate: bool = True, listen_url: str | None = None,
+    secrets: SecretBox | None = None,
 ) -> PostgresStore | SqliteStore:
     """`sqlite:///path.db` (the embedded default) or `postgresql://…`; migrates on open.
-    `listen_url`: PostgreSQL only, a direct connection for LISTEN when `url` is a pooler."""
+    `listen_url`: PostgreSQL only, a direct connection for LISTEN when `url` is a pooler.
+    `secrets`: the keyring for webhook secrets; with `migrate`, plain secrets left by older
+    versions are sealed now, and a secret under a key the ring lacks fails the open (at
+    start, not at the first delivery)."""
     store: PostgresStore | SqliteStore
     if url.startswith(("postgresql://", "postgres://")) or _is_keyword_dsn(url):
-        store = await PostgresStore(url, listen_dsn=listen_url).open()
+        store = await PostgresStore(url, listen_dsn=listen_url, secrets=secrets).open()
     elif url.startswith("sqlite:") or "://" not in url:
-        store = await SqliteStore.from_url(url).open()
+        store = await SqliteStore.from_url(url, secrets=secrets).open()
     else:
         scheme = url.split("://", 1)[0]
         raise InvalidInput(
             f"unsupported database URL scheme {scheme!r}; use sqlite:///path.db or postgresql://…"
         )
     if migrate:
-        await store.migrate()
+        try:
+            await store.migrate()
+            if secrets is not None:
+                await store.seal_webhook_secrets()
+        except BaseException:
+            await store.close()
+            raise
     return store
 
 

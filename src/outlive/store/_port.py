@@ -32,6 +32,7 @@ from ..domain.model import (
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._webhook_ports import (
     DeliveryStore,
+    SealReport,
     TakenDelivery,
     Webhook,
     WebhookDelivery,
@@ -43,8 +44,8 @@ __all__ = [
     "CommitOutcome",
     "ConnectionStore", "CredentialStore", "DeliveryStore", "EventLogStore", "HealthStore",
     "Held", "Notice", "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore",
-    "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription", "TakenDelivery",
-    "Webhook", "WebhookDelivery", "WebhookStore", "WorkerStore",
+    "SealReport", "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription",
+    "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore", "WorkerStore",
 ]
 
 
@@ -177,6 +178,8 @@ class ConnectionStore(Protocol):
     def dialect(self) -> str: ...
 
     async def migrate(self) -> int: ...
+    async def seal_webhook_secrets(self, *, rekey: bool = False,
+                                   batch: int = 200) -> SealReport: ...
     async def close(self) -> None: ...
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-__all__ = ["DeliveryStore", "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore"]
+__all__ = ["DeliveryStore", "SealReport", "TakenDelivery", "Webhook", "WebhookDelivery",
+           "WebhookStore"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,17 @@ class TakenDelivery:
     attempt: int
     traceparent: str | None = None
     """The W3C context of the session's last run, which the delivery's span continues."""
+
+
+@dataclass(frozen=True)
+class SealReport:
+    """What one `seal_webhook_secrets` did: rows sealed from plain text, rows moved to the
+    current key (a rotation), rows left as they were; `key_id` is the current key's."""
+
+    key_id: str
+    sealed: int
+    resealed: int
+    kept: int
 
 
 class WebhookStore(Protocol):

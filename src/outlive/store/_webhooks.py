@@ -5,18 +5,25 @@ report. A worker takes due rows (`SKIP LOCKED` on PostgreSQL), which counts the 
 pushes the row's time past a lease; it records the outcome fenced by that attempt number.
 A taker that dies leaves the row due again when its lease ends: at-least-once, and the
 `msg_id` (the `webhook-id` header) stays the same on every attempt.
+
+Signing secrets are stored sealed (`domain.secret_box`) by the `SecretBox` the store was
+opened with, the row's id bound in: a copy of the database holds none of them usable. Rows
+written before sealing existed (plain `whsec_…`) are sealed by `seal_webhook_secrets`, which
+`open_store` runs at every start; until then a delivery uses them as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.model import new_id
-from ..domain.webhooks import check_events, check_secret, check_url
+from ..domain.secret_box import SecretBox, SecretKeyMissing, key_of, missing_message
+from ..domain.webhooks import SECRET_PREFIX, check_events, check_secret, check_url
 from ._base import Row, Tx, TxState
 from ._core import StoreCore
-from ._webhook_ports import TakenDelivery, Webhook, WebhookDelivery
+from ._webhook_ports import SealReport, TakenDelivery, Webhook, WebhookDelivery
 
 __all__ = ["WebhookOps"]
 
@@ -24,6 +31,22 @@ _MAX_PER_OWNER = 50
 
 
 class WebhookOps(StoreCore):
+    _secret_box: SecretBox | None = None
+    """Seals and opens the signing secrets; set by the adapter from `open_store(secrets=…)`.
+    Without one the store can neither write nor read a secret (it says so)."""
+
+    def _box(self) -> SecretBox:
+        if self._secret_box is None:
+            raise SecretKeyMissing("this store was opened without a secret key, so it cannot "
+                                   "seal or open webhook secrets (open_store(…, secrets=…))")
+        return self._secret_box
+
+    def _open_secret(self, stored: str, webhook_id: str) -> str:
+        """The secret to sign with; a plain one (written before sealing) as it is."""
+        if stored.startswith(SECRET_PREFIX):
+            return stored
+        return self._box().open(stored, webhook_id)
+
     def _webhook(self, row: Row) -> Webhook:
         events = [e for e in row["events"].split(",") if e]
         return Webhook(row["id"], row["url"], events, self.d.ts(row["created_at"]))
@@ -31,11 +54,12 @@ class WebhookOps(StoreCore):
     async def create_webhook(
         self, owner_id: str, *, url: str, events: list[str], secret: str
     ) -> Webhook:
-        """`secret` is stored as given (the delivery signs with it); the API shows it once."""
+        """`secret` is stored sealed (the delivery signs with it); the API shows it once."""
         clean = check_events(events)
         check_url(url)
         check_secret(secret)
         wid = new_id("wh")
+        sealed = self._box().seal(secret, wid)
 
         async def op(tx: Tx, st: TxState) -> Webhook:
             if not await tx.fetch(self.q.lock_owner, {"id": owner_id}):
@@ -43,7 +67,7 @@ class WebhookOps(StoreCore):
             if len(await tx.fetch(self.q.list_webhooks, {"owner": owner_id})) >= _MAX_PER_OWNER:
                 raise InvalidInput(f"an owner has at most {_MAX_PER_OWNER} webhooks")
             await tx.execute(self.q.insert_webhook, {
-                "id": wid, "owner": owner_id, "url": url, "secret": secret,
+                "id": wid, "owner": owner_id, "url": url, "secret": sealed,
                 "events": "," + ",".join(clean) + ",",
             })
             rows = await tx.fetch(self.q.get_owned_webhook, {"id": wid, "owner": owner_id})
@@ -109,7 +133,8 @@ class WebhookOps(StoreCore):
                 key: dict[str, Any] = {"wid": d["webhook_id"], "msg": d["msg_id"]}
                 await tx.execute(self.q.take_delivery, {**key, "lease": lease})
                 r = (await tx.fetch(self.q.taken_delivery, key))[0]
-                out.append(TakenDelivery(r["webhook_id"], r["msg_id"], r["url"], r["secret"],
+                secret = self._open_secret(r["secret"], r["webhook_id"])
+                out.append(TakenDelivery(r["webhook_id"], r["msg_id"], r["url"], secret,
                                          r["body"], int(r["attempts"]), r["traceparent"]))
             return out
 
@@ -134,3 +159,67 @@ class WebhookOps(StoreCore):
                 await tx.execute(self.q.delivery_final, {**params, "outcome": state})
 
         await self._write(op)
+
+    async def seal_webhook_secrets(self, *, rekey: bool = False,
+                                   batch: int = 200) -> SealReport:
+        """Seal every plain secret with the current key; with `rekey`, also move every row
+        sealed with an older key of the ring to the current one (`outlive secrets rotate`).
+        First a read-only pass: a row under a key this store was not given raises
+        `SecretKeyMissing` before anything is written (sealing the plain rows with the wrong
+        key would lock them away from the processes that have the right one). Then one write
+        transaction per `batch` rows, each change fenced on the value read, so a run cut
+        halfway leaves every row readable and running it again finishes it."""
+        box = self._box()
+        missing: set[str] = set()
+        after = ""
+        while rows := await self._secret_page(after, batch):
+            after = rows[-1]["id"]
+            missing |= {kid for row in rows
+                        if (kid := self._foreign_key(box, row["secret"])) is not None}
+        if missing:
+            raise SecretKeyMissing(missing_message(sorted(missing), box.hint),
+                                   key_ids=sorted(missing))
+        sealed = resealed = kept = 0
+        after = ""
+        while rows := await self._secret_page(after, batch):
+            after = rows[-1]["id"]
+            changes: list[dict[str, Any]] = []
+            for row in rows:
+                stored, wid = row["secret"], row["id"]
+                kid = key_of(stored)
+                if stored.startswith(SECRET_PREFIX):
+                    plain, sealed = stored, sealed + 1
+                elif kid is not None and kid != box.current and rekey and box.knows(kid):
+                    plain, resealed = box.open(stored, wid), resealed + 1
+                else:
+                    kept += 1
+                    continue
+                changes.append({"id": wid, "old": stored, "secret": box.seal(plain, wid)})
+            if changes:
+                await self._write(self._reseal(changes))
+        return SealReport(box.current, sealed, resealed, kept)
+
+    @staticmethod
+    def _foreign_key(box: SecretBox, stored: str) -> str | None:
+        """The key id of a row this box cannot open ('?' for a form it does not know)."""
+        if stored.startswith(SECRET_PREFIX):
+            return None
+        kid = key_of(stored)
+        if kid is None:
+            return "?"
+        return None if box.knows(kid) else kid
+
+    async def _secret_page(self, after: str, batch: int) -> list[Row]:
+        async def op(tx: Tx) -> list[Row]:
+            return await tx.fetch(self.q.webhook_secrets_page, {"after_id": after,
+                                                                "limit": batch})
+
+        return await self._read(op)
+
+    def _reseal(self, changes: list[dict[str, Any]]
+                ) -> Callable[[Tx, TxState], Awaitable[None]]:
+        async def op(tx: Tx, st: TxState) -> None:
+            for change in changes:
+                await tx.execute(self.q.reseal_webhook_secret, change)
+
+        return op

@@ -29,6 +29,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
+from ..domain.secret_box import SecretBox
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
 from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
@@ -245,13 +246,17 @@ class PostgresStore(SqlStore):
     pooler in transaction mode (PgBouncer), where LISTEN does not work. Declaring it also says
     that `dsn` is pooled: no server-side prepared statements are made on it, since the next
     transaction may run on another server connection. Nothing else on the pooled connections
-    relies on session state: every transaction sets what it needs inside itself."""
+    relies on session state: every transaction sets what it needs inside itself.
+
+    `secrets`: the keyring that seals and opens webhook secrets (`open_store`)."""
 
     def __init__(
         self, dsn: str, *, listen_dsn: str | None = None, min_size: int = 1,
         max_size: int = 10, acquire_timeout: float = 30.0, outage_timeout: float = 2.0,
+        secrets: SecretBox | None = None,
     ) -> None:
         super().__init__(PostgresDialect())
+        self._secret_box = secrets
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}

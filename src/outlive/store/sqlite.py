@@ -17,6 +17,7 @@ import aiosqlite
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
+from ..domain.secret_box import SecretBox
 from ._base import Query, QueryHook, Row, Tx, TxState, epoch
 from ._commits import HeadItem
 from ._engine import SqlStore
@@ -146,8 +147,10 @@ class SqliteStore(SqlStore):
     """One file, one process. Writes are serialised by the file's write lock (`BEGIN IMMEDIATE`),
     which also makes separate connections, even in other processes, wait their turn."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000,
+                 secrets: SecretBox | None = None) -> None:
         super().__init__(SqliteDialect())
+        self._secret_box = secrets
         self.path = str(Path(path).resolve()) if str(path) != ":memory:" else ":memory:"
         self._busy = busy_timeout_ms
         self._writer: aiosqlite.Connection | None = None
@@ -157,12 +160,12 @@ class SqliteStore(SqlStore):
         self._fanout = _FANOUTS.setdefault(self.path, Fanout())
 
     @classmethod
-    def from_url(cls, url: str) -> SqliteStore:
+    def from_url(cls, url: str, *, secrets: SecretBox | None = None) -> SqliteStore:
         """`sqlite:///relative.db`, `sqlite:////abs/path.db` or a bare path."""
         path = url.removeprefix("sqlite://")
         if path.startswith("/"):
             path = path[1:]
-        return cls(path or "outlive.db")
+        return cls(path or "outlive.db", secrets=secrets)
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)

@@ -69,3 +69,13 @@ WHERE webhook_id = :wid AND msg_id = :msg AND attempts = :attempt AND state = 'p
 
 -- name: purge_webhook_deliveries
 DELETE FROM webhook_deliveries WHERE session_id {in_ids}
+
+-- name: webhook_secrets_page
+-- The stored secrets in id order, a page after `:after_id`: sealing and rotation walk them in
+-- bounded batches (docs/security.md).
+SELECT id, secret FROM webhooks WHERE id > :after_id ORDER BY id LIMIT :limit
+
+-- name: reseal_webhook_secret
+-- Only if the row still holds what was read: a rotation and a start racing on one row, or a
+-- delete in between, change nothing twice.
+UPDATE webhooks SET secret = :secret WHERE id = :id AND secret = :old
