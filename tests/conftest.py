@@ -23,7 +23,7 @@ from tests.support.databases import (
     pg_dsn_fixture,
 )
 from tests.support.pgbouncer import PgBouncer, running_pgbouncer
-from tests.support.secrets import test_box
+from tests.support.secrets import shared_box
 
 StoreFactory = Callable[[], Awaitable[PostgresStore | SqliteStore]]
 
@@ -108,10 +108,10 @@ async def store_factory(db_url: str, listen_url: str | None) -> AsyncIterator[St
     async def make() -> PostgresStore | SqliteStore:
         s: PostgresStore | SqliteStore
         if db_url.startswith("sqlite:"):
-            s = await SqliteStore.from_url(db_url, secrets=test_box()).open()
+            s = await SqliteStore.from_url(db_url, secrets=shared_box()).open()
         else:
             s = await PostgresStore(db_url, listen_dsn=listen_url, max_size=4,
-                                    secrets=test_box()).open()
+                                    secrets=shared_box()).open()
         await s.migrate()
         opened.append(s)
         return s

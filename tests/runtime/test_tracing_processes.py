@@ -30,7 +30,7 @@ from tests.support.databases import TRUNCATE_ALL
 from tests.support.inprocess import make_key
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.processes import Processes, ServeProcess, child_env
-from tests.support.secrets import test_box
+from tests.support.secrets import shared_box
 from tests.support.sessions import all_events, event_appears, settled
 from tests.support.waiting import eventually
 
@@ -47,7 +47,7 @@ async def pg_store(pg_dsn: str) -> AsyncIterator[PostgresStore]:
     """The module's PostgreSQL database, emptied for this test."""
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         await conn.execute(TRUNCATE_ALL.encode())
-    store = await PostgresStore(pg_dsn, max_size=4, secrets=test_box()).open()
+    store = await PostgresStore(pg_dsn, max_size=4, secrets=shared_box()).open()
     yield store
     await store.close()
 

@@ -15,7 +15,7 @@ from outlive.domain.webhooks import new_secret
 from outlive.store import PostgresStore
 from tests.support.databases import TRUNCATE_ALL
 from tests.support.processes import Processes
-from tests.support.secrets import test_box
+from tests.support.secrets import shared_box
 from tests.support.waiting import eventually
 from tests.support.webhooks import Receiver, verify
 
@@ -29,7 +29,7 @@ WEBHOOK_ARGS = ("--allow-private-webhooks", "--webhook-timeout", "2", "--webhook
 async def pg_store(pg_dsn: str) -> AsyncIterator[PostgresStore]:
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         await conn.execute(TRUNCATE_ALL.encode())
-    store = await PostgresStore(pg_dsn, max_size=4, secrets=test_box()).open()
+    store = await PostgresStore(pg_dsn, max_size=4, secrets=shared_box()).open()
     yield store
     await store.close()
 

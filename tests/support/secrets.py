@@ -8,10 +8,10 @@ import base64
 
 from outlive.domain.secret_box import SecretBox, parse_key
 
-__all__ = ["TEST_SECRET_KEY", "test_box"]
+__all__ = ["TEST_SECRET_KEY", "shared_box"]
 
 TEST_SECRET_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode().rstrip("=")
 
 
-def test_box() -> SecretBox:
+def shared_box() -> SecretBox:
     return SecretBox([parse_key(TEST_SECRET_KEY)], hint="tests: use tests.support.secrets")
