@@ -67,7 +67,7 @@ class KeySource:
             return (f"set {SECRET_KEY_ENV} (or, during a rotation, {OLD_KEYS_ENV}) to the key "
                     "that encrypted them; every process on this database needs the same key")
         return (f"give this process the key file that holds that key (--secret-key-file; "
-                f"now {self.path}) or set {SECRET_KEY_ENV} to it; every process on this "
+                f"it read {self.path}) or set {SECRET_KEY_ENV} to it; every process on this "
                 "database needs the same key (docs/security.md)")
 
     def box(self, *, create: bool = True) -> tuple[SecretBox, bool]:

@@ -60,8 +60,8 @@ def parse_key(text: str) -> bytes:
     """The 32 bytes a key's text encodes (base64, standard or url-safe, padding optional)."""
     raw = text.strip()
     try:
-        key = base64.urlsafe_b64decode(
-            raw.replace("+", "-").replace("/", "_") + "=" * (-len(raw) % 4))
+        key = base64.b64decode(raw.replace("-", "+").replace("_", "/") + "=" * (-len(raw) % 4),
+                               validate=True)
     except (binascii.Error, ValueError):
         raise ValueError("a secret key is base64 of 32 bytes (`outlive secrets new-key` "
                          "makes one)") from None
