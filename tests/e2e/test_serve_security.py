@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import ServeProcess, free_port
+from tests.support.processes import ServeProcess, child_env, free_port
 
 
 def mode(path: Path) -> str:
@@ -19,7 +19,8 @@ def mode(path: Path) -> str:
 
 
 def test_files_are_private_and_the_key_is_printed_once(tmp_path: Path) -> None:
-    first = ServeProcess(tmp_path, "serve-1", "--demo-speed", "0")
+    no_key = child_env(OUTLIVE_SECRET_KEY="")  # so it makes its secret key file
+    first = ServeProcess(tmp_path, "serve-1", "--demo-speed", "0", env=no_key)
     try:
         key = asyncio.run(first.key())
         assert re.search(rf"^{re.escape(key)}$", first.log(), re.M)
@@ -27,7 +28,8 @@ def test_files_are_private_and_the_key_is_printed_once(tmp_path: Path) -> None:
             r = c.post("/v1/sessions", json={"prompt": "hi"},
                        headers={"Authorization": f"Bearer {key}"})
             assert r.status_code == 202
-        for name in ("outlive.db", "outlive.db-wal", "outlive.db-shm", "outlive.db.key"):
+        for name in ("outlive.db", "outlive.db-wal", "outlive.db-shm", "outlive.db.key",
+                     "outlive.db.secret-key"):
             assert mode(tmp_path / name) == "0o600", name
         assert first.stop(20) is not None
     finally:
@@ -35,7 +37,7 @@ def test_files_are_private_and_the_key_is_printed_once(tmp_path: Path) -> None:
     (tmp_path / "outlive.db").chmod(0o644)
     metrics_port = free_port()
     second = ServeProcess(tmp_path, "serve-2", "--demo-speed", "0", "--cookie-secure",
-                          "--metrics-port", str(metrics_port))
+                          "--metrics-port", str(metrics_port), env=no_key)
     try:
         assert asyncio.run(second.key()) == key  # read from the file it names
         printed = second.log()
