@@ -91,7 +91,8 @@ def test_a_process_without_the_key_fails_at_start_saying_what_to_set(tmp_path: P
     hooks(db, shared_box())
     before = stored(db)
     url = f"sqlite:///{db}"
-    for argv in (["worker", "--db", url], ["serve", "--db", url, "--port", str(free_port())]):
+    for argv in (["worker", "--db", url], ["serve", "--db", url, "--port", str(free_port())],
+                 ["migrate", "--db", url]):
         done = outlive(*argv, cwd=tmp_path, OUTLIVE_SECRET_KEY="")
         assert done.returncode == 1, done.stdout + done.stderr
         assert shared_box().current in done.stderr

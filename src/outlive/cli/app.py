@@ -38,18 +38,19 @@ console = Console(stderr=True)
 def migrate(db: DbOption = None, listen_db: ListenDbOption = None,
             secret_key_file: SecretKeyFileOption = None) -> None:
     """Create or upgrade the database schema; encrypt webhook secrets left in plain text."""
-    from .secret_key import key_source, open_sealed_store
+    from ..store import open_store
+    from .secret_key import key_source, keyring
 
     url = database_url(db)
 
     async def go() -> tuple[int, int]:
-        store = await open_sealed_store(url, key_source(url, secret_key_file), migrate=False,
-                                        listen_url=listen_db)
-        try:
-            n = await store.migrate()
-            return n, (await store.seal_webhook_secrets()).sealed
-        finally:
-            await store.close()
+        with keyring(key_source(url, secret_key_file)) as box:
+            store = await open_store(url, migrate=False, listen_url=listen_db, secrets=box)
+            try:
+                n = await store.migrate()
+                return n, (await store.seal_webhook_secrets()).sealed
+            finally:
+                await store.close()
 
     n, sealed = asyncio.run(go())
     console.print(f"applied {n} migration(s) to {url}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ __all__ = [
     "SECRET_KEY_ENV",
     "KeySource",
     "key_source",
+    "keyring",
     "open_sealed_store",
     "read_keys",
     "secret_key_file",
@@ -96,16 +97,24 @@ def key_source(db_url: str, option: str | None,
 async def open_sealed_store(url: str, source: KeySource, *, listen_url: str | None = None,
                             migrate: bool = True) -> PostgresStore | SqliteStore:
     """`open_store` with the keyring of `source`: plain secrets are sealed and a secret
-    under a key this process lacks fails the start. A key file made for that failed start
-    is removed again (it would only hold a key nothing was sealed with)."""
+    under a key this process lacks fails the start (`keyring`)."""
     from ..store import open_store
 
+    with keyring(source) as box:
+        return await open_store(url, migrate=migrate, listen_url=listen_url, secrets=box)
+
+
+@contextlib.contextmanager
+def keyring(source: KeySource) -> Iterator[SecretBox]:
+    """The keyring of `source` for the block; a key file made for it is removed again when
+    the block finds the database sealed with another key (the file would only hold a key
+    nothing was sealed with, and the next start would trust it)."""
     try:
         box, created = source.box()
     except ValueError as exc:
         raise SecretKeyMissing(f"{source.where}: {exc}") from None
     try:
-        return await open_store(url, migrate=migrate, listen_url=listen_url, secrets=box)
+        yield box
     except SecretKeyMissing:
         if created and source.path is not None:
             with contextlib.suppress(OSError):
