@@ -14,6 +14,8 @@ __all__ = [
     "NotFound",
     "OutliveError",
     "PendingInput",
+    "SecretKeyMissing",
+    "SecretUnreadable",
     "SessionBusy",
     "StoreUnavailable",
     "TooLarge",
@@ -103,3 +105,16 @@ class StoreUnavailable(OutliveError):
 
     code = "STORE_UNAVAILABLE"
     http_status = 503
+
+
+class SecretKeyMissing(OutliveError):
+    """A sealed secret names a server key this process was not given (or it was given none):
+    a configuration to fix, said once at start (`domain.secret_box`)."""
+
+    code = "SECRET_KEY_MISSING"
+
+
+class SecretUnreadable(OutliveError):
+    """A sealed secret that its key does not open: altered, or moved to another row."""
+
+    code = "SECRET_UNREADABLE"

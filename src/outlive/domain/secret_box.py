@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import OutliveError
+from .errors import SecretKeyMissing, SecretUnreadable
 
 __all__ = [
     "PREFIX",
@@ -29,6 +29,7 @@ __all__ = [
     "SecretUnreadable",
     "key_id",
     "key_of",
+    "missing_message",
     "new_key",
     "parse_key",
 ]
@@ -37,18 +38,6 @@ PREFIX = "enc:v1:"
 _KEY_BYTES = 32
 _NONCE_BYTES = 12
 _AAD = b"outlive sealed secret\x00"
-
-
-class SecretKeyMissing(OutliveError):
-    """A sealed secret names a key this process was not given (or it was given none)."""
-
-    code = "SECRET_KEY_MISSING"
-
-
-class SecretUnreadable(OutliveError):
-    """A sealed secret that its key does not open: altered, or moved to another row."""
-
-    code = "SECRET_UNREADABLE"
 
 
 def new_key() -> str:
