@@ -28,6 +28,7 @@ from .housekeeping import expire_approvals, sweep
 from .owner_budgets import OwnerBudgets
 from .runner import Run
 from .settings import RuntimeSettings
+from .subagents import with_subagents
 from .webhooks import WebhookSender
 
 __all__ = ["Worker"]
@@ -185,7 +186,8 @@ class Worker:
         self.claimed += 1
         metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
-            agent = self._with_mcp_tools(self.agents.get(session.agent))
+            agent = self._with_mcp_tools(with_subagents(self.agents.get(session.agent),
+                                                        self.agents))
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
             self._refuse_later(claim, ErrorInfo("configuration", exc.message))

@@ -19,6 +19,7 @@ from .. import metrics
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
+from ..domain.subagents import ChildSpawn
 from .usage import observe
 
 __all__ = ["EntryDraft", "LeaseState", "LeaseWrites", "RunWrites", "Stopped"]
@@ -69,6 +70,11 @@ class LeaseWrites(Protocol):
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
         context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None: ...
+    async def await_children(
+        self, lease: Lease, spawns: Sequence[ChildSpawn], *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
+    ) -> list[str] | None: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
 
@@ -224,6 +230,18 @@ class RunWrites:
         await asyncio.shield(self.sink.await_approval(self.lease, request, entries=entries,
                                                       events=events, context=use,
                                                       compacted=compacted))
+        observe(entries)
+        raise Stopped
+
+    async def await_children(self, spawns: Sequence[ChildSpawn],
+                             events: Sequence[NewEvent] = ()) -> NoReturn:
+        """Start `spawns` (those not started yet) and let go of the lease until the
+        session's children have ended, with the held steps and `events`, in one write
+        (`ChildStore.await_children`); the run stops here, as for an approval."""
+        entries, events = self._take((), events)
+        self._check_open()
+        await asyncio.shield(self.sink.await_children(self.lease, spawns, entries=entries,
+                                                      events=events, context=self.context_use))
         observe(entries)
         raise Stopped
 

@@ -28,7 +28,7 @@ from ..domain.model import (
 from ..domain.status import Action, transition
 from ..domain.trace_context import valid_traceparent
 from ._base import Tx, TxState, lifecycle, to_session
-from ._core import StoreCore
+from ._children import ChildOps
 from ._lifecycle import aborts_run, status_event
 from ._validation import (
     check_attention,
@@ -43,7 +43,7 @@ from ._validation import (
 __all__ = ["SessionOps"]
 
 
-class SessionOps(StoreCore):
+class SessionOps(ChildOps):
     async def create_session(
         self,
         owner_id: str,
@@ -57,10 +57,12 @@ class SessionOps(StoreCore):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None,
+        parent_id: str | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
-        starts a second run."""
+        starts a second run. `parent_id`: a child of that session of the same owner
+        (`NotFound` for any other), in its tree (docs/subagents.md)."""
         clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         check_client_request_id(client_request_id)
         caps = parse_budget(budget)
@@ -72,6 +74,8 @@ class SessionOps(StoreCore):
             owner_q = self.q.owner_exists if client_request_id is None else self.q.lock_owner
             if not await tx.fetch(owner_q, {"id": owner_id}):
                 raise NotFound(f"owner {owner_id} not found")
+            parent = (None if parent_id is None
+                      else await self._parent_for_create(tx, owner_id, parent_id))
             if client_request_id is not None:
                 seen = await tx.fetch(self.q.find_create_request,
                                       {"owner": owner_id, "crid": client_request_id})
@@ -93,6 +97,9 @@ class SessionOps(StoreCore):
                     "last": 0 if prompt is None else 1,
                     "tp": valid_traceparent(traceparent),
                     "budget": None if caps is None else self.d.json(caps.to_dict()),
+                    "parent": parent_id, "call_id": None,
+                    "root": None if parent is None else parent["root_id"] or parent_id,
+                    "depth": 0 if parent is None else int(parent["depth"]) + 1,
                 },
             )
             if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -152,6 +159,7 @@ class SessionOps(StoreCore):
         limit: int = 50,
         cursor: str | None = None,
         attention: str | None = None,
+        parent_id: str | None = None,
     ) -> Page:
         wanted = check_list(status, limit, cursor)
         check_attention(attention)
@@ -164,6 +172,7 @@ class SessionOps(StoreCore):
                     "status": wanted.value if wanted is not None else None,
                     "cursor": cursor,
                     "attention": attention,
+                    "parent": parent_id,
                     "limit": limit + 1,
                 },
             )
@@ -201,13 +210,14 @@ class SessionOps(StoreCore):
             out = transition(lifecycle(row), Action.DELETE)
             extra: dict[str, Any] = (
                 {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"})
-            await self._apply(tx, row, out.state, **extra)
+            await self._apply(tx, row, out.state, st=st, **extra)
             if out.cancelled_now:
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted",
                                        dropped=await self._dropped_inputs(tx, row))
                 await self._consume_inputs(tx, session_id)
                 await self._cancel_approval(tx, row)
             await self._owner_event(tx, owner_id, session_id, SessionDeleted())
+            await self._delete_tree(tx, st, session_id, purge_in)
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                       cancel=aborts_run(row, out.state))
 
@@ -220,7 +230,7 @@ class SessionOps(StoreCore):
             row = await self._locked(tx, session_id, owner_id)
             out = transition(lifecycle(row), Action.REQUEST_CANCEL)
             if out.changed:
-                await self._apply(tx, row, out.state, cancel_reason=reason)
+                await self._apply(tx, row, out.state, st=st, cancel_reason=reason)
                 await self._owner_event(tx, owner_id, session_id,
                                         SessionCancelRequested(reason=reason))
                 if out.cancelled_now:
@@ -230,6 +240,7 @@ class SessionOps(StoreCore):
                     await self._cancel_approval(tx, row)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                           cancel=aborts_run(row, out.state))
+                await self._cancel_tree(tx, st, session_id)
             return session_id
 
         return await self._write_session(op)
