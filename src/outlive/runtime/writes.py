@@ -243,6 +243,7 @@ class RunWrites:
         await asyncio.shield(self.sink.await_children(self.lease, spawns, entries=entries,
                                                       events=events, context=self.context_use))
         observe(entries)
+        self.state = LeaseState.LOST  # let go on purpose: the notice of it is no loss
         raise Stopped
 
     async def set_title(self, title: str) -> None:
