@@ -156,8 +156,8 @@ class ChildOps(StoreCore):
     async def _child_ended(self, tx: Tx, st: TxState | None, row: Row, new: Lifecycle,
                            extra: Mapping[str, Any]) -> None:
         """A child of a delegation call ends (in the transaction of its end): its first end
-        is its report, `child_ended` goes on its parent's log while the parent is live, and
-        the last report the parent waited on makes the parent claimable again."""
+        is its report, `child_ended` goes on its parent's log while the parent waits (or is
+        parked), and the last report it waited on makes the parent claimable again."""
         if row["parent_report"] is not None or Status(row["status"]) in TERMINAL:
             return
         succeeded = new.status is Status.SUCCEEDED
@@ -170,7 +170,9 @@ class ChildOps(StoreCore):
             parent = await self._locked(tx, row["parent_id"], None)
         except NotFound:  # purged: nobody waits
             return
-        if Status(parent["status"]) in TERMINAL:
+        if Status(parent["status"]) in TERMINAL or parent["lease_worker"] is not None:
+            # Ended, or held by a run (which reads the report when it waits next): its log
+            # is left alone, as a run's own writes number its events.
             return
         ended = ChildEnded(call_id=row["parent_call_id"], child_id=row["id"],
                            status=new.status.value)
