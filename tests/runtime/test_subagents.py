@@ -143,3 +143,19 @@ async def test_the_limits_are_tool_errors_the_model_sees(store, workers, owner):
     assert refused[0] == "error"
     assert "at most 1 sub-agents" in refused[1]["error"]["message"]
     assert len(await _children(store, owner, s.id)) == 1
+
+
+async def test_a_session_at_the_depth_limit_cannot_delegate(store, workers, owner):
+    model = TreeModel(parallel=1)
+    await _start(workers, model, max_depth=1)
+    root = await store.create_session(owner, agent="helper", model=ROUTE, prompt="root task")
+    await settled(store, root.id)
+    s = await store.create_session(owner, agent="boss", model=ROUTE,
+                                   prompt="delegate: alpha", parent_id=root.id)
+    assert s.depth == 1
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    (refused,) = _combined(await all_events(store, s.id))
+    assert refused[0] == "error"
+    assert "1 level deep and this session is at level 1" in refused[1]["error"]["message"]
+    assert await _children(store, owner, s.id) == []

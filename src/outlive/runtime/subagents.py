@@ -132,9 +132,11 @@ class Delegator:
         if arguments.get("detach"):
             return ("detach is not available on this server: call the sub-agent again "
                     "without it, and its answer is the result")
-        if self.session.depth + 1 > self.agent.max_depth:
-            return (f"cannot delegate: sub-agents may go {self.agent.max_depth} levels deep "
-                    f"and this session is at level {self.session.depth}")
+        deepest = self.agent.max_depth
+        if self.session.depth + 1 > deepest:
+            return (f"cannot delegate: sub-agents may go {deepest} "
+                    f"level{'s' if deepest != 1 else ''} deep and this session is at level "
+                    f"{self.session.depth}")
         if len(await self.reports()) + len(self._spawns) >= self.agent.max_children:
             return (f"cannot delegate: a session may start at most "
                     f"{self.agent.max_children} sub-agents")
