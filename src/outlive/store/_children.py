@@ -105,10 +105,17 @@ class ChildOps(StoreCore):
         return await self._insert_entry_rows(tx, lease, entries, first)
 
     async def _insert_child(self, tx: Tx, st: TxState, parent: Row, s: ChildSpawn) -> str:
-        """A child session of `parent` for `s`, queued with its task as its first message."""
+        """A child session of `parent` for `s`, queued with its task as its first message
+        (the owner's, its agent's model; no title, metadata, budget of its own)."""
         sid = new_id("ses")
-        await self._insert_session_row(tx, sid, parent, agent=s.agent, model=s.model,
-                                       call_id=s.call_id, prompt=True)
+        await tx.execute(self.q.insert_session, {
+            "id": sid, "owner": parent["owner_id"], "agent": s.agent, "model": s.model,
+            "title": None, "title_state": "pending", "metadata": self.d.json({}),
+            # The child's first run joins the trace of the parent's run that started it.
+            "abandon": None, "last": 1, "tp": parent["run_traceparent"], "budget": None,
+            "parent": parent["id"], "root": parent["root_id"] or parent["id"],
+            "call_id": s.call_id, "depth": int(parent["depth"]) + 1,
+        })
         message = UserMessage(text=s.task, delivery=Delivery.START.value)
         await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])
         await self._owner_event(tx, parent["owner_id"], sid,
@@ -116,21 +123,6 @@ class ChildOps(StoreCore):
                                                title=None))
         st.notify(sid, parent["owner_id"], work=True, events=True, owner=True)
         return sid
-
-    async def _insert_session_row(
-        self, tx: Tx, sid: str, parent: Row, *, agent: str, model: str,
-        call_id: str | None, prompt: bool, title: str | None = None,
-        metadata: Mapping[str, Any] | None = None, abandon_after: float | None = None,
-        traceparent: str | None = None, budget: Any = None,
-    ) -> None:
-        await tx.execute(self.q.insert_session, {
-            "id": sid, "owner": parent["owner_id"], "agent": agent, "model": model,
-            "title": title, "title_state": "manual" if title else "pending",
-            "metadata": self.d.json(dict(metadata or {})), "abandon": abandon_after,
-            "last": 1 if prompt else 0, "tp": traceparent, "budget": budget,
-            "parent": parent["id"], "root": parent["root_id"] or parent["id"],
-            "call_id": call_id, "depth": int(parent["depth"]) + 1,
-        })
 
     async def child_reports(self, session_id: str) -> list[ChildReport]:
         """The children of a session's delegation calls, oldest first, each with its report
