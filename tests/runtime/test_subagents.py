@@ -97,10 +97,12 @@ async def test_cancelling_the_parent_cancels_its_running_children_and_itself(
         return kids if len(live) == 2 else None
 
     kids = await eventually(both_running, 15, what="two running children")
-    # While they run the parent holds no lease and no worker slot: only the children run.
+    # While they run the parent holds no lease and no worker slot: only the children run
+    # (its run's task may take a moment to finish after the write that let go).
     parent = await store.load_session(s.id)
     assert (parent.status, parent.lease_worker) == (Status.RUNNING, None)
-    assert sorted(w.runs) == sorted(k.id for k in kids)
+    await eventually(lambda: sorted(w.runs) == sorted(k.id for k in kids), 5,
+                     what="only the children in the worker's slots")
     await store.request_cancel(owner, s.id)
     assert (await settled(store, s.id)).status is Status.CANCELLED
     for k in kids:
