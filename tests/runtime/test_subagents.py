@@ -161,3 +161,27 @@ async def test_a_session_at_the_depth_limit_cannot_delegate(store, workers, owne
     assert refused[0] == "error"
     assert "1 level deep and this session is at level 1" in refused[1]["error"]["message"]
     assert await _children(store, owner, s.id) == []
+
+
+async def test_a_detached_child_returns_at_once_and_its_outcome_comes_as_one_message(
+        store, workers, owner):
+    model = TreeModel(parallel=1)
+    await _start(workers, model)
+    s = await store.create_session(owner, agent="boss", model=ROUTE, prompt="detach: alpha")
+
+    async def answered_twice():
+        events = await all_events(store, s.id)
+        ends = [e for e in events if e.type == "session_end"]
+        return events if len(ends) == 2 and (await store.load_session(s.id)).status in (
+            Status.SUCCEEDED, Status.FAILED) else None
+
+    events = await eventually(answered_twice, 20, what="the parent answering twice")
+    (child,) = await _children(store, owner, s.id)
+    assert child.status is Status.SUCCEEDED
+    first = _combined(events[: [e.type for e in events].index("session_end") + 1])
+    assert first == [("ok", {"child_id": child.id, "agent": "helper", "detached": True})]
+    notes = [e.data["text"] for e in events if e.type == "user_message" and child.id in
+             e.data["text"]]
+    assert notes == [f"[sub-agent helper ({child.id}), detached by call call_0] finished: "
+                     "did alpha"]
+    assert not [e for e in events if e.type == "session_resumed"]  # it never waited

@@ -216,3 +216,56 @@ async def test_a_cancel_that_came_first_starts_no_child(store):
     assert await store.await_children(lease, SPAWNS, entries=[ANSWER]) is None
     assert (await store.load_session(parent.id)).status is Status.CANCELLED
     assert (await store.list_sessions(owner.id, parent_id=parent.id)).items == []
+
+
+async def test_a_detached_child_keeps_its_parent_running_and_reports_once_as_a_message(store):
+    from outlive.domain.model import new_id
+
+    owner = await new_owner(store)
+    parent, lease = await held(store, owner.id)
+    cid = new_id("ses")
+    spawn = ChildSpawn("call_d", "helper", "demo:scripted", "do d", detached=True,
+                       child_id=cid)
+    result = ("tool_result", {"call_id": "call_d", "tool": "agent__helper", "ok": True,
+                              "result": {"child_id": cid}})
+    got, written = await store.start_detached(
+        lease, spawn, entries=[ANSWER, result],
+        events=[NewEvent("tool_end", {"call_id": "call_d", "ok": True})])
+    assert got == cid and [e.kind for e in written] == ["assistant", "tool_result"]
+    # The parent keeps its lease and writes on; the child is claimable beside it.
+    await store.commit(lease, events=[NewEvent("stage", {"stage": "on"})])
+    assert (await store.load_session(cid)).parent_call_id == "call_d"
+    await _run_child(store, cid, Status.SUCCEEDED, "d is done")
+    assert (await store.child_reports(parent.id))[0].detached
+    await store.settle(lease, Status.SUCCEEDED)  # nobody waited for the child
+    assert await store.post_reports() == 1
+    assert await store.post_reports() == 0  # posted once
+    back = await store.load_session(parent.id)
+    assert back.status is Status.QUEUED  # the message revives the finished parent
+    messages = [e.data["text"] for e in await store.read_events(parent.id)
+                if e.type == "user_message"]
+    assert messages[-1] == (f"[sub-agent helper ({cid}), detached by call call_d] "
+                            "finished: d is done")
+    assert len([m for m in messages if cid in m]) == 1
+    # A spawn of the same call again finds the same child.
+    c = await claim_one(store, "w2")
+    again, _ = await store.start_detached(c.lease, spawn)
+    assert again == cid
+    assert len((await store.list_sessions(owner.id, parent_id=parent.id)).items) == 1
+
+
+async def test_a_cancelled_parent_is_not_started_again_by_its_detached_childs_end(store):
+    from outlive.domain.model import new_id
+
+    owner = await new_owner(store)
+    parent, lease = await held(store, owner.id)
+    cid = new_id("ses")
+    await store.start_detached(lease, ChildSpawn("call_d", "helper", "demo:scripted",
+                                                 "do d", detached=True, child_id=cid))
+    await store.request_cancel(owner.id, parent.id)  # the tree: the queued child ends too
+    assert (await store.load_session(cid)).status is Status.CANCELLED
+    await store.settle(lease, Status.CANCELLED)
+    assert await store.post_reports() == 1
+    assert (await store.load_session(parent.id)).status is Status.CANCELLED
+    assert not [e for e in await store.read_events(parent.id)
+                if e.type == "user_message" and cid in e.data["text"]]

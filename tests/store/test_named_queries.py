@@ -41,6 +41,7 @@ def samples(store: Any) -> dict[str, Any]:
         "type": "session_title", "worker": "w1",
         # sub-agents (children.sql, sessions.sql)
         "parent": None, "root": None, "depth": 0, "report": d.json({"status": "succeeded"}),
+        "detached": 0,
         # budgets (sessions.sql)
         "budget": d.json({"max_model_calls": 1}),
         # traces.sql

@@ -1,8 +1,9 @@
 """A scripted model for sub-agent tests (docs/subagents.md), served as the route `tree:m`.
 
 * The `boss` agent (system prompt "BOSS"): to `delegate: a | b | …` it answers with one
-  `agent__helper` call per task, all in one answer; once every call has its result it answers
-  `combined: [...]` with each result (`ok` or `error`, and its text), in call order.
+  `agent__helper` call per task, all in one answer (`detach: a | …`: with `detach`); once
+  every call has its result it answers `combined: [...]` with each result (`ok` or `error`,
+  and its text), in call order.
 * The `helper` agent (system prompt "HELPER"): a task with `fail` raises a permanent provider
   error (the child fails); one with `hang` waits until cancelled; any other waits at a barrier
   until `parallel` helpers have started (so two children that did not run at the same time
@@ -70,10 +71,12 @@ class TreeModel:
         results = [m for m in messages if m.role == "tool"]
         if not results:
             prompt = next(m.text for m in messages if m.role == "user")
-            tasks = [t.strip() for t in prompt.removeprefix("delegate:").split("|")]
+            detach = prompt.startswith("detach:")
+            tasks = [t.strip() for t in prompt.split(":", 1)[1].split("|")]
             assert "agent__helper" in {t.name for t in tools}, "no delegation tool offered"
             for i, task in enumerate(tasks):
-                yield ToolCallEvent(ToolCall(f"call_{i}", "agent__helper", {"task": task}))
+                args: dict[str, Any] = {"task": task, **({"detach": True} if detach else {})}
+                yield ToolCallEvent(ToolCall(f"call_{i}", "agent__helper", args))
             yield Finish("tool_calls")
             return
         combined = [("error" if m.is_error else "ok", json.loads(m.text)) for m in results]

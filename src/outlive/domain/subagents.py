@@ -19,6 +19,7 @@ __all__ = [
     "ChildReport",
     "ChildSpawn",
     "delegate_tool",
+    "detached_message",
     "report_of_end",
     "report_outcome",
 ]
@@ -43,6 +44,10 @@ class ChildSpawn:
     agent: str
     model: str
     task: str
+    detached: bool = False
+    """The parent does not wait: the child's report reaches it later as a message."""
+    child_id: str | None = None
+    """The id the child gets (a detached call's result names it in the same write)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class ChildReport:
     attention: str | None = None
     error: dict[str, Any] | None = None
     text: str | None = None
+    detached: bool = False
 
 
 def report_of_end(status: str, attention: str | None, error_code: str | None,
@@ -95,3 +101,17 @@ def report_outcome(r: ChildReport) -> tuple[bool, Any, dict[str, Any] | None]:
     if r.text:
         value["answer"] = r.text
     return False, None, {"message": message, "retryable": False, "value": value}
+
+
+def detached_message(child_id: str, agent: str, call_id: str, report: dict[str, Any],
+                     text: str | None) -> str:
+    """The message a detached child's first end sends its parent: its answer, or what
+    stopped it (the same reading as `report_outcome`'s)."""
+    r = ChildReport(call_id, child_id, agent, str(report.get("status")),
+                    report.get("attention"), report.get("error"), text)
+    ok, value, error = report_outcome(r)
+    head = f"[sub-agent {agent} ({child_id}), detached by call {call_id}]"
+    if ok:
+        return f"{head} finished: {value['answer']}"
+    assert error is not None
+    return f"{head} {error['message']}"

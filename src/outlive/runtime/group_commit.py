@@ -169,5 +169,11 @@ class GroupCommitter:
         return await self.store.await_children(lease, spawns, entries=entries, events=events,
                                                context=context, compacted=compacted)
 
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]:
+        return await self.store.start_detached(lease, spawn, entries=entries, events=events)
+
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         return await self.store.set_auto_title(lease, title)

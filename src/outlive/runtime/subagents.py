@@ -19,7 +19,7 @@ import msgspec
 from pydantic import BaseModel, Field
 
 from ..domain.events import ToolStart
-from ..domain.model import MAX_TEXT_CHARS, NewEvent, Session
+from ..domain.model import MAX_TEXT_CHARS, NewEvent, Session, new_id
 from ..domain.subagents import (
     ChildReport,
     ChildSpawn,
@@ -42,7 +42,8 @@ class DelegateArgs(BaseModel):
                                   "this conversation, and its final answer is this call's "
                                   "result.")
     detach: bool = Field(default=False,
-                         description="Return at once instead of waiting for the answer.")
+                         description="Return at once with the sub-agent's session id instead "
+                                     "of waiting; its outcome arrives later as a message.")
 
 
 async def _never(args: DelegateArgs, ctx: ToolContext) -> ToolFailure:
@@ -99,6 +100,8 @@ class Delegator:
         self._calls: list[ToolCall] = []
         self._starts: list[NewEvent] = []
         self._reports: list[ChildReport] | None = None
+        self._detached = 0
+        """Detached children this run started (they count towards the limit too)."""
 
     def takes(self, call: ToolCall) -> bool:
         return isinstance(self.agent.tools.get(call.name), DelegateTool)
@@ -118,6 +121,9 @@ class Delegator:
             entry, event = _refused(call, refusal)
             self.writes.hold([entry], [event])
             return
+        if call.arguments.get("detach"):
+            await self._detach(tool, call)
+            return
         self._spawns.append(ChildSpawn(call.call_id, tool.agent, tool.model,
                                        str(call.arguments["task"])))
         self._calls.append(call)
@@ -129,18 +135,30 @@ class Delegator:
             tool.bind(arguments)
         except InvalidArguments as exc:
             return str(exc)
-        if arguments.get("detach"):
-            return ("detach is not available on this server: call the sub-agent again "
-                    "without it, and its answer is the result")
         deepest = self.agent.max_depth
         if self.session.depth + 1 > deepest:
             return (f"cannot delegate: sub-agents may go {deepest} "
                     f"level{'s' if deepest != 1 else ''} deep and this session is at level "
                     f"{self.session.depth}")
-        if len(await self.reports()) + len(self._spawns) >= self.agent.max_children:
+        started = len(await self.reports()) + len(self._spawns) + self._detached
+        if started >= self.agent.max_children:
             return (f"cannot delegate: a session may start at most "
                     f"{self.agent.max_children} sub-agents")
         return None
+
+    async def _detach(self, tool: DelegateTool, call: ToolCall) -> None:
+        """A detached call: its child starts now, in the write of its result (the child's
+        id), and the run goes on; the child's outcome comes back later as a message."""
+        child = new_id("ses")
+        self._detached += 1
+        result = ToolResult(True, {"child_id": child, "agent": tool.agent, "detached": True},
+                            None, 0)
+        start = ToolStart(call_id=call.call_id, tool=call.name, arguments=call.arguments)
+        await self.writes.start_detached(
+            ChildSpawn(call.call_id, tool.agent, tool.model, str(call.arguments["task"]),
+                       detached=True, child_id=child),
+            [tool_result_entry(call.call_id, call.name, result)],
+            [start.new(), result.ended(call.call_id).new()])
 
     def dropped(self) -> list[EntryDraft]:
         """Results for the collected calls of an answer cut short before their children
@@ -168,6 +186,11 @@ class Delegator:
             report = by_call.get(call.call_id)
             if report is None:
                 await self.collect(call)
+            elif report.detached:  # cannot dangle (its result went with it): say so again
+                result = ToolResult(True, {"child_id": report.child_id, "agent": report.agent,
+                                           "detached": True}, None, 0)
+                self.writes.hold([tool_result_entry(call.call_id, call.name, result)],
+                                 [result.ended(call.call_id).new()])
             elif report.status is None:  # the store finds its child: no second one starts
                 tool = self.agent.tools.get(call.name)
                 assert isinstance(tool, DelegateTool)

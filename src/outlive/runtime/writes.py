@@ -75,6 +75,10 @@ class LeaseWrites(Protocol):
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
         context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> list[str] | None: ...
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
 
@@ -245,6 +249,17 @@ class RunWrites:
         observe(entries)
         self.state = LeaseState.LOST  # let go on purpose: the notice of it is no loss
         raise Stopped
+
+    async def start_detached(self, spawn: ChildSpawn, entries: Sequence[EntryDraft],
+                             events: Sequence[NewEvent]) -> None:
+        """Start a detached call's child with the held steps and these (its result among
+        them) in one write (`ChildStore.start_detached`); the run goes on."""
+        entries, events = self._take(entries, events)
+        self._check_open()
+        _, written = await asyncio.shield(
+            self.sink.start_detached(self.lease, spawn, entries=entries, events=events))
+        self.history.extend(written)
+        observe(entries)
 
     async def set_title(self, title: str) -> None:
         self._check_open()

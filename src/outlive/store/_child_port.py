@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..domain.model import Lease, NewEvent
+from ..domain.model import Entry, Lease, NewEvent
 from ..domain.subagents import ChildReport, ChildSpawn
 
 __all__ = ["ChildStore"]
@@ -24,4 +24,14 @@ class ChildStore(Protocol):
         of the session's children have ended, in one fenced transaction; None: a cancel came
         first and the session ended."""
         ...
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]:
+        """A detached call's child and the run's held steps, in one fenced write; the run
+        keeps its lease. Returns the child's id and the entries written."""
+        ...
     async def child_reports(self, session_id: str) -> list[ChildReport]: ...
+    async def post_reports(self, *, limit: int = 50) -> int:
+        """One batch of detached children's reports posted to their parents, each once."""
+        ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..domain.errors import NotFound
+from ..domain.errors import InvalidInput, NotFound
 from ..domain.events import (
     ChildEnded,
     ChildStarted,
@@ -107,7 +107,7 @@ class ChildOps(StoreCore):
     async def _insert_child(self, tx: Tx, st: TxState, parent: Row, s: ChildSpawn) -> str:
         """A child session of `parent` for `s`, queued with its task as its first message
         (the owner's, its agent's model; no title, metadata, budget of its own)."""
-        sid = new_id("ses")
+        sid = s.child_id or new_id("ses")
         await tx.execute(self.q.insert_session, {
             "id": sid, "owner": parent["owner_id"], "agent": s.agent, "model": s.model,
             "title": None, "title_state": "pending", "metadata": self.d.json({}),
@@ -115,6 +115,7 @@ class ChildOps(StoreCore):
             "abandon": None, "last": 1, "tp": parent["run_traceparent"], "budget": None,
             "parent": parent["id"], "root": parent["root_id"] or parent["id"],
             "call_id": s.call_id, "depth": int(parent["depth"]) + 1,
+            "detached": int(s.detached),
         })
         message = UserMessage(text=s.task, delivery=Delivery.START.value)
         await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])
@@ -133,17 +134,56 @@ class ChildOps(StoreCore):
             for r in await tx.fetch(self.q.children_of_parent, {"parent": session_id}):
                 report = self.d.load_json(r["parent_report"]) if r["parent_report"] else None
                 if not report:
-                    out.append(ChildReport(r["parent_call_id"], r["id"], r["agent"], None))
+                    out.append(ChildReport(r["parent_call_id"], r["id"], r["agent"], None,
+                                           detached=bool(r["detached"])))
                     continue
-                found = await tx.fetch(self.q.last_answer,
-                                       {"sid": r["id"], "upto": int(report["entry_seq"])})
-                text = self.d.load_json(found[0]["data"]).get("text") if found else None
                 out.append(ChildReport(r["parent_call_id"], r["id"], r["agent"],
                                        report["status"], report.get("attention"),
-                                       report.get("error"), text))
+                                       report.get("error"),
+                                       await self._report_text(tx, r["id"], report),
+                                       bool(r["detached"])))
             return out
 
         return await self._read(op)
+
+    async def _report_text(self, tx: Tx, child_id: str, report: Mapping[str, Any]
+                           ) -> str | None:
+        """The child's last answer at its report's end."""
+        found = await tx.fetch(self.q.last_answer,
+                               {"sid": child_id, "upto": int(report["entry_seq"])})
+        text = self.d.load_json(found[0]["data"]).get("text") if found else None
+        return None if text is None else str(text)
+
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[tuple[str, dict[str, Any]]] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]:
+        """A detached call's child (`spawn.child_id`) and the steps the run holds (the
+        call's result naming the child among them), in one fenced write; the run keeps its
+        lease and goes on. Returns the child's id and the entries written."""
+        check_event_types(events)
+        if not spawn.detached or spawn.child_id is None:
+            raise InvalidInput("a detached spawn names its child's id")
+        check_session_args(spawn.agent, spawn.model, spawn.task, None, None, None)
+
+        async def op(tx: Tx, st: TxState) -> tuple[str, list[Entry]]:
+            row = await self._fenced(tx, lease)
+            written = await self._insert_children_entries(tx, row, lease, entries)
+            found = await tx.fetch(self.q.child_by_call,
+                                   {"parent": row["id"], "call_id": spawn.call_id})
+            started: list[NewEvent] = []
+            if found:  # its result was written with it: a resumed run never asks again
+                child = found[0]["id"]
+            else:
+                child = await self._insert_child(tx, st, row, spawn)
+                started.append(ChildStarted(call_id=spawn.call_id, child_id=child,
+                                            agent=spawn.agent).new())
+            await self._append(tx, lease.session_id, [*events, *started], fenced=None,
+                               stamp=lease)
+            st.notify(lease.session_id, row["owner_id"], events=True)
+            return child, written
+
+        return await self._write(op)
 
     async def _child_ended(self, tx: Tx, st: TxState | None, row: Row, new: Lifecycle,
                            extra: Mapping[str, Any]) -> None:
@@ -158,6 +198,10 @@ class ChildOps(StoreCore):
                                int(extra.get("last_entry_seq", row["last_entry_seq"])))
         await tx.execute(self.q.set_parent_report, {"id": row["id"],
                                                      "report": self.d.json(report)})
+        if row["detached"]:  # its parent does not wait: `post_reports` tells it
+            if st is not None:
+                st.notify(row["parent_id"], row["owner_id"], work=True)
+            return
         try:
             parent = await self._locked(tx, row["parent_id"], None)
         except NotFound:  # purged: nobody waits

@@ -26,8 +26,9 @@ from ..domain.model import (
     new_id,
 )
 from ..domain.status import Action, transition
+from ..domain.subagents import detached_message
 from ..domain.trace_context import valid_traceparent
-from ._base import Tx, TxState, lifecycle, to_session
+from ._base import Row, Tx, TxState, lifecycle, to_session
 from ._children import ChildOps
 from ._lifecycle import aborts_run, status_event
 from ._validation import (
@@ -99,7 +100,7 @@ class SessionOps(ChildOps):
                     "budget": None if caps is None else self.d.json(caps.to_dict()),
                     "parent": parent_id, "call_id": None,
                     "root": None if parent is None else parent["root_id"] or parent_id,
-                    "depth": 0 if parent is None else int(parent["depth"]) + 1,
+                    "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
                 },
             )
             if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -285,47 +286,81 @@ class SessionOps(ChildOps):
 
         async def op(tx: Tx, st: TxState) -> PostResult:
             row = await self._locked(tx, session_id, owner_id)
-            if client_request_id is not None:
-                seen = await tx.fetch(self.q.find_message_request,
-                                      {"sid": session_id, "crid": client_request_id})
-                if seen:
-                    return PostResult(int(seen[0]["seq"]), Delivery(seen[0]["delivery"]),
-                                      bool(seen[0]["requeued"]))
-            state = lifecycle(row)
-            in_flight = state.status is Status.RUNNING and not state.cancel_requested
-            if wanted is Delivery.REJECT and in_flight:
-                raise SessionBusy(
-                    "a run is in flight; retry later or send with mode steer, queue or interrupt"
-                )
-            delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
-            out = transition(state, Action.POST_MESSAGE)
-            requeued = state.status in TERMINAL
-            message = UserMessage(text=text, delivery=delivery.value,
-                                  client_request_id=client_request_id)
-            if requeued:
-                await self._apply(tx, row, out.state, error_code=None, error_message=None)
-            elif out.changed:
-                await self._apply(tx, row, out.state)
-            if tp is not None or (requeued and row["traceparent"] is not None):
-                # The next run joins the request's trace; a revival without one starts its own.
-                await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
-            ev = await self._append(tx, session_id, [message.new()], fenced=None)
-            seq = ev[0].seq
-            await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
-            # A person who writes is watching: the abandon clock starts from here, so a
-            # session revived long after its last stream is not abandoned on the spot.
-            await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
-            if requeued:
-                await self._owner_event(tx, owner_id, session_id,
-                                        status_event(Status.QUEUED, 0))
-            if client_request_id is not None:
-                await tx.execute(
-                    self.q.insert_message_request,
-                    {"sid": session_id, "crid": client_request_id, "seq": seq,
-                     "delivery": delivery.value, "requeued": requeued},
-                )
-            st.notify(session_id, owner_id, work=True, events=True, owner=requeued)
-            return PostResult(seq, delivery, requeued)
+            return await self._post_locked(tx, st, row, text, wanted, client_request_id, tp)
+
+        return await self._write(op)
+
+    async def _post_locked(
+        self, tx: Tx, st: TxState, row: Row, text: str, wanted: Delivery,
+        client_request_id: str | None, tp: str | None,
+    ) -> PostResult:
+        """A user message to the session of `row` (locked by this transaction), as
+        `post_message` writes it: also a detached child's report (`post_reports`)."""
+        session_id, owner_id = row["id"], row["owner_id"]
+        if client_request_id is not None:
+            seen = await tx.fetch(self.q.find_message_request,
+                                  {"sid": session_id, "crid": client_request_id})
+            if seen:
+                return PostResult(int(seen[0]["seq"]), Delivery(seen[0]["delivery"]),
+                                  bool(seen[0]["requeued"]))
+        state = lifecycle(row)
+        in_flight = state.status is Status.RUNNING and not state.cancel_requested
+        if wanted is Delivery.REJECT and in_flight:
+            raise SessionBusy(
+                "a run is in flight; retry later or send with mode steer, queue or interrupt"
+            )
+        delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
+        out = transition(state, Action.POST_MESSAGE)
+        requeued = state.status in TERMINAL
+        message = UserMessage(text=text, delivery=delivery.value,
+                              client_request_id=client_request_id)
+        if requeued:
+            await self._apply(tx, row, out.state, error_code=None, error_message=None)
+        elif out.changed:
+            await self._apply(tx, row, out.state)
+        if tp is not None or (requeued and row["traceparent"] is not None):
+            # The next run joins the request's trace; a revival without one starts its own.
+            await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
+        ev = await self._append(tx, session_id, [message.new()], fenced=None)
+        seq = ev[0].seq
+        await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
+        # A person who writes is watching: the abandon clock starts from here, so a
+        # session revived long after its last stream is not abandoned on the spot.
+        await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
+        if requeued:
+            await self._owner_event(tx, owner_id, session_id,
+                                    status_event(Status.QUEUED, 0))
+        if client_request_id is not None:
+            await tx.execute(
+                self.q.insert_message_request,
+                {"sid": session_id, "crid": client_request_id, "seq": seq,
+                 "delivery": delivery.value, "requeued": requeued},
+            )
+        st.notify(session_id, owner_id, work=True, events=True, owner=requeued)
+        return PostResult(seq, delivery, requeued)
+
+    async def post_reports(self, *, limit: int = 50) -> int:
+        """One batch: each detached child's report not yet posted goes to its parent as a
+        message (`queue`: after the answer in flight; a parent that succeeded or failed is
+        queued again, a cancelled or deleted one is left alone), marked posted in the same
+        transaction, so it is posted once."""
+
+        async def op(tx: Tx, st: TxState) -> int:
+            due = await tx.fetch(self.q.reports_due, {"limit": limit})
+            for child in due:
+                await tx.execute(self.q.set_report_posted, {"id": child["id"]})
+                try:
+                    parent = await self._locked(tx, child["parent_id"], None)
+                except NotFound:  # purged: nobody to tell
+                    continue
+                if parent["deleted_at"] is not None or parent["status"] == Status.CANCELLED:
+                    continue  # a cancelled parent is not started again by its child's end
+                report = self.d.load_json(child["parent_report"])
+                text = detached_message(child["id"], child["agent"], child["parent_call_id"],
+                                        report, await self._report_text(tx, child["id"], report))
+                await self._post_locked(tx, st, parent, text, Delivery.QUEUE,
+                                        f"child:{child['id']}", None)
+            return len(due)
 
         return await self._write(op)
 

@@ -71,6 +71,8 @@ CREATE TABLE sessions (
     depth               INTEGER NOT NULL DEFAULT 0,
     awaiting_children   INTEGER NOT NULL DEFAULT 0,
     parent_report       JSONB,
+    detached            INTEGER NOT NULL DEFAULT 0,
+    report_posted       INTEGER NOT NULL DEFAULT 0,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 
@@ -83,6 +85,8 @@ CREATE INDEX sessions_lease_ends ON sessions ((COALESCE(lease_expires_at, '-infi
       AND awaiting_children = 0;
 -- A delegation tool call starts one child (0017); a parent's children are found by it too.
 CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
+CREATE INDEX sessions_reports_due ON sessions (id)
+    WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
 CREATE INDEX sessions_abandonable ON sessions (id)
     WHERE status = 'running' AND abandon_after IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;

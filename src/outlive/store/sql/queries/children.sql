@@ -6,14 +6,25 @@ SELECT id, agent FROM sessions WHERE parent_id = :parent AND parent_call_id = :c
 
 -- name: children_of_parent
 -- Every child a parent's calls started, oldest first, with the report each gave its call.
-SELECT id, agent, parent_call_id, parent_report FROM sessions
+SELECT id, agent, parent_call_id, parent_report, detached FROM sessions
 WHERE parent_id = :parent AND parent_call_id IS NOT NULL ORDER BY id
 
 -- name: children_pending
--- Whether a parent still waits on a child of its calls that has not reported.
+-- Whether a parent still waits on a child of its calls that has not reported (a detached
+-- child is not waited on).
 SELECT 1 AS one FROM sessions
 WHERE parent_id = :parent AND parent_call_id IS NOT NULL AND parent_report IS NULL
+  AND detached = 0
 LIMIT 1
+
+-- name: reports_due
+-- Detached children whose report is not yet posted to their parent, oldest first.
+SELECT id, parent_id, parent_call_id, agent, parent_report FROM sessions
+WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0
+ORDER BY id LIMIT :limit {skip_locked}
+
+-- name: set_report_posted
+UPDATE sessions SET report_posted = 1 WHERE id = :id
 
 -- name: set_parent_report
 -- A child's first end, as its parent's call gets it; later ends (a revived child) keep it.

@@ -11,10 +11,11 @@ SELECT id FROM owners WHERE id = :id {for_update}
 -- A child session (docs/subagents.md) names its parent, root, the parent's call and depth.
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at, last_seq, last_input_seq,
-                      traceparent, budget, parent_id, root_id, parent_call_id, depth)
+                      traceparent, budget, parent_id, root_id, parent_call_id, depth,
+                      detached)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
         :abandon, {now}, {now}, :last, :last, :tp, :budget, :parent, :root, :call_id,
-        :depth)
+        :depth, :detached)
 
 -- name: set_last_input_seq
 UPDATE sessions SET last_input_seq = :seq WHERE id = :id
