@@ -9,7 +9,7 @@ import pytest
 from tests.support.api import Api
 
 ENDPOINTS = {
-    ("/v1/sessions", "post"): {"202", "400", "401", "413", "422"},
+    ("/v1/sessions", "post"): {"202", "400", "401", "404", "413", "422"},
     ("/v1/sessions", "get"): {"200", "400", "401", "422"},
     ("/v1/sessions/{session_id}", "get"): {"200", "401", "404"},
     ("/v1/sessions/{session_id}", "patch"): {"200", "400", "401", "404", "422"},

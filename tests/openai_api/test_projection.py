@@ -97,6 +97,9 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
                            "tokens_after": 300, "window": 1000, "summary": "s"}, []),
     "budget_reached": ({"limit": "max_model_calls", "used": {"model_calls": 1},
                         "budget": {"max_model_calls": 1}}, []),
+    # A delegation call is its `tool_start`/`tool_end` (an mcp_call); its child is no item.
+    "child_started": ({"call_id": "c1", "child_id": "ses_c", "agent": "researcher"}, []),
+    "child_ended": ({"call_id": "c1", "child_id": "ses_c", "status": "succeeded"}, []),
     "session_end": ({"status": "succeeded"}, ["response.completed"]),
 }
 

@@ -39,6 +39,9 @@ def samples(store: Any) -> dict[str, Any]:
         "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
         "status": None, "t": "title", "title": None, "title_state": "pending", "ttl": 1.5,
         "type": "session_title", "worker": "w1",
+        # sub-agents (children.sql, sessions.sql)
+        "parent": None, "root": None, "depth": 0, "report": d.json({"status": "succeeded"}),
+        "detached": 0,
         # budgets (sessions.sql)
         "budget": d.json({"max_model_calls": 1}),
         # traces.sql

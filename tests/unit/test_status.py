@@ -26,6 +26,7 @@ Q, R, S, F, C = (Status.QUEUED, Status.RUNNING, Status.SUCCEEDED, Status.FAILED,
                  Status.CANCELLED)
 NONE, HELD, EXP = LeaseState.NONE, LeaseState.HELD, LeaseState.EXPIRED
 AW = "awaiting"
+AC = "awaiting_children"
 """Not a lease state: running, no lease, awaiting a person's approval (`Lifecycle.awaiting`)."""
 
 # (status, lease, cancel_requested, action) -> (status, lease, attempt delta or "0" for reset,
@@ -88,6 +89,17 @@ TABLE = {
     (R, AW, False, Action.DELETE): (C, NONE, 0, 0, True, None),
     (R, AW, True, Action.DELETE): (C, NONE, 0, 0, True, None),
     **{(R, AW, c, Action.POST_MESSAGE): (R, AW, "0", 0, c, None) for c in (False, True)},
+    # sub-agents: a held run lets go of its lease to wait on its children; only the end of
+    # the last of them makes it claimable (a handoff); a cancel ends the wait at once
+    (R, HELD, False, Action.AWAIT_CHILDREN): (R, AC, 0, 0, False, None),
+    (R, HELD, True, Action.AWAIT_CHILDREN): (C, NONE, 0, 0, True, None),
+    (R, AC, False, Action.CHILDREN_SETTLED): (R, NONE, 0, 0, False, None),
+    (R, AC, True, Action.CHILDREN_SETTLED): (R, NONE, 0, 0, True, None),
+    (R, AC, False, Action.REQUEST_CANCEL): (C, NONE, 0, 0, True, None),
+    (R, AC, True, Action.REQUEST_CANCEL): (R, AC, 0, 0, True, None),
+    (R, AC, False, Action.DELETE): (C, NONE, 0, 0, True, None),
+    (R, AC, True, Action.DELETE): (C, NONE, 0, 0, True, None),
+    **{(R, AC, c, Action.POST_MESSAGE): (R, AC, "0", 0, c, None) for c in (False, True)},
     # compaction requests: a settled session is queued as a follow-up queues it; a live one
     # only gets the flag; cancelled and awaiting sessions refuse (CannotCompact)
     **{(t, NONE, c, Action.REQUEST_COMPACT): (Q, NONE, "0", 0, False, None)
@@ -96,18 +108,22 @@ TABLE = {
        for s, lease in ((Q, NONE), (R, NONE), (R, HELD), (R, EXP)) for c in (False, True)},
 }
 
-REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (R, AW), (S, NONE), (F, NONE),
-             (C, NONE)]
+REACHABLE = [(Q, NONE), (R, NONE), (R, HELD), (R, EXP), (R, AW), (R, AC), (S, NONE),
+             (F, NONE), (C, NONE)]
 ACTIONS = [a for a in Action if a is not Action.CREATE]
 
 
 def _state(status, lease, **kw) -> Lifecycle:
     if lease == AW:
         return Lifecycle(status=status, lease=NONE, awaiting=True, **kw)
+    if lease == AC:
+        return Lifecycle(status=status, lease=NONE, awaiting=True, awaiting_children=True, **kw)
     return Lifecycle(status=status, lease=lease, **kw)
 
 
 def _lease_of(state: Lifecycle):
+    if state.awaiting_children:
+        return AC
     return AW if state.awaiting else state.lease
 
 
@@ -123,7 +139,7 @@ def test_transition_table(status, lease, cancel, action):
     if key not in TABLE:
         expected_error: type[Exception] = AlreadyTerminal if (
             action is Action.REQUEST_CANCEL and status in (S, F, C)) else IllegalTransition
-        if action is Action.REQUEST_COMPACT and (status is C or lease == AW):
+        if action is Action.REQUEST_COMPACT and (status is C or lease in (AW, AC)):
             expected_error = CannotCompact
         with pytest.raises(expected_error):
             transition(state, action)

@@ -181,14 +181,16 @@ def test_scrub_json_is_scrub_and_its_json(value):
 @pytest.mark.parametrize("row", [
     {"status": "running", "attempt": 2, "fence": 3, "lease_worker": "w", "lease_expired": False,
      "cancel_requested_at": None, "deleted_at": None, "attention": None,
-     "compact_requested_at": None, "last_input_seq": 4, "delivered_input_seq": 4},
+     "compact_requested_at": None, "last_input_seq": 4, "delivered_input_seq": 4,
+     "awaiting_children": 0},
     {"status": "running", "attempt": 1, "fence": 1, "lease_worker": "w", "lease_expired": True,
      "cancel_requested_at": 5.0, "deleted_at": 6.0, "attention": "approval",
-     "compact_requested_at": 7.0, "last_input_seq": 5, "delivered_input_seq": 4},
+     "compact_requested_at": 7.0, "last_input_seq": 5, "delivered_input_seq": 4,
+     "awaiting_children": 0},
     {"status": "queued", "attempt": 0, "fence": 0, "lease_worker": None,
      "lease_expired": None, "cancel_requested_at": None, "deleted_at": None,
      "attention": "approval", "compact_requested_at": None, "last_input_seq": 0,
-     "delivered_input_seq": 0},
+     "delivered_input_seq": 0, "awaiting_children": 1},
 ])
 def test_held_is_the_rows_lifecycle_with_the_lease_held(row):
     """`held` builds at once what `lifecycle` would give with the lease held."""

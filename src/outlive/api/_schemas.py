@@ -111,6 +111,12 @@ class CreateSession(_Request):
         description="Idempotency key (or the `Idempotency-Key` header): a create with a key "
         "this owner used before returns the first session with 200 and starts no run.",
     )
+    parent_id: str | None = Field(
+        default=None, min_length=1, max_length=100,
+        description="Make it a child of this session of yours, in its tree (a cancel or a "
+        "delete of the parent goes on to it; docs/subagents.md); another owner's, or a "
+        "missing one, is 404.",
+    )
 
 
 class PatchSession(_Request):
@@ -218,6 +224,11 @@ class SessionOut(BaseModel):
     budget: dict[str, Any] | None = Field(
         default=None, description="Its own budget (null: none; the agent's default, if any, "
         "applies).")
+    parent_id: str | None = Field(
+        default=None, description="The session that started it as a sub-agent, or made it "
+        "its child through the API (null: a root; docs/subagents.md).")
+    root_id: str | None = Field(
+        default=None, description="The root of its tree (null for a root itself).")
 
 
 class SessionsPage(BaseModel):
@@ -296,6 +307,8 @@ def session_out(s: Session) -> SessionOut:
         compact_requested=s.compact_requested,
         usage=usage_out(s.usage),
         budget=None if s.budget is None else s.budget.to_dict(),
+        parent_id=s.parent_id,
+        root_id=s.root_id,
     )
 
 

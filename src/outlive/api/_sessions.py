@@ -49,7 +49,7 @@ router = APIRouter(prefix="/v1", tags=["sessions"])
     responses={200: {"model": SessionOut,
                      "description": "A create with this idempotency key was made before: "
                      "its session, unchanged"},
-               **error_responses(400, 401, 413, 422)},
+               **error_responses(400, 401, 404, 413, 422)},
     summary="Start a session: it is queued and a worker runs it",
 )
 async def create_session(
@@ -99,6 +99,7 @@ async def create_session(
         client_request_id=body.client_request_id or idempotency_key,
         traceparent=traceparent,
         budget=parse_budget(body.budget),
+        parent_id=body.parent_id,
     )
     if session.replayed:
         response.status_code = 200
@@ -124,9 +125,12 @@ async def list_sessions(
         Query(description="Only sessions waiting on a person for this (`question`, "
               "`approval`, `budget`)."),
     ] = None,
+    parent_id: Annotated[
+        str | None, Query(max_length=100, description="Only the children of this session.")
+    ] = None,
 ) -> SessionsPage:
     page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
-                                         attention=attention)
+                                         attention=attention, parent_id=parent_id)
     return SessionsPage(
         sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
     )

@@ -170,6 +170,10 @@ class SessionInfo(_Model):
     """What its model calls used and cost so far (zeros from an older server)."""
     budget: dict[str, Any] | None = None
     """Its own budget (None: none; the agent's default, if any, applies)."""
+    parent_id: str | None = None
+    """The session it is a child of (docs/subagents.md); None: a root."""
+    root_id: str | None = None
+    """The root of its tree (None for a root itself)."""
 
     @property
     def terminal(self) -> bool:

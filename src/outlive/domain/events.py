@@ -36,12 +36,15 @@ __all__ = [
     "OWNER_EVENT_TYPES",
     "OWNER_PAYLOAD_TYPES",
     "PAYLOADS",
+    "RESUMED_AFTER_CHILDREN",
     "RESUMED_AFTER_DECISION",
     "SESSION_PAYLOAD_TYPES",
     "UNSET",
     "ApprovalDecided",
     "ApprovalRequested",
     "BudgetReached",
+    "ChildEnded",
+    "ChildStarted",
     "ContextCompacted",
     "Error",
     "ErrorBody",
@@ -133,6 +136,8 @@ class SessionStart(Payload, frozen=True, kw_only=True):
 RESUMED_AFTER_DECISION = "approval"
 """`SessionResumed.reason` of the first claim after a person decided an approval: the run that
 waited goes on (no worker was lost, nothing was repaired); else the claim's reason."""
+RESUMED_AFTER_CHILDREN = "children"
+"""`SessionResumed.reason` of the first claim after the children a run waited on ended."""
 
 
 class SessionResumed(Payload, frozen=True, kw_only=True):
@@ -204,6 +209,24 @@ class ApprovalDecided(Payload, frozen=True, kw_only=True):
     decision: str | None
     always: bool
     reason: str | None = None
+
+
+class ChildStarted(Payload, frozen=True, kw_only=True):
+    """A delegation tool call started its child session (docs/subagents.md)."""
+
+    TYPE: ClassVar[str] = "child_started"
+    call_id: str
+    child_id: str
+    agent: str
+
+
+class ChildEnded(Payload, frozen=True, kw_only=True):
+    """A child session a delegation call started ended first (its outcome is the call's)."""
+
+    TYPE: ClassVar[str] = "child_ended"
+    call_id: str
+    child_id: str
+    status: str
 
 
 class TurnStart(Payload, frozen=True, kw_only=True):
@@ -411,7 +434,7 @@ EventPayload = (
     SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
-    | BudgetReached
+    | BudgetReached | ChildStarted | ChildEnded
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage

@@ -168,6 +168,14 @@ class Session:
     """What its model calls used and cost so far (the usage ledger's running totals)."""
     budget: Budget | None = None
     """Its own caps on that use (docs/usage.md); None: the agent's default, if any."""
+    parent_id: str | None = None
+    """The session that started this one as a sub-agent (docs/subagents.md); None: a root."""
+    root_id: str | None = None
+    """The root of its tree (None for a root itself)."""
+    parent_call_id: str | None = None
+    """The parent's delegation tool call this child answers (None: made through the API)."""
+    depth: int = 0
+    """How far below its root: 0 for a root, 1 for its children, ..."""
 
     @property
     def cancel_requested(self) -> bool:

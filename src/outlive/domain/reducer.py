@@ -40,6 +40,8 @@ work as still in flight (or as a success) after the run that did it is gone:
 * `context_compacted` is a marker (`compacted`, its data verbatim) where it happened: a divider
   between what the model last saw in full and what it sees as a summary or a stub. The items
   before it stay as they were: only the model's view changed (docs/context.md).
+* `child_started` and `child_ended` (a delegation call's child session started, ended) are
+  markers with their data verbatim (docs/subagents.md); the call's own item is its tool's.
 """
 
 from __future__ import annotations
@@ -449,6 +451,15 @@ def _on_budget_reached(txn: Txn, seq: int, p: ev.BudgetReached,
     _marker(txn, seq, "budget", data)
 
 
+def _on_child_started(txn: Txn, seq: int, p: ev.ChildStarted,
+                      data: Mapping[str, Any]) -> None:
+    _marker(txn, seq, "child_started", data)
+
+
+def _on_child_ended(txn: Txn, seq: int, p: ev.ChildEnded, data: Mapping[str, Any]) -> None:
+    _marker(txn, seq, "child_ended", data)
+
+
 def _on_error(txn: Txn, seq: int, p: ev.Error, data: Mapping[str, Any]) -> None:
     _marker(txn, seq, "error", data)
 
@@ -480,6 +491,8 @@ _HANDLERS: dict[str, Handler] = {
     "error": _on_error,
     "context_compacted": _on_context_compacted,
     "budget_reached": _on_budget_reached,
+    "child_started": _on_child_started,
+    "child_ended": _on_child_ended,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

@@ -38,6 +38,11 @@ class Action(enum.StrEnum):
     """The run stops before a tool call a person must approve: it lets go of the lease."""
     DECIDE_APPROVAL = "decide_approval"
     """A person (or the expiry sweep) decided: the session is claimable again."""
+    AWAIT_CHILDREN = "await_children"
+    """The run stops after its answer's delegation calls started their child sessions: it
+    lets go of the lease until every one of them has ended (docs/subagents.md)."""
+    CHILDREN_SETTLED = "children_settled"
+    """The last child of the wait ended: the session is claimable again."""
     REQUEST_COMPACT = "request_compact"
     """The owner asks for the history to be compacted: a flag for a live session's run, a
     run of its own for a settled one."""
@@ -57,6 +62,9 @@ class Lifecycle:
     awaiting: bool = False
     """Running, no lease, waiting on a person's approval (attention "approval"): parked but
     not claimable until a decision, so it holds no worker slot however long it waits."""
+    awaiting_children: bool = False
+    """The wait (`awaiting` is set too) is on child sessions, not on a person: only the end
+    of the last of them makes the session claimable again."""
     compact_requested: bool = False
     """The owner asked for the history to be compacted and no run has done it yet."""
     inputs_waiting: bool = False
@@ -98,7 +106,7 @@ _SETTLE = {
 def _ended(state: Lifecycle, status: Status, *, cancel_requested: bool | None = None
            ) -> Lifecycle:
     return _with(state, status=status, lease=LeaseState.NONE, awaiting=False,
-                 cancel_requested=cancel_requested)
+                 awaiting_children=False, cancel_requested=cancel_requested)
 
 
 def _with(
@@ -106,7 +114,7 @@ def _with(
     fence: int | None = None, lease: LeaseState | None = None,
     cancel_requested: bool | None = None, deleted: bool | None = None,
     ever_claimed: bool | None = None, awaiting: bool | None = None,
-    compact_requested: bool | None = None,
+    awaiting_children: bool | None = None, compact_requested: bool | None = None,
 ) -> Lifecycle:
     """`dataclasses.replace` for the fields given (None: unchanged), without its generic
     walk over the fields: every claim and settle of every session comes through here."""
@@ -119,6 +127,8 @@ def _with(
         deleted=s.deleted if deleted is None else deleted,
         ever_claimed=s.ever_claimed if ever_claimed is None else ever_claimed,
         awaiting=s.awaiting if awaiting is None else awaiting,
+        awaiting_children=(s.awaiting_children if awaiting_children is None
+                           else awaiting_children),
         compact_requested=(s.compact_requested if compact_requested is None
                            else compact_requested),
         inputs_waiting=s.inputs_waiting,
@@ -135,7 +145,8 @@ def transition(
         return Outcome(Lifecycle(status=Status.QUEUED))
     if state is None:
         raise IllegalTransition(f"{action} on a session that does not exist")
-    worker_action = action in (Action.HEARTBEAT, Action.AWAIT_APPROVAL) or action in _SETTLE
+    worker_action = (action in (Action.HEARTBEAT, Action.AWAIT_APPROVAL, Action.AWAIT_CHILDREN)
+                     or action in _SETTLE)
     if state.deleted and not worker_action:
         if action is not Action.CLAIM:
             raise IllegalTransition(f"{action} on a deleted session")
@@ -177,8 +188,19 @@ def transition(
         if state.cancel_requested:  # a cancel that came first wins: nothing to approve
             return Outcome(_ended(state, Status.CANCELLED), cancelled_now=True)
         return Outcome(_with(state, lease=LeaseState.NONE, awaiting=True))
+    if action is Action.AWAIT_CHILDREN:
+        if state.status is not Status.RUNNING or state.lease is not LeaseState.HELD:
+            raise IllegalTransition("await_children needs a held running session")
+        if state.cancel_requested:  # a cancel that came first wins: no child starts
+            return Outcome(_ended(state, Status.CANCELLED), cancelled_now=True)
+        return Outcome(_with(state, lease=LeaseState.NONE, awaiting=True,
+                             awaiting_children=True))
+    if action is Action.CHILDREN_SETTLED:
+        if not (state.awaiting_children and state.parked):
+            raise IllegalTransition("children_settled needs a session awaiting children")
+        return Outcome(_with(state, awaiting=False, awaiting_children=False))
     if action is Action.DECIDE_APPROVAL:
-        if not (state.awaiting and state.parked):
+        if not (state.awaiting and state.parked) or state.awaiting_children:
             raise IllegalTransition("decide_approval needs a session awaiting approval")
         return Outcome(_with(state, awaiting=False))
     if action is Action.REQUEST_COMPACT:
@@ -203,6 +225,9 @@ def _request_compact(state: Lifecycle) -> Outcome:
     if state.status is Status.CANCELLED:
         raise CannotCompact("the session was cancelled; send it a message to start it again "
                             "(its run can then be compacted)", status=state.status.value)
+    if state.awaiting_children:
+        raise CannotCompact("the session waits on its sub-agents; ask again once they "
+                            "ended and it carries on")
     if state.awaiting:
         raise CannotCompact("the session waits on an approval; decide it first, then ask "
                             "for the compaction again", attention="approval")

@@ -9,6 +9,9 @@ demo_tools = true                    # also the demo agent's own tools
 # context_window = 8192               # tokens; compaction settings (docs/context.md)
 # compact_at = 0.8                    # compact past this share of the window
 # summarizer = "openai:gpt-4o-mini"   # the route that writes summaries
+# subagents = ["researcher"]          # agents it may delegate to (docs/subagents.md)
+# max_depth = 3                       # how deep its tree of children may go
+# max_children = 16                   # children per session
 
 [[agents.files.mcp_servers]]
 name = "fs"
@@ -39,7 +42,8 @@ __all__ = ["load_agents_file"]
 
 _CONTEXT_KEYS = ("context_window", "output_reserve", "compact_at", "summarizer")
 _KEYS = {"system_prompt", "model", "max_turns", "max_tokens", "temperature", "demo_tools",
-         "mcp_servers", "extra", "budget", *_CONTEXT_KEYS}
+         "mcp_servers", "extra", "budget", "subagents", "max_depth", "max_children",
+         *_CONTEXT_KEYS}
 
 
 def load_agents_file(path: str | Path, registry: AgentRegistry, *,
@@ -75,8 +79,10 @@ def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed
                for i, s in enumerate(servers_data)]
     fields: dict[str, Any] = {k: table[k] for k in
                               ("system_prompt", "model", "max_turns", "max_tokens",
-                               "temperature", "extra", *_CONTEXT_KEYS) if k in table}
+                               "temperature", "extra", "subagents", "max_depth", "max_children",
+                               *_CONTEXT_KEYS) if k in table}
     _check_context(fields, where)
+    _check_subagents(fields, where)
     if "budget" in table:
         try:
             fields["budget"] = parse_budget(table["budget"])
@@ -97,6 +103,19 @@ def _agent(name: str, table: dict[str, Any], registry: AgentRegistry, demo_speed
         return Agent(name=name, tools=tools, mcp_servers=servers, **fields)
     except TypeError as exc:
         raise InvalidInput(f"{where}: {exc}") from exc
+
+
+def _check_subagents(fields: dict[str, Any], where: str) -> None:
+    """`subagents` is a list of agent names; the limits are whole numbers, 1 or more."""
+    names = fields.get("subagents")
+    if names is not None and (not isinstance(names, list)
+                              or not all(isinstance(n, str) and n for n in names)):
+        raise InvalidInput(f"{where}: subagents must be a list of agent names")
+    for key in ("max_depth", "max_children"):
+        value = fields.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise InvalidInput(f"{where}: {key} must be a whole number, 1 or more")
 
 
 def _check_context(fields: dict[str, Any], where: str) -> None:

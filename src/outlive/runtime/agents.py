@@ -10,6 +10,7 @@ from typing import Any
 
 from ..domain.budget import Budget
 from ..domain.errors import InvalidInput
+from ..domain.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH
 from ..mcp import McpServer, unique_servers
 from ..providers import DEFAULT_ROUTE, DEMO_CALLS_EXTRA
 from ..tools import ToolRegistry, demo_tools
@@ -46,9 +47,19 @@ class Agent:
     """The model route that writes summaries (default: the agent's own model)."""
     budget: Budget | None = None
     """The budget of its sessions that have none of their own (docs/usage.md)."""
+    subagents: Sequence[str] = ()
+    """The agents it may delegate to: each is a tool `agent__<name>` whose call runs that
+    agent in a child session (docs/subagents.md)."""
+    max_depth: int = DEFAULT_MAX_DEPTH
+    """How far below its root a child its calls start may be."""
+    max_children: int = DEFAULT_MAX_CHILDREN
+    """How many children one of its sessions may start in all."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mcp_servers", tuple(unique_servers(self.mcp_servers)))
+        object.__setattr__(self, "subagents", tuple(dict.fromkeys(self.subagents)))
+        if self.max_depth < 1 or self.max_children < 1:
+            raise ValueError(f"agent {self.name!r}: max_depth and max_children must be 1 or more")
 
 
 def demo_agent(speed: float = 1.0) -> Agent:

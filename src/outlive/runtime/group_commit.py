@@ -29,7 +29,8 @@ from typing import Any
 
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
-from ..store import Commit, RunStore, Settle
+from ..domain.subagents import ChildSpawn
+from ..store import Commit, RunnerStore, Settle
 from ..supervision import report_crash
 from .writes import EntryDraft
 
@@ -52,7 +53,7 @@ class GroupCommitter:
     their stages and titles) and settles are grouped; parks, approvals and titles set alone
     go straight to the store."""
 
-    def __init__(self, store: RunStore, *, max_batch: int = MAX_BATCH) -> None:
+    def __init__(self, store: RunnerStore, *, max_batch: int = MAX_BATCH) -> None:
         self.store = store
         self.max_batch = max_batch
         self._queue: list[_Waiting] = []
@@ -159,6 +160,20 @@ class GroupCommitter:
     ) -> Approval | None:
         return await self.store.await_approval(lease, request, entries=entries, events=events,
                                                context=context, compacted=compacted)
+
+    async def await_children(
+        self, lease: Lease, spawns: Sequence[ChildSpawn], *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
+    ) -> list[str] | None:
+        return await self.store.await_children(lease, spawns, entries=entries, events=events,
+                                               context=context, compacted=compacted)
+
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]:
+        return await self.store.start_detached(lease, spawn, entries=entries, events=events)
 
     async def set_auto_title(self, lease: Lease, title: str) -> bool:
         return await self.store.set_auto_title(lease, title)

@@ -20,6 +20,7 @@ from .. import metrics, tracing
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.events import (
+    RESUMED_AFTER_CHILDREN,
     RESUMED_AFTER_DECISION,
     Incomplete,
     MessageEnd,
@@ -56,6 +57,7 @@ from .model_call import ModelCaller
 from .owner_budgets import OwnerBudgets
 from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
+from .subagents import Delegator
 from .tool_call import ToolRunner, never_started
 from .usage import CallMeter, PriceResolver
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
@@ -128,6 +130,7 @@ class Run:
                                         owner_id=claim.session.owner_id)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
+        self.delegator = Delegator(store, claim.session, agent, self.writes)
         self._check = _Check.IDLE
         self._checker: asyncio.Task[None] | None = None
         self._asked = False
@@ -260,9 +263,14 @@ class Run:
                        and await self.gate.fresh(dangling))
             if decided:
                 await self.gate.trace_waits()
+            # So does the first claim after the children it waited on ended.
+            children = (reason is ClaimReason.HANDOFF and bool(dangling) and not decided
+                        and await self.delegator.ended_children(dangling))
             self.writes.hold(events=[SessionResumed(
-                reason=RESUMED_AFTER_DECISION if decided else reason.value, attempt=attempt,
-                repaired_tool_calls=[] if decided else [c.call_id for c in dangling]).new()])
+                reason=(RESUMED_AFTER_DECISION if decided else
+                        RESUMED_AFTER_CHILDREN if children else reason.value), attempt=attempt,
+                repaired_tool_calls=([] if decided or children
+                                     else [c.call_id for c in dangling])).new()])
         elif not self.claim.started:  # else the claim wrote it: durable already
             self.writes.hold(events=[SessionStart(reason=reason.value, attempt=attempt).new()])
         if dangling:
@@ -294,14 +302,17 @@ class Run:
             )
 
     async def _resume_calls(self, calls: Sequence[ToolCall]) -> None:
-        """The dangling calls of the last answer, in order: see `ApprovalGate.rule`."""
+        """The dangling calls of the last answer, in order: see `ApprovalGate.rule`; the
+        delegation calls' are their children's (`Delegator.resume`)."""
+        calls = await self.delegator.resume(calls)
         fresh = await self.gate.fresh(calls)
         for i, tc in enumerate(calls):
             ruling = await self.gate.rule(tc, fresh=fresh)
             if ruling.verdict is Verdict.CANCEL:
                 # As a cancel mid-tool settles it: the model learns the call did not run.
                 entry, event = denial(tc, ruling.reason)
-                self.writes.hold([entry, *never_started(list(calls[i + 1 :]))], [event])
+                self.writes.hold([entry, *never_started(list(calls[i + 1 :])),
+                                  *self.delegator.dropped()], [event])
                 return
             if ruling.verdict is Verdict.ASK:
                 await self._await_approval(tc)
@@ -313,6 +324,7 @@ class Run:
             else:
                 entry, event, _ = await self.tool_runner.run(tc)
                 self.writes.hold([entry], [event])
+        await self.delegator.wait()
 
     async def _await_approval(self, call: ToolCall) -> None:
         """Stop before `call` until a person decides; the worker slot is free meanwhile."""
@@ -442,6 +454,9 @@ class Run:
             if call.name == ASK_TOOL:
                 asked = await self._ask(call) or asked
                 continue
+            if self.delegator.takes(call):  # started with the answer's others, below
+                await self.delegator.collect(call)
+                continue
             ruling = await self.gate.rule(call)
             if ruling.verdict is Verdict.ASK:
                 await self._await_approval(call)
@@ -453,12 +468,13 @@ class Run:
             if not interrupted:
                 self.writes.hold([entry], [event])
                 continue
-            rest = never_started(buf.tool_calls[i + 1 :])
+            rest = [*never_started(buf.tool_calls[i + 1 :]), *self.delegator.dropped()]
             if self.activity.cancelled:
                 await self.writes.settle(Status.CANCELLED, events=[event],
                                          entries=[entry, *rest])
             await self.writes.commit([entry, *rest], [event])
             return False
+        await self.delegator.wait()  # the run stops here when a call delegated
         return asked
 
     async def _ask(self, call: ToolCall) -> bool:

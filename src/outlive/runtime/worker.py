@@ -12,7 +12,9 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
 from .. import metrics
 from ..domain.errors import OutliveError
@@ -28,6 +30,7 @@ from .housekeeping import expire_approvals, sweep
 from .owner_budgets import OwnerBudgets
 from .runner import Run
 from .settings import RuntimeSettings
+from .subagents import with_subagents
 from .webhooks import WebhookSender
 
 __all__ = ["Worker"]
@@ -185,7 +188,8 @@ class Worker:
         self.claimed += 1
         metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
-            agent = self._with_mcp_tools(self.agents.get(session.agent))
+            agent = self._with_mcp_tools(with_subagents(self.agents.get(session.agent),
+                                                        self.agents))
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
             self._refuse_later(claim, ErrorInfo("configuration", exc.message))
@@ -224,9 +228,13 @@ class Worker:
             raise McpUnavailable(f"agent {agent.name!r}: {exc}") from exc
 
     def _refuse_later(self, claim: Claim, error: ErrorInfo) -> None:
-        task = asyncio.create_task(self._refuse(claim, error))
+        self._side("worker-refuse", self._refuse(claim, error))
+
+    def _side(self, name: str, work: Coroutine[Any, Any, Any]) -> None:
+        """A task nobody awaits, kept until done; its error is logged and counted."""
+        task = asyncio.create_task(work)
         self._side_tasks.add(task)
-        task.add_done_callback(report_crash("worker-refuse"))
+        task.add_done_callback(report_crash(name))
         task.add_done_callback(self._side_tasks.discard)
 
     async def _refuse(self, claim: Claim, error: ErrorInfo) -> None:
@@ -237,8 +245,12 @@ class Worker:
             await self.store.settle(claim.lease, Status.FAILED, error=error)
 
     def _finished(self, session_id: str) -> None:
-        if self.runs.pop(session_id, None) is not None:
+        run = self.runs.pop(session_id, None)
+        if run is not None:
             metrics.RUNS_ACTIVE.dec()
+            if run.session.parent_id is not None and not self._stopping.is_set():
+                # A detached child's report goes to its parent now rather than at the scan.
+                self._side("worker-reports", self.store.post_reports())
         self.finished += 1
         self._wake.set()
 
@@ -317,5 +329,6 @@ class Worker:
             try:
                 await self.store.cancel_abandoned()
                 await expire_approvals(self.store, self.settings)
+                await self.store.post_reports()  # a backstop: a run's end posts them first
             except Exception as exc:
                 log.warning("abandon scan failed: %s", exc)

@@ -19,6 +19,7 @@ from .. import metrics
 from ..domain.approvals import Approval, ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
+from ..domain.subagents import ChildSpawn
 from .usage import observe
 
 __all__ = ["EntryDraft", "LeaseState", "LeaseWrites", "RunWrites", "Stopped"]
@@ -69,6 +70,15 @@ class LeaseWrites(Protocol):
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
         context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> Approval | None: ...
+    async def await_children(
+        self, lease: Lease, spawns: Sequence[ChildSpawn], *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
+    ) -> list[str] | None: ...
+    async def start_detached(
+        self, lease: Lease, spawn: ChildSpawn, *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+    ) -> tuple[str, list[Entry]]: ...
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
 
@@ -226,6 +236,30 @@ class RunWrites:
                                                       compacted=compacted))
         observe(entries)
         raise Stopped
+
+    async def await_children(self, spawns: Sequence[ChildSpawn],
+                             events: Sequence[NewEvent] = ()) -> NoReturn:
+        """Start `spawns` (those not started yet) and let go of the lease until the
+        session's children have ended, with the held steps and `events`, in one write
+        (`ChildStore.await_children`); the run stops here, as for an approval."""
+        entries, events = self._take((), events)
+        self._check_open()
+        await asyncio.shield(self.sink.await_children(self.lease, spawns, entries=entries,
+                                                      events=events, context=self.context_use))
+        observe(entries)
+        self.state = LeaseState.LOST  # let go on purpose: the notice of it is no loss
+        raise Stopped
+
+    async def start_detached(self, spawn: ChildSpawn, entries: Sequence[EntryDraft],
+                             events: Sequence[NewEvent]) -> None:
+        """Start a detached call's child with the held steps and these (its result among
+        them) in one write (`ChildStore.start_detached`); the run goes on."""
+        entries, events = self._take(entries, events)
+        self._check_open()
+        _, written = await asyncio.shield(
+            self.sink.start_detached(self.lease, spawn, entries=entries, events=events))
+        self.history.extend(written)
+        observe(entries)
 
     async def set_title(self, title: str) -> None:
         self._check_open()

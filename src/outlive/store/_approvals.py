@@ -67,7 +67,7 @@ class ApprovalOps(StoreCore):
             out = transition(held(row), Action.AWAIT_APPROVAL)
             await self._insert_entries(tx, row, lease, entries)
             if out.cancelled_now:
-                await self._apply(tx, row, out.state, **columns)
+                await self._apply(tx, row, out.state, st=st, **columns)
                 await self._end_events(tx, row, Status.CANCELLED, None,
                                        row["cancel_reason"] or "user", events, stamp=lease,
                                        dropped=await self._dropped_inputs(tx, row))

@@ -152,7 +152,9 @@ def lifecycle(row: Row) -> Lifecycle:
         cancel_requested=row["cancel_requested_at"] is not None,
         deleted=row["deleted_at"] is not None,
         ever_claimed=int(row["fence"]) > 0,
-        awaiting=row["attention"] == "approval" and lease is LeaseState.NONE,
+        awaiting=(row["attention"] == "approval" or bool(row["awaiting_children"]))
+        and lease is LeaseState.NONE,
+        awaiting_children=bool(row["awaiting_children"]) and lease is LeaseState.NONE,
         compact_requested=row["compact_requested_at"] is not None,
         inputs_waiting=int(row["last_input_seq"]) > int(row["delivered_input_seq"]),
     )
@@ -202,6 +204,8 @@ def to_session(d: Dialect, row: Row) -> Session:
             cost_usd=from_nano(int(row["cost_nano_usd"])),
             unpriced_calls=int(row["unpriced_calls"])),
         budget=parse_budget(d.load_json(row["budget"])),
+        parent_id=row["parent_id"], root_id=row["root_id"],
+        parent_call_id=row["parent_call_id"], depth=int(row["depth"]),
     )
 
 

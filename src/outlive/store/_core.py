@@ -30,10 +30,8 @@ from ..domain.model import (
     NewEvent,
     Session,
     Status,
-    new_id,
 )
 from ..domain.status import Action, Lifecycle, transition
-from ..domain.webhooks import ATTENTION_EVENT, ended_event, payload
 from ._base import (
     TEXT_REF,
     Dialect,
@@ -50,6 +48,7 @@ from ._base import (
     to_session,
 )
 from ._lifecycle import session_end, status_event
+from ._outbox import Outbox
 from ._port import Subscription
 from ._queries import Queries, queries_for
 from ._validation import check_event_types, scrub, scrub_json
@@ -76,7 +75,7 @@ def _values_sql(table: str, columns: tuple[str, ...], n: int) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values}"
 
 
-class StoreCore(abc.ABC):
+class StoreCore(Outbox, abc.ABC):
     """What every area of the Store builds on; adapters supply transactions and notices."""
 
     on_query: QueryHook | None = None
@@ -178,9 +177,10 @@ class StoreCore(abc.ABC):
         raise_lost(lease)
 
     async def _apply(self, tx: Tx, row: Row, new: Lifecycle, *, lease_ttl: float | None = None,
-                     **extra: Any) -> None:
+                     st: TxState | None = None, **extra: Any) -> None:
         """Write a lifecycle from the status machine back to its row; `lease_ttl`: a lease
-        taken, expiring that many seconds from now (database clock), in the same UPDATE."""
+        taken, expiring that many seconds from now (database clock), in the same UPDATE; `st`
+        for the notices of what the change starts (a parent its child's end wakes)."""
         sets = [
             "status = :status",
             "attempt = :attempt",
@@ -204,6 +204,9 @@ class StoreCore(abc.ABC):
                 sets.append("cancel_reason = NULL")
         elif row["cancel_requested_at"] is None:
             sets.append(f"cancel_requested_at = {self.d.now}")
+        if not new.awaiting_children and row["awaiting_children"] and (
+                "awaiting_children" not in extra):
+            sets.append("awaiting_children = 0")
         if new.deleted and row["deleted_at"] is None:
             sets.append(f"deleted_at = {self.d.now}")
         if "attention" not in extra and new.status.value != row["status"]:
@@ -218,38 +221,13 @@ class StoreCore(abc.ABC):
         sql = f"UPDATE sessions SET {', '.join(sets)} WHERE id = :id"
         await tx.execute(self.q.dynamic("update_lifecycle", sql), params)
         await self._webhook_outbox(tx, row, new, extra)
+        if new.status in TERMINAL and row["parent_call_id"] is not None:
+            await self._child_ended(tx, st, row, new, extra)
 
-    async def _webhook_outbox(
-        self, tx: Tx, row: Row, new: Lifecycle, extra: Mapping[str, Any]
-    ) -> None:
-        """The webhooks a lifecycle write reports (an end, a change of `attention`), queued
-        in its own transaction: every change of the row goes through `_apply`, so none is
-        missed and none is reported that did not commit. A row read by `lock_session` (or
-        `lock_sessions`) says whether the owner has any endpoint: with none, no statement."""
-        if not row.get("has_webhooks", True):
-            return
-        before = row["attention"]
-        changed = new.status.value != row["status"]
-        after = extra["attention"] if "attention" in extra else (None if changed else before)
-        if changed and new.status in TERMINAL:
-            data: dict[str, Any] = {"status": new.status.value, "attempt": new.attempt}
-            if extra.get("error_code") is not None:
-                data["error"] = {"code": extra["error_code"],
-                                 "message": extra.get("error_message") or ""}
-            if after is not None:
-                data["attention"] = after
-            await self._enqueue_webhook(tx, row, ended_event(new.status), data)
-        if after != before:
-            await self._enqueue_webhook(
-                tx, row, ATTENTION_EVENT,
-                {"attention": after, "previous": before, "status": new.status.value})
-
-    async def _enqueue_webhook(self, tx: Tx, row: Row, event: str, data: dict[str, Any]
-                               ) -> None:
-        await tx.execute(self.q.enqueue_webhooks, {
-            "msg": new_id("msg"), "sid": row["id"], "event": event, "owner": row["owner_id"],
-            "body": payload(event, row["id"], data), "pattern": f"%,{event},%",
-        })
+    @abc.abstractmethod
+    async def _child_ended(self, tx: Tx, st: TxState | None, row: Row, new: Lifecycle,
+                           extra: Mapping[str, Any]) -> None:
+        """A child session of a delegation call ended (`_children.py` reports it)."""
 
     # -- logs ------------------------------------------------------------------------------
 

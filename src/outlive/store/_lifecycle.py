@@ -27,7 +27,9 @@ def held(row: Row) -> Lifecycle:
         cancel_requested=row["cancel_requested_at"] is not None,
         deleted=row["deleted_at"] is not None,
         ever_claimed=fence > 0,
-        awaiting=row["attention"] == "approval" and row["lease_worker"] is None,
+        awaiting=(row["attention"] == "approval" or bool(row["awaiting_children"]))
+        and row["lease_worker"] is None,
+        awaiting_children=bool(row["awaiting_children"]) and row["lease_worker"] is None,
         compact_requested=row["compact_requested_at"] is not None,
         inputs_waiting=int(row["last_input_seq"]) > int(row["delivered_input_seq"]),
     )

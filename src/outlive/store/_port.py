@@ -30,6 +30,7 @@ from ..domain.model import (
     Status,
 )
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
+from ._child_port import ChildStore
 from ._webhook_ports import (
     DeliveryStore,
     SealReport,
@@ -40,8 +41,8 @@ from ._webhook_ports import (
 )
 
 __all__ = [
-    "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore", "Commit",
-    "CommitOutcome",
+    "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore",
+    "ChildStore", "Commit", "CommitOutcome",
     "ConnectionStore", "CredentialStore", "DeliveryStore", "EventLogStore", "HealthStore",
     "Held", "Notice", "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore",
     "SealReport", "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription",
@@ -228,7 +229,7 @@ class SessionStore(Protocol):
         abandon_after: float | None = None,
         client_request_id: str | None = None,
         traceparent: str | None = None,
-        budget: Budget | dict[str, Any] | None = None,
+        budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
@@ -248,7 +249,7 @@ class SessionStore(Protocol):
         status: Status | str | None = None,
         limit: int = 50,
         cursor: str | None = None,
-        attention: str | None = None,
+        attention: str | None = None, parent_id: str | None = None,
     ) -> Page: ...
     async def set_title(self, owner_id: str, session_id: str, title: str) -> Session: ...
     async def delete_session(
@@ -436,10 +437,10 @@ class RetentionStore(Protocol):
 
 
 class RunnerStore(
-    RunStore, EventLogStore, ApprovalStore, BudgetStore, AdmissionStore, Protocol,
+    RunStore, EventLogStore, ApprovalStore, BudgetStore, AdmissionStore, ChildStore, Protocol,
 ):
     """What one run uses: its fenced writes, its session's head, its approvals, its
-    owner's budget."""
+    owner's budget, its children."""
 
 
 class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, Protocol):
@@ -456,7 +457,7 @@ class ApiStore(
 class Store(
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore, Protocol,
+    AdmissionStore, ChildStore, Protocol,
 ):
     """Every port: what an adapter implements and a composition root holds. Callers name
     the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
@@ -466,6 +467,6 @@ class Store(
 PORTS: tuple[type[Any], ...] = (
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore,
+    AdmissionStore, ChildStore,
 )
 """Every port, each operation in exactly one (tests/store/test_ports.py)."""

@@ -168,7 +168,7 @@ class RunOps(StoreCore):
         extra: dict[str, Any] = {}
         if error is not None:
             extra = {"error_code": error.code, "error_message": error.message}
-        await self._apply(tx, row, out.state, **extra)
+        await self._apply(tx, row, out.state, st=st, **extra)
         status = out.state.status
         reason = None if error is not None else (row["cancel_reason"] or "user")
         dropped = await self._dropped_inputs(tx, row) if status is Status.CANCELLED else []

@@ -26,9 +26,10 @@ from ..domain.model import (
     new_id,
 )
 from ..domain.status import Action, transition
+from ..domain.subagents import detached_message
 from ..domain.trace_context import valid_traceparent
-from ._base import Tx, TxState, lifecycle, to_session
-from ._core import StoreCore
+from ._base import Row, Tx, TxState, lifecycle, to_session
+from ._children import ChildOps
 from ._lifecycle import aborts_run, status_event
 from ._validation import (
     check_attention,
@@ -43,7 +44,7 @@ from ._validation import (
 __all__ = ["SessionOps"]
 
 
-class SessionOps(StoreCore):
+class SessionOps(ChildOps):
     async def create_session(
         self,
         owner_id: str,
@@ -57,10 +58,12 @@ class SessionOps(StoreCore):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None,
+        parent_id: str | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
-        starts a second run."""
+        starts a second run. `parent_id`: a child of that session of the same owner
+        (`NotFound` for any other), in its tree (docs/subagents.md)."""
         clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         check_client_request_id(client_request_id)
         caps = parse_budget(budget)
@@ -72,6 +75,8 @@ class SessionOps(StoreCore):
             owner_q = self.q.owner_exists if client_request_id is None else self.q.lock_owner
             if not await tx.fetch(owner_q, {"id": owner_id}):
                 raise NotFound(f"owner {owner_id} not found")
+            parent = (None if parent_id is None
+                      else await self._parent_for_create(tx, owner_id, parent_id))
             if client_request_id is not None:
                 seen = await tx.fetch(self.q.find_create_request,
                                       {"owner": owner_id, "crid": client_request_id})
@@ -93,6 +98,9 @@ class SessionOps(StoreCore):
                     "last": 0 if prompt is None else 1,
                     "tp": valid_traceparent(traceparent),
                     "budget": None if caps is None else self.d.json(caps.to_dict()),
+                    "parent": parent_id, "call_id": None,
+                    "root": None if parent is None else parent["root_id"] or parent_id,
+                    "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
                 },
             )
             if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -152,6 +160,7 @@ class SessionOps(StoreCore):
         limit: int = 50,
         cursor: str | None = None,
         attention: str | None = None,
+        parent_id: str | None = None,
     ) -> Page:
         wanted = check_list(status, limit, cursor)
         check_attention(attention)
@@ -164,6 +173,7 @@ class SessionOps(StoreCore):
                     "status": wanted.value if wanted is not None else None,
                     "cursor": cursor,
                     "attention": attention,
+                    "parent": parent_id,
                     "limit": limit + 1,
                 },
             )
@@ -201,13 +211,14 @@ class SessionOps(StoreCore):
             out = transition(lifecycle(row), Action.DELETE)
             extra: dict[str, Any] = (
                 {} if row["status"] in TERMINAL else {"cancel_reason": "deleted"})
-            await self._apply(tx, row, out.state, **extra)
+            await self._apply(tx, row, out.state, st=st, **extra)
             if out.cancelled_now:
                 await self._end_events(tx, row, Status.CANCELLED, None, "deleted",
                                        dropped=await self._dropped_inputs(tx, row))
                 await self._consume_inputs(tx, session_id)
                 await self._cancel_approval(tx, row)
             await self._owner_event(tx, owner_id, session_id, SessionDeleted())
+            await self._delete_tree(tx, st, session_id, purge_in)
             st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                       cancel=aborts_run(row, out.state))
 
@@ -220,7 +231,7 @@ class SessionOps(StoreCore):
             row = await self._locked(tx, session_id, owner_id)
             out = transition(lifecycle(row), Action.REQUEST_CANCEL)
             if out.changed:
-                await self._apply(tx, row, out.state, cancel_reason=reason)
+                await self._apply(tx, row, out.state, st=st, cancel_reason=reason)
                 await self._owner_event(tx, owner_id, session_id,
                                         SessionCancelRequested(reason=reason))
                 if out.cancelled_now:
@@ -230,6 +241,7 @@ class SessionOps(StoreCore):
                     await self._cancel_approval(tx, row)
                 st.notify(session_id, owner_id, work=True, events=out.cancelled_now, owner=True,
                           cancel=aborts_run(row, out.state))
+                await self._cancel_tree(tx, st, session_id)
             return session_id
 
         return await self._write_session(op)
@@ -274,47 +286,81 @@ class SessionOps(StoreCore):
 
         async def op(tx: Tx, st: TxState) -> PostResult:
             row = await self._locked(tx, session_id, owner_id)
-            if client_request_id is not None:
-                seen = await tx.fetch(self.q.find_message_request,
-                                      {"sid": session_id, "crid": client_request_id})
-                if seen:
-                    return PostResult(int(seen[0]["seq"]), Delivery(seen[0]["delivery"]),
-                                      bool(seen[0]["requeued"]))
-            state = lifecycle(row)
-            in_flight = state.status is Status.RUNNING and not state.cancel_requested
-            if wanted is Delivery.REJECT and in_flight:
-                raise SessionBusy(
-                    "a run is in flight; retry later or send with mode steer, queue or interrupt"
-                )
-            delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
-            out = transition(state, Action.POST_MESSAGE)
-            requeued = state.status in TERMINAL
-            message = UserMessage(text=text, delivery=delivery.value,
-                                  client_request_id=client_request_id)
-            if requeued:
-                await self._apply(tx, row, out.state, error_code=None, error_message=None)
-            elif out.changed:
-                await self._apply(tx, row, out.state)
-            if tp is not None or (requeued and row["traceparent"] is not None):
-                # The next run joins the request's trace; a revival without one starts its own.
-                await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
-            ev = await self._append(tx, session_id, [message.new()], fenced=None)
-            seq = ev[0].seq
-            await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
-            # A person who writes is watching: the abandon clock starts from here, so a
-            # session revived long after its last stream is not abandoned on the spot.
-            await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
-            if requeued:
-                await self._owner_event(tx, owner_id, session_id,
-                                        status_event(Status.QUEUED, 0))
-            if client_request_id is not None:
-                await tx.execute(
-                    self.q.insert_message_request,
-                    {"sid": session_id, "crid": client_request_id, "seq": seq,
-                     "delivery": delivery.value, "requeued": requeued},
-                )
-            st.notify(session_id, owner_id, work=True, events=True, owner=requeued)
-            return PostResult(seq, delivery, requeued)
+            return await self._post_locked(tx, st, row, text, wanted, client_request_id, tp)
+
+        return await self._write(op)
+
+    async def _post_locked(
+        self, tx: Tx, st: TxState, row: Row, text: str, wanted: Delivery,
+        client_request_id: str | None, tp: str | None,
+    ) -> PostResult:
+        """A user message to the session of `row` (locked by this transaction), as
+        `post_message` writes it: also a detached child's report (`post_reports`)."""
+        session_id, owner_id = row["id"], row["owner_id"]
+        if client_request_id is not None:
+            seen = await tx.fetch(self.q.find_message_request,
+                                  {"sid": session_id, "crid": client_request_id})
+            if seen:
+                return PostResult(int(seen[0]["seq"]), Delivery(seen[0]["delivery"]),
+                                  bool(seen[0]["requeued"]))
+        state = lifecycle(row)
+        in_flight = state.status is Status.RUNNING and not state.cancel_requested
+        if wanted is Delivery.REJECT and in_flight:
+            raise SessionBusy(
+                "a run is in flight; retry later or send with mode steer, queue or interrupt"
+            )
+        delivery = wanted if in_flight and wanted is not Delivery.REJECT else Delivery.START
+        out = transition(state, Action.POST_MESSAGE)
+        requeued = state.status in TERMINAL
+        message = UserMessage(text=text, delivery=delivery.value,
+                              client_request_id=client_request_id)
+        if requeued:
+            await self._apply(tx, row, out.state, error_code=None, error_message=None)
+        elif out.changed:
+            await self._apply(tx, row, out.state)
+        if tp is not None or (requeued and row["traceparent"] is not None):
+            # The next run joins the request's trace; a revival without one starts its own.
+            await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
+        ev = await self._append(tx, session_id, [message.new()], fenced=None)
+        seq = ev[0].seq
+        await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
+        # A person who writes is watching: the abandon clock starts from here, so a
+        # session revived long after its last stream is not abandoned on the spot.
+        await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
+        if requeued:
+            await self._owner_event(tx, owner_id, session_id,
+                                    status_event(Status.QUEUED, 0))
+        if client_request_id is not None:
+            await tx.execute(
+                self.q.insert_message_request,
+                {"sid": session_id, "crid": client_request_id, "seq": seq,
+                 "delivery": delivery.value, "requeued": requeued},
+            )
+        st.notify(session_id, owner_id, work=True, events=True, owner=requeued)
+        return PostResult(seq, delivery, requeued)
+
+    async def post_reports(self, *, limit: int = 50) -> int:
+        """One batch: each detached child's report not yet posted goes to its parent as a
+        message (`queue`: after the answer in flight; a parent that succeeded or failed is
+        queued again, a cancelled or deleted one is left alone), marked posted in the same
+        transaction, so it is posted once."""
+
+        async def op(tx: Tx, st: TxState) -> int:
+            due = await tx.fetch(self.q.reports_due, {"limit": limit})
+            for child in due:
+                await tx.execute(self.q.set_report_posted, {"id": child["id"]})
+                try:
+                    parent = await self._locked(tx, child["parent_id"], None)
+                except NotFound:  # purged: nobody to tell
+                    continue
+                if parent["deleted_at"] is not None or parent["status"] == Status.CANCELLED:
+                    continue  # a cancelled parent is not started again by its child's end
+                report = self.d.load_json(child["parent_report"])
+                text = detached_message(child["id"], child["agent"], child["parent_call_id"],
+                                        report, await self._report_text(tx, child["id"], report))
+                await self._post_locked(tx, st, parent, text, Delivery.QUEUE,
+                                        f"child:{child['id']}", None)
+            return len(due)
 
         return await self._write(op)
 

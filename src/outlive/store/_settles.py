@@ -165,8 +165,10 @@ class SettleOps(LedgerWrites):
                          seqs.get("last_entry_seq", int(row["last_entry_seq"])),
                          tokens, window, s.compacted))
             await self._webhook_outbox(tx, row, out.state, extra)
+            if row["parent_call_id"] is not None:
+                await self._child_ended(tx, st, row, out.state, extra)
         else:
-            await self._apply(tx, row, out.state, **extra)
+            await self._apply(tx, row, out.state, st=st, **extra)
         if waits == "budget" and row.get("has_webhooks", True):
             await self._budget_webhook(tx, row, out.state.attempt, events)
         owner, sid = row["owner_id"], lease.session_id

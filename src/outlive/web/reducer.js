@@ -64,6 +64,8 @@ export const EVENT_TYPES = [
   "error",
   "context_compacted",
   "budget_reached",
+  "child_started",
+  "child_ended",
 ];
 
 
@@ -399,6 +401,14 @@ function onBudgetReached(txn, seq, data) {
   marker(txn, seq, "budget", data);
 }
 
+function onChildStarted(txn, seq, data) {
+  marker(txn, seq, "child_started", data);
+}
+
+function onChildEnded(txn, seq, data) {
+  marker(txn, seq, "child_ended", data);
+}
+
 function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
@@ -429,4 +439,6 @@ const HANDLERS = {
   error: onError,
   context_compacted: onContextCompacted,
   budget_reached: onBudgetReached,
+  child_started: onChildStarted,
+  child_ended: onChildEnded,
 };

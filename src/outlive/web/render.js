@@ -307,8 +307,8 @@ function markerText(item) {
     }
     case "compacted":  // drawn by compaction.js; this is its title
       return compactionTitle(d);
-    default:
-      return String(item.type);
+    default:  // child_started, child_ended (docs/subagents.md) name their child; others: the type
+      return d.child_id ? `Sub-agent ${pretty(d.child_id)} ${pretty(d.status ?? "started")}` : String(item.type);
   }
 }
 

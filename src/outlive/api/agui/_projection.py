@@ -20,6 +20,8 @@ are the run fold's (`domain/run_fold.py`); this module only renders its steps:
   is `{"error": …}`, never a result);
 * `context_compacted` (the run made the model's view of the history smaller): a `CUSTOM`
   event named `context_compacted` whose value is the event's payload (docs/frontends.md);
+* `child_started`, `child_ended` emit nothing: a delegation call is its tool call, whose
+  result is the child's answer (docs/subagents.md);
 * `session_end`: what is open is closed, then `MESSAGES_SNAPSHOT` (the transcript by the
   reducer's rules: an answer abandoned half-way, which this protocol cannot retract while it
   streams, is gone from it) and `RUN_FINISHED` — outcome `success`, `interrupt` after a

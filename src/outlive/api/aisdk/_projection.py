@@ -29,6 +29,8 @@ part ids) are the run fold's (`domain/run_fold.py`); this module only renders it
   call): a `data-context-compacted` part (id `compaction_<seq>`, persisted in the message)
   whose data is the event's payload: `method`, `reason`, `tokens_before`, `tokens_after`,
   `window`, `summary`, … (docs/frontends.md);
+* `child_started`, `child_ended` emit nothing: a delegation call is its tool part, whose
+  output is the child's answer (docs/subagents.md);
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 

@@ -10,7 +10,8 @@ from any of them and a replay is byte-for-byte what the live stream sent.
 The rules (what is abandoned, cut short or interrupted, the tail of a `message_end`, unique
 item ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps. How
 our events map (the rest, `stage`, `title`, `tool_progress`, `context_compacted`,
-`budget_reached` and later user messages, have no Responses counterpart and emit nothing: a
+`budget_reached`, `child_started`, `child_ended` (a delegation call shows as its own
+`mcp_call`) and later user messages, have no Responses counterpart and emit nothing: a
 compaction changes only what the model is sent, which OpenAI's own `truncation: "auto"` does
 silently too; a budget stop ends the response with what it has, as its `session_end` says):
 

@@ -65,6 +65,14 @@ CREATE TABLE sessions (
     traceparent         TEXT,
     run_traceparent     TEXT,
     budget              JSONB,
+    parent_id           TEXT,
+    root_id             TEXT,
+    parent_call_id      TEXT,
+    depth               INTEGER NOT NULL DEFAULT 0,
+    awaiting_children   INTEGER NOT NULL DEFAULT 0,
+    parent_report       JSONB,
+    detached            INTEGER NOT NULL DEFAULT 0,
+    report_posted       INTEGER NOT NULL DEFAULT 0,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 
@@ -73,7 +81,12 @@ CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_a
 -- may take by the end of their lease (no lease: minus infinity); and the abandon sweep's.
 CREATE INDEX sessions_queued ON sessions (id) WHERE status = 'queued';
 CREATE INDEX sessions_lease_ends ON sessions ((COALESCE(lease_expires_at, '-infinity')))
-    WHERE status = 'running' AND (attention IS NULL OR attention <> 'approval');
+    WHERE status = 'running' AND (attention IS NULL OR attention <> 'approval')
+      AND awaiting_children = 0;
+-- A delegation tool call starts one child (0017); a parent's children are found by it too.
+CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
+CREATE INDEX sessions_reports_due ON sessions (id)
+    WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
 CREATE INDEX sessions_abandonable ON sessions (id)
     WHERE status = 'running' AND abandon_after IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;

@@ -2,11 +2,11 @@
 
 -- name: claim_candidates
 -- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
--- those waiting on an approval (no lease until a decision).
+-- those waiting on an approval (no lease until a decision) or on their children.
 SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
    OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
-       AND (s.attention IS NULL OR s.attention <> 'approval'))
+       AND (s.attention IS NULL OR s.attention <> 'approval') AND s.awaiting_children = 0)
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: claimed_sessions
@@ -230,7 +230,7 @@ WHERE id = :id
 -- approval waits on a person, not on a watcher (its approval expires instead).
 SELECT id, owner_id FROM sessions
 WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
-  AND (attention IS NULL OR attention <> 'approval')
+  AND (attention IS NULL OR attention <> 'approval') AND awaiting_children = 0
   AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
 ORDER BY id {skip_locked}
 
@@ -273,7 +273,7 @@ WITH q AS (
 ), o AS (
   SELECT {session_row} FROM sessions s
   WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention <> 'approval')
-    AND COALESCE(s.lease_expires_at, '-infinity') < now()
+    AND s.awaiting_children = 0 AND COALESCE(s.lease_expires_at, '-infinity') < now()
   ORDER BY COALESCE(s.lease_expires_at, '-infinity') LIMIT :limit {skip_locked}
 ), c AS (
   SELECT * FROM q UNION ALL SELECT * FROM o ORDER BY id LIMIT :limit

@@ -8,11 +8,14 @@ SELECT id FROM owners WHERE id = :id {for_update}
 
 -- name: insert_session
 -- `:last`: 1 with a prompt (its event, written with it, is seq 1 and the input to run).
+-- A child session (docs/subagents.md) names its parent, root, the parent's call and depth.
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at, last_seq, last_input_seq,
-                      traceparent, budget)
+                      traceparent, budget, parent_id, root_id, parent_call_id, depth,
+                      detached)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
-        :abandon, {now}, {now}, :last, :last, :tp, :budget)
+        :abandon, {now}, {now}, :last, :last, :tp, :budget, :parent, :root, :call_id,
+        :depth, :detached)
 
 -- name: set_last_input_seq
 UPDATE sessions SET last_input_seq = :seq WHERE id = :id
@@ -38,6 +41,7 @@ WHERE s.owner_id = :owner AND s.deleted_at IS NULL
   AND (CAST(:status AS TEXT) IS NULL OR s.status = :status)
   AND (CAST(:cursor AS TEXT) IS NULL OR s.id < :cursor)
   AND (CAST(:attention AS TEXT) IS NULL OR s.attention = :attention)
+  AND (CAST(:parent AS TEXT) IS NULL OR s.parent_id = :parent)
 ORDER BY s.id DESC LIMIT :limit
 
 -- name: set_manual_title

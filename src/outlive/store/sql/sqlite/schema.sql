@@ -64,11 +64,22 @@ CREATE TABLE sessions (
     unpriced_calls      INTEGER NOT NULL DEFAULT 0,
     traceparent         TEXT,
     run_traceparent     TEXT,
-    budget              TEXT
+    budget              TEXT,
+    parent_id           TEXT,
+    root_id             TEXT,
+    parent_call_id      TEXT,
+    depth               INTEGER NOT NULL DEFAULT 0,
+    awaiting_children   INTEGER NOT NULL DEFAULT 0,
+    parent_report       TEXT,
+    detached            INTEGER NOT NULL DEFAULT 0,
+    report_posted       INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
+CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
+CREATE INDEX sessions_reports_due ON sessions (id)
+    WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 

@@ -1,0 +1,43 @@
+"""Child sessions through a real uvicorn, on both databases (docs/subagents.md): `parent_id`
+on create (the owner's own parent only: another's is 404, as a missing one), `parent_id` and
+`root_id` in the session JSON, `GET /v1/sessions?parent_id=`, and a cancel of the parent
+cancelling its children."""
+
+from __future__ import annotations
+
+from tests.support.api import Api
+from tests.support.inprocess import make_key
+
+
+async def test_a_child_through_the_api_is_in_its_parents_tree(idle_api: Api):
+    api = idle_api
+    parent = await api.create("the parent")
+    assert (parent["parent_id"], parent["root_id"]) == (None, None)
+    child = await api.create("a child", parent_id=parent["id"])
+    assert (child["parent_id"], child["root_id"]) == (parent["id"], parent["id"])
+    grand = await api.create("a grandchild", parent_id=child["id"])
+    assert (grand["parent_id"], grand["root_id"]) == (child["id"], parent["id"])
+    r = await api.client.get("/v1/sessions", params={"parent_id": parent["id"]})
+    assert r.status_code == 200, r.text
+    assert [s["id"] for s in r.json()["sessions"]] == [child["id"]]
+    got = (await api.client.get(f"/v1/sessions/{grand['id']}")).json()["session"]
+    assert (got["parent_id"], got["root_id"]) == (child["id"], parent["id"])
+
+    r = await api.client.post(f"/v1/sessions/{parent['id']}/cancel")
+    assert r.status_code == 202, r.text
+    for sid in (parent["id"], child["id"], grand["id"]):
+        s = (await api.client.get(f"/v1/sessions/{sid}")).json()["session"]
+        assert s["status"] == "cancelled", (sid, s)
+
+
+async def test_another_owners_parent_is_not_found(idle_api: Api):
+    api = idle_api
+    parent = await api.create("mine")
+    key, _ = await make_key(api.store)
+    async with api.harness.client(api.server, key) as other:
+        r = await other.post("/v1/sessions", json={"prompt": "x", "parent_id": parent["id"]})
+        assert r.status_code == 404, r.text
+        r = await other.post("/v1/sessions", json={"prompt": "x", "parent_id": "ses_nope"})
+        assert r.status_code == 404, r.text
+        r = await other.get("/v1/sessions", params={"parent_id": parent["id"]})
+        assert r.status_code == 200 and r.json()["sessions"] == []
