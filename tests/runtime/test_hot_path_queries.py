@@ -56,9 +56,9 @@ def run_statements(dialect: str) -> list[str]:
         # title's event too, after the turn's; its event in the commit's INSERT), then its
         # owner event (the owner's only one in this transaction: no reservation on SQLite)
         "commit_heads", *logs, *owned, *notify,
-        # before the first model call, whether the owner has a monthly budget: read once per
-        # owner per 2 s by each worker (none here, so no call is admitted one by one)
-        "owner_budget",
+        # before the first model call, which owners have a monthly budget: read once per 2 s
+        # by each worker, whatever its runs (none here, so no call is admitted one by one)
+        "owners_with_budgets",
         # commit 2: the model's answer and the tool call; the answer's model call in the
         # usage ledger and the session's totals (written with the entry, so exactly once;
         # one statement for all on PostgreSQL)

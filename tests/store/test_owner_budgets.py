@@ -33,9 +33,12 @@ async def test_an_owner_budget_is_kept_and_the_month_is_its_ledger(store):
     assert month.reached() is None
     assert month.to_dict()["monthly"] == {"max_cost_usd": "0.01", "max_tokens": 500,
                                           "max_model_calls": None}
-    # the budget alone, without the month's sums
-    assert (await store.owner_budget(owner.id, with_use=False)).used == UsageTotals()
+    other = await new_owner(store)
+    await store.set_owner_budget(other.id, {"max_tokens": 1})
+    assert {owner.id, other.id} <= await store.owners_with_budgets()
     assert (await store.set_owner_budget(owner.id, None)).budget is None
+    assert owner.id not in await store.owners_with_budgets()
+    assert other.id in await store.owners_with_budgets()
 
 
 async def test_bad_owner_budgets_are_refused_and_change_nothing(store):

@@ -178,11 +178,11 @@ class ModelCaller:
                     Status.SUCCEEDED, attention="budget",
                     events=[BudgetReached(limit=limit, used=used.to_dict(),
                                           budget=self.budget.to_dict(), scope="session").new()])
-        if self.owner_budgets is None:
-            return
+        owners = self.owner_budgets
+        if owners is None or not await owners.has_budget(self.owner_id):
+            return  # most owners: nothing more to do, nothing estimated
         pending = with_entries(UsageTotals(), self.writes.held_entries)
-        stop = await self.owner_budgets.admit(self.writes.lease, self.owner_id, self._hold(),
-                                              pending)
+        stop = await owners.admit(self.writes.lease, self.owner_id, self._hold(), pending)
         if stop is not None and stop.budget is not None:
             await self.writes.settle(
                 Status.SUCCEEDED, attention="budget",

@@ -83,12 +83,13 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
 def pinned_transport(*, allow_private: bool = False) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose every connection goes through `PinnedBackend` (no proxy
     from the environment either: a proxy would resolve the host itself)."""
-    transport = httpx.AsyncHTTPTransport(retries=0)
+    ssl_context = httpx.create_ssl_context()  # loading the CA store once: it takes ms
+    transport = httpx.AsyncHTTPTransport(verify=ssl_context, retries=0)
     # httpx builds its pool without a way to name the network backend; this is that pool
     # with the same defaults plus the backend (tests/runtime/test_webhook_targets.py fails
     # if a delivery ever connects past it).
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(), max_connections=100,
+        ssl_context=ssl_context, max_connections=100,
         max_keepalive_connections=20, keepalive_expiry=5.0, http1=True, http2=False,
         retries=0, network_backend=PinnedBackend(allow_private=allow_private))
     return transport

@@ -67,19 +67,21 @@ class BudgetOps(StoreCore):
 
         return await self._write_session(op)
 
-    async def owner_budget(self, owner_id: str, *, with_use: bool = True) -> OwnerBudget:
-        """The owner's monthly budget (None: none) and, `with_use`, its month's use and
-        holds (else zeros: a read of the budget alone)."""
-
-        async def budget_only(tx: Tx) -> OwnerBudget:
-            return OwnerBudget(await self._owner_caps(tx, owner_id), _month()[1])
+    async def owner_budget(self, owner_id: str) -> OwnerBudget:
+        """The owner's monthly budget (None: none) and its month's use and holds."""
 
         async def op(tx: Tx, st: TxState) -> OwnerBudget:
             return await self._month_state(tx, owner_id, await self._owner_caps(tx, owner_id))
 
-        if not with_use:
-            return await self._read(budget_only)
         return await self._write(op)  # it drops the stale holds it finds
+
+    async def owners_with_budgets(self) -> frozenset[str]:
+        """The ids of the owners that have a monthly budget (a worker's view, refreshed)."""
+
+        async def op(tx: Tx) -> frozenset[str]:
+            return frozenset(str(r["id"]) for r in await tx.fetch(self.q.owners_with_budgets))
+
+        return await self._read(op)
 
     async def set_owner_budget(self, owner_id: str,
                                budget: Budget | dict[str, Any] | None) -> OwnerBudget:

@@ -400,9 +400,10 @@ class ApprovalStore(Protocol):
 class BudgetStore(Protocol):
     """An owner's monthly budget and where its month stands (docs/usage.md)."""
 
-    async def owner_budget(self, owner_id: str, *, with_use: bool = True) -> OwnerBudget:
-        """Its monthly budget and (`with_use`) the month's use and holds."""
+    async def owner_budget(self, owner_id: str) -> OwnerBudget:
+        """Its monthly budget and the month's use and holds."""
         ...
+    async def owners_with_budgets(self) -> frozenset[str]: ...
     async def set_owner_budget(self, owner_id: str,
                                budget: Budget | dict[str, Any] | None) -> OwnerBudget:
         """Change it (`InvalidInput` for a bad one); the owner's sessions a budget stopped

@@ -4,6 +4,9 @@
 -- name: owner_budget
 SELECT monthly_budget FROM owners WHERE id = :owner
 
+-- name: owners_with_budgets
+SELECT id FROM owners WHERE monthly_budget IS NOT NULL
+
 -- name: lock_owner_budget
 -- Admissions of one owner's calls take turns on its row, so two never both see the same room.
 SELECT monthly_budget FROM owners WHERE id = :owner {for_update}
