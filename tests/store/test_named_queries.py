@@ -66,6 +66,11 @@ def samples(store: Any) -> dict[str, Any]:
                 '"cached": 0, "reasoning": 0, "cost": 0, "unpriced": 0}]',
         # owner budgets (budgets.sql)
         "tokens": 100,
+        # time (schedules.sql)
+        "deliver": 1.0, "call": "call_1", "text": "hello", "mode": "steer", "now": 1.0,
+        "cron": None, "every": 60, "anchor": 0, "tz": "UTC", "prompt": "hi", "target": None,
+        "overlap": "skip", "catch_up": "one", "paused": False, "next": 60, "no": False,
+        "fire": 60, "pending": None, "before": None, "caught_up": False,
     }
 
 

@@ -25,6 +25,7 @@ BASE_DSN = os.environ.get(
 )
 
 TABLES = (
+    "schedule_runs", "schedules", "scheduled_messages",
     "webhook_deliveries", "webhooks", "approvals", "create_requests", "message_requests",
     "owner_events", "session_snapshots", "session_entries", "session_events", "sessions",
     "login_sessions", "api_keys", "owners",

@@ -76,7 +76,7 @@ def test_every_event_type_has_one_payload_type() -> None:
     assert len(ev.PAYLOADS) == len(ev.EVENT_TYPES) == 23
     assert ev.OWNER_EVENT_TYPES == {"session_created", "session_status", "session_deleted",
                                     "session_active_stage", "session_cancel_requested",
-                                    "session_title"}
+                                    "session_title", "schedule_fired"}
 
 
 def test_the_checked_in_schema_is_the_generated_one() -> None:

@@ -45,6 +45,7 @@ OWNER_EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "session_active_stage": {"stage": (str, type(None))},
     "session_cancel_requested": {},
     "session_title": {"title": (str, type(None))},
+    "schedule_fired": {"schedule_id": (str,), "outcome": (str,)},
 }
 """Known owner event types and the `data` fields each must carry (with their JSON types)."""
 

@@ -11,6 +11,7 @@ __all__ = [
     "IllegalTransition",
     "InvalidInput",
     "LeaseLost",
+    "LimitReached",
     "NotFound",
     "OutliveError",
     "PendingInput",
@@ -118,3 +119,7 @@ class SecretUnreadable(OutliveError):
     """A sealed secret that its key does not open: altered, or moved to another row."""
 
     code = "SECRET_UNREADABLE"
+class LimitReached(Conflict):
+    """A per-owner or per-session limit (schedules, scheduled messages, wake-ups) is full."""
+
+    code = "LIMIT_REACHED"

@@ -32,53 +32,15 @@ from msgspec import UNSET, UnsetType
 from .payload_convert import convert
 
 __all__ = [
-    "EVENT_TYPES",
-    "OWNER_EVENT_TYPES",
-    "OWNER_PAYLOAD_TYPES",
-    "PAYLOADS",
-    "RESUMED_AFTER_CHILDREN",
-    "RESUMED_AFTER_DECISION",
-    "SESSION_PAYLOAD_TYPES",
-    "UNSET",
-    "ApprovalDecided",
-    "ApprovalRequested",
-    "BudgetReached",
-    "ChildEnded",
-    "ChildStarted",
-    "ContextCompacted",
-    "Error",
-    "ErrorBody",
-    "Event",
-    "EventPayload",
-    "Incomplete",
-    "MessageEnd",
-    "NewEvent",
-    "OwnerPayload",
-    "Payload",
-    "SessionActiveStage",
-    "SessionCancelRequested",
-    "SessionCreated",
-    "SessionDeleted",
-    "SessionEnd",
-    "SessionInterrupted",
-    "SessionResumed",
-    "SessionStart",
-    "SessionStatus",
-    "SessionTitle",
-    "Stage",
-    "TextDelta",
-    "ThinkingDelta",
-    "Title",
-    "ToolEnd",
-    "ToolProgress",
-    "ToolStart",
-    "TurnStart",
-    "Unknown",
-    "UnsetType",
-    "Usage",
-    "UserMessage",
-    "UserQuestion",
-    "parse",
+    "EVENT_TYPES", "OWNER_EVENT_TYPES", "OWNER_PAYLOAD_TYPES", "PAYLOADS",
+    "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "SESSION_PAYLOAD_TYPES", "UNSET",
+    "ApprovalDecided", "ApprovalRequested", "BudgetReached", "ChildEnded", "ChildStarted",
+    "ContextCompacted", "Error", "ErrorBody", "Event", "EventPayload", "Incomplete", "MessageEnd",
+    "NewEvent", "OwnerPayload", "Payload", "ScheduleFired", "SessionActiveStage",
+    "SessionCancelRequested", "SessionCreated", "SessionDeleted", "SessionEnd",
+    "SessionInterrupted", "SessionResumed", "SessionStart", "SessionStatus", "SessionTitle",
+    "Stage", "TextDelta", "ThinkingDelta", "Title", "ToolEnd", "ToolProgress", "ToolStart",
+    "TurnStart", "Unknown", "UnsetType", "Usage", "UserMessage", "UserQuestion", "parse",
     "parse_owner",
 ]
 
@@ -422,6 +384,20 @@ class SessionTitle(Payload, frozen=True, kw_only=True):
     title: str | None
 
 
+class ScheduleFired(Payload, frozen=True, kw_only=True):
+    """A schedule fired (docs/schedules.md); the event's session is the one it started or
+    posted to, or (skipped, queued) the previous fire's, still running."""
+
+    TYPE: ClassVar[str] = "schedule_fired"
+    schedule_id: str
+    fire_at: int
+    """The fire time, Unix seconds: with `schedule_id`, the fire's identity."""
+    outcome: str
+    """`started`, `posted`, `queued` or `skipped`."""
+    caught_up: bool
+    """It stands for the fires missed while no worker ran (catch_up `one`)."""
+
+
 @dataclass(frozen=True)
 class Unknown:
     """An event of a type this version does not know (a newer writer's): readers skip it."""
@@ -438,7 +414,7 @@ EventPayload = (
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage
-    | SessionCancelRequested | SessionTitle
+    | SessionCancelRequested | SessionTitle | ScheduleFired
 )
 
 SESSION_PAYLOAD_TYPES: tuple[type[Payload], ...] = typing.get_args(EventPayload)

@@ -28,6 +28,7 @@ __all__ = [
     "ATTENTION_EVENT",
     "BUDGET_EVENT",
     "EVENTS",
+    "SCHEDULE_EVENT",
     "SECRET_PREFIX",
     "check_events",
     "check_secret",
@@ -44,10 +45,13 @@ __all__ = [
 SECRET_PREFIX = "whsec_"
 ATTENTION_EVENT = "session.attention"
 BUDGET_EVENT = "session.budget_reached"
-EVENTS = frozenset({f"session.{s.value}" for s in TERMINAL} | {ATTENTION_EVENT, BUDGET_EVENT})
+SCHEDULE_EVENT = "schedule.fired"
+EVENTS = frozenset({f"session.{s.value}" for s in TERMINAL}
+                   | {ATTENTION_EVENT, BUDGET_EVENT, SCHEDULE_EVENT})
 """`session.succeeded|failed|cancelled` (the session ended), `session.attention` (what
 the session waits on a person for changed, including back to nothing) and
-`session.budget_reached` (a run stopped at a budget: which limit, whose, what was used)."""
+`session.budget_reached` (a run stopped at a budget: which limit, whose, what was used) and
+`schedule.fired` (a schedule fired: which, its fire time, what the fire did)."""
 _MAX_URL = 2000
 
 

@@ -107,6 +107,8 @@ class Dialect(Protocol):
     name: str
     now: str
     """SQL expression for the database's current time."""
+    epoch: str
+    """SQL expression for the database's current time in Unix seconds (a number)."""
     for_update: str
     skip_locked: str
 

@@ -14,6 +14,7 @@ from ._approvals import ApprovalOps
 from ._budgets import BudgetOps
 from ._commits import CommitOps
 from ._eventlog import EventLogOps
+from ._firing import FiringOps
 from ._keys import KeyOps
 from ._retention import RetentionOps
 from ._runs import RunOps
@@ -26,8 +27,8 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(
-    SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps, WebhookOps,
-    TraceOps,
+    FiringOps, SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps,
+    WebhookOps, TraceOps,
     UsageOps, BudgetOps,
 ):
     """The shared implementation of every Store port; adapters supply the `StoreCore` seam."""

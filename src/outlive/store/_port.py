@@ -31,6 +31,14 @@ from ..domain.model import (
 )
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
+from ._schedule_ports import (
+    FireReport,
+    FiringStore,
+    Schedule,
+    ScheduledMessage,
+    ScheduleRun,
+    ScheduleStore,
+)
 from ._webhook_ports import (
     DeliveryStore,
     SealReport,
@@ -41,12 +49,13 @@ from ._webhook_ports import (
 )
 
 __all__ = [
-    "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore",
-    "ChildStore", "Commit", "CommitOutcome",
-    "ConnectionStore", "CredentialStore", "DeliveryStore", "EventLogStore", "HealthStore",
-    "Held", "Notice", "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore",
-    "SealReport", "SessionStore", "Settle", "SettleOutcome", "Store", "Subscription",
-    "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore", "WorkerStore",
+    "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore", "ChildStore",
+    "Commit", "CommitOutcome", "ConnectionStore", "CredentialStore", "DeliveryStore",
+    "EventLogStore", "FireReport", "FiringStore", "HealthStore", "Held", "Notice", "Owner",
+    "OwnerStore", "RetentionStore", "RunStore", "RunnerStore", "Schedule", "ScheduleRun",
+    "ScheduleStore", "ScheduledMessage", "SealReport", "SessionStore", "Settle", "SettleOutcome",
+    "Store", "Subscription", "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore",
+    "WorkerStore",
 ]
 
 
@@ -444,13 +453,13 @@ class RunnerStore(
     owner's budget, its children."""
 
 
-class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, Protocol):
-    """What a worker process uses: its runs, the webhook outbox and housekeeping."""
+class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, FiringStore, Protocol):
+    """What a worker process uses: its runs, the webhook outbox, housekeeping and firing."""
 
 
 class ApiStore(
     CredentialStore, SessionStore, EventLogStore, ApprovalStore, WebhookStore, HealthStore,
-    BudgetStore, Protocol,
+    BudgetStore, ScheduleStore, Protocol,
 ):
     """What the API process uses: never a lease's writes, the outbox or housekeeping."""
 
@@ -458,7 +467,7 @@ class ApiStore(
 class Store(
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore, ChildStore, Protocol,
+    AdmissionStore, ChildStore, ScheduleStore, FiringStore, Protocol,
 ):
     """Every port: what an adapter implements and a composition root holds. Callers name
     the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
@@ -468,6 +477,6 @@ class Store(
 PORTS: tuple[type[Any], ...] = (
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore, ChildStore,
+    AdmissionStore, ChildStore, ScheduleStore, FiringStore,
 )
 """Every port, each operation in exactly one (tests/store/test_ports.py)."""

@@ -4,7 +4,8 @@ A file holds blocks, each opened by a `-- name: some_query` line (and, for the r
 one database needs written its own way, a `-- dialect: sqlite|postgres` line). Text in braces
 is a dialect fragment:
 
-* `{now}`: the database clock; `{for_update}`, `{skip_locked}`: the row-locking tails
+* `{now}`: the database clock (`{epoch}`: in Unix seconds); `{for_update}`, `{skip_locked}`:
+  the row-locking tails
   (empty on SQLite, whose write transactions lock the whole file);
 * `{secs(expr)}`: a number of seconds made addable to a time;
 * `{in_ids}`: `IN` over the list parameter `:ids`;
@@ -80,6 +81,7 @@ def render(text: str, d: Dialect) -> str:
     """Fill in the dialect's fragments and convert parameters to the driver's style."""
     fragments: dict[str, Callable[[str | None], str]] = {
         "now": lambda _: d.now,
+        "epoch": lambda _: d.epoch,
         "for_update": lambda _: d.for_update,
         "skip_locked": lambda _: d.skip_locked,
         "in_ids": lambda _: d.in_ids,

@@ -73,8 +73,9 @@ class RetentionOps(StoreCore):
         params = {"ids": self.d.ids(ids)}
         for query in (self.q.purge_events, self.q.purge_entries, self.q.purge_snapshots,
                       self.q.purge_message_requests, self.q.purge_create_requests,
-                      self.q.purge_approvals, self.q.purge_owner_events,
-                      self.q.purge_webhook_deliveries, self.q.purge_sessions):
+                      self.q.purge_approvals, self.q.purge_scheduled_messages,
+                      self.q.purge_owner_events, self.q.purge_webhook_deliveries,
+                      self.q.purge_sessions):
             await tx.execute(query, params)
 
     async def purge_due(self, *, limit: int = 50) -> int:

@@ -19,6 +19,7 @@ from ..domain.events import (
 from ..domain.model import (
     TERMINAL,
     Delivery,
+    NewEvent,
     Page,
     PostResult,
     Session,
@@ -30,6 +31,7 @@ from ..domain.subagents import detached_message
 from ..domain.trace_context import valid_traceparent
 from ._base import Row, Tx, TxState, lifecycle, to_session
 from ._children import ChildOps
+from ._core import OwnerEvent
 from ._lifecycle import aborts_run, status_event
 from ._validation import (
     check_attention,
@@ -84,37 +86,11 @@ class SessionOps(ChildOps):
                     first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
                                                                   None))
                     return replace(first, replayed=True), st
-            await tx.execute(
-                self.q.insert_session,
-                {
-                    "id": sid,
-                    "owner": owner_id,
-                    "agent": agent,
-                    "model": model,
-                    "title": clean_title,
-                    "title_state": "manual" if clean_title else "pending",
-                    "metadata": self.d.json(metadata or {}),
-                    "abandon": abandon_after,
-                    "last": 0 if prompt is None else 1,
-                    "tp": valid_traceparent(traceparent),
-                    "budget": None if caps is None else self.d.json(caps.to_dict()),
-                    "parent": parent_id, "call_id": None,
-                    "root": None if parent is None else parent["root_id"] or parent_id,
-                    "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
-                },
-            )
-            if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
-                message = UserMessage(text=prompt, delivery=Delivery.START.value,
-                                      client_request_id=client_request_id)
-                await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])
-            if client_request_id is not None:
-                await tx.execute(self.q.insert_create_request,
-                                 {"owner": owner_id, "crid": client_request_id, "sid": sid})
-            await self._owner_event(
-                tx, owner_id, sid,
-                SessionCreated(status=Status.QUEUED.value, attempt=0, title=clean_title),
-            )
-            st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
+            await self._create_in(
+                tx, st, owner_id, sid, agent=agent, model=model, prompt=prompt,
+                title=clean_title, metadata=metadata, abandon_after=abandon_after,
+                client_request_id=client_request_id, traceparent=traceparent, budget=caps,
+                parent_id=parent_id, parent=parent)
             # The new row comes back with the COMMIT: on PostgreSQL everything from the
             # INSERT on goes out in one flush, so the session is queued (and workers told)
             # with no round trip after its `created_at`.
@@ -125,6 +101,55 @@ class SessionOps(ChildOps):
         if replayed is not None:
             return replayed
         return to_session(self.d, st.last_rows[0][0])
+
+    async def _create_in(
+        self, tx: Tx, st: TxState, owner_id: str, sid: str, *, agent: str, model: str,
+        prompt: str | None, title: str | None = None, metadata: dict[str, Any] | None = None,
+        abandon_after: float | None = None, client_request_id: str | None = None,
+        traceparent: str | None = None, budget: Budget | None = None,
+        parent_id: str | None = None, parent: Row | None = None,
+        owner_events: list[OwnerEvent] | None = None,
+        first_events: list[tuple[str, int, int, int, NewEvent]] | None = None,
+    ) -> None:
+        """A checked create's writes inside a transaction of its caller (a create, or a
+        schedule's fire, whose run row commits with the session it starts); with
+        `owner_events` and `first_events`, its owner event and its prompt's event are left
+        there for the caller to write later, many at once."""
+        await tx.execute(
+            self.q.insert_session,
+            {
+                "id": sid,
+                "owner": owner_id,
+                "agent": agent,
+                "model": model,
+                "title": title,
+                "title_state": "manual" if title else "pending",
+                "metadata": self.d.json(metadata or {}),
+                "abandon": abandon_after,
+                "last": 0 if prompt is None else 1,
+                "tp": valid_traceparent(traceparent),
+                "budget": None if budget is None else self.d.json(budget.to_dict()),
+                "parent": parent_id, "call_id": None,
+                "root": None if parent is None else parent["root_id"] or parent_id,
+                "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
+            },
+        )
+        if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
+            message = UserMessage(text=prompt, delivery=Delivery.START.value,
+                                  client_request_id=client_request_id)
+            if first_events is None:
+                await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])
+            else:
+                first_events.append((sid, 1, 0, 0, message.new()))
+        if client_request_id is not None:
+            await tx.execute(self.q.insert_create_request,
+                             {"owner": owner_id, "crid": client_request_id, "sid": sid})
+        created = SessionCreated(status=Status.QUEUED.value, attempt=0, title=title)
+        if owner_events is None:
+            await self._owner_event(tx, owner_id, sid, created)
+        else:
+            owner_events.append((owner_id, sid, created))
+        st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
 
     async def get_session(self, owner_id: str, session_id: str) -> Session:
         async def op(tx: Tx) -> Session:
@@ -292,10 +317,13 @@ class SessionOps(ChildOps):
 
     async def _post_locked(
         self, tx: Tx, st: TxState, row: Row, text: str, wanted: Delivery,
-        client_request_id: str | None, tp: str | None,
+        client_request_id: str | None = None, tp: str | None = None, *,
+        owner_events: list[OwnerEvent] | None = None,
     ) -> PostResult:
         """A user message to the session of `row` (locked by this transaction), as
-        `post_message` writes it: also a detached child's report (`post_reports`)."""
+        `post_message` writes it: also a detached child's report (`post_reports`), a
+        scheduled message and a schedule's fire (whose own rows go in the same transaction;
+        with `owner_events`, its owner event is left there for the caller to write last)."""
         session_id, owner_id = row["id"], row["owner_id"]
         if client_request_id is not None:
             seen = await tx.fetch(self.q.find_message_request,
@@ -327,7 +355,9 @@ class SessionOps(ChildOps):
         # A person who writes is watching: the abandon clock starts from here, so a
         # session revived long after its last stream is not abandoned on the spot.
         await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})
-        if requeued:
+        if requeued and owner_events is not None:
+            owner_events.append((owner_id, session_id, status_event(Status.QUEUED, 0)))
+        elif requeued:
             await self._owner_event(tx, owner_id, session_id,
                                     status_event(Status.QUEUED, 0))
         if client_request_id is not None:

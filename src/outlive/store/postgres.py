@@ -51,6 +51,7 @@ _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 class PostgresDialect:
     name = "postgres"
     now = "clock_timestamp()"
+    epoch = "extract(epoch from clock_timestamp())::float8"
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     in_ids = "= ANY(:ids)"
@@ -125,7 +126,10 @@ def _translated() -> Iterator[None]:
 
 _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
                  "attempt": "integer", "fence": "bigint", "type": "text", "kind": "text",
-                 "data": "jsonb", "owner_id": "text", "id": "bigint"}
+                 "data": "jsonb", "owner_id": "text", "id": "bigint",
+                 # schedule_runs (_firing.py)
+                 "schedule_id": "text", "fire_at": "bigint", "outcome": "text",
+                 "caught_up": "boolean"}
 
 
 @functools.cache

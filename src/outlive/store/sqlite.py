@@ -35,6 +35,7 @@ class SqliteDialect:
     name = "sqlite"
     now = "((julianday('now') - 2440587.5) * 86400.0)"
     """Seconds since the epoch, as a float: times are stored as numbers."""
+    epoch = now
     for_update = ""
     skip_locked = ""
     in_ids = "IN (SELECT value FROM json_each(:ids))"

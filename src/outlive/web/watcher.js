@@ -32,6 +32,7 @@ export const OWNER_EVENT_TYPES = [
   "session_active_stage",
   "session_cancel_requested",
   "session_title",
+  "schedule_fired",
 ];
 
 // The `data` fields each owner event must carry, and their JSON types (as the Python client).
@@ -42,6 +43,7 @@ const REQUIRED = {
   session_active_stage: { stage: ["string", "null"] },
   session_cancel_requested: {},
   session_title: { title: ["string", "null"] },
+  schedule_fired: { schedule_id: ["string"], outcome: ["string"] },
 };
 
 const STATUSES = new Set(["queued", "running", "succeeded", "failed", "cancelled"]);

@@ -248,3 +248,55 @@ CREATE TABLE budget_holds (
     created_at    REAL NOT NULL
 );
 CREATE INDEX budget_holds_owner ON budget_holds (owner_id);
+
+
+CREATE TABLE scheduled_messages (
+    id         TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    owner_id   TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    mode       TEXT NOT NULL,
+    call_id    TEXT,
+    deliver_at REAL NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX scheduled_messages_due ON scheduled_messages (deliver_at);
+CREATE INDEX scheduled_messages_session ON scheduled_messages (session_id, deliver_at);
+CREATE INDEX scheduled_messages_owner ON scheduled_messages (owner_id);
+CREATE UNIQUE INDEX scheduled_messages_call ON scheduled_messages (session_id, call_id)
+    WHERE call_id IS NOT NULL;
+
+CREATE TABLE schedules (
+    id                TEXT PRIMARY KEY,
+    owner_id          TEXT NOT NULL REFERENCES owners (id),
+    cron              TEXT,
+    every             INTEGER,
+    anchor            INTEGER NOT NULL,
+    timezone          TEXT NOT NULL,
+    prompt            TEXT NOT NULL,
+    agent             TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    target_session_id TEXT,
+    overlap           TEXT NOT NULL,
+    catch_up          TEXT NOT NULL,
+    paused            INTEGER NOT NULL DEFAULT 0,
+    next_fire_at      INTEGER,
+    pending_fire_at   INTEGER,
+    last_session_id   TEXT,
+    created_at        REAL NOT NULL,
+    updated_at        REAL NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_fire_at);
+CREATE INDEX schedules_pending ON schedules (pending_fire_at) WHERE pending_fire_at IS NOT NULL;
+CREATE INDEX schedules_owner ON schedules (owner_id, id);
+
+CREATE TABLE schedule_runs (
+    schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+    fire_at     INTEGER NOT NULL,
+    outcome     TEXT NOT NULL,
+    session_id  TEXT,
+    caught_up   INTEGER NOT NULL DEFAULT 0,
+    fired_at    REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+    PRIMARY KEY (schedule_id, fire_at)
+);
