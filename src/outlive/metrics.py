@@ -15,6 +15,9 @@ __all__ = [
     "MODEL_UNPRICED",
     "REPAIRS",
     "RUNS_ACTIVE",
+    "SCHEDULE_DUE",
+    "SCHEDULE_FIRES",
+    "SCHEDULE_LATENESS",
     "SESSIONS",
     "TASK_CRASHES",
 ]
@@ -36,6 +39,16 @@ EVENT_APPEND = Histogram(
     buckets=_FAST,
 )
 RUNS_ACTIVE = Gauge("outlive_runs_active", "Runs in progress in this process.")
+SCHEDULE_DUE = Gauge("outlive_schedule_due",
+                     "Due scheduled messages and schedules the worker's last firing pass found.")
+SCHEDULE_FIRES = Counter(
+    "outlive_schedule_fires",
+    "Schedule fires by outcome (started, posted, queued, skipped) and scheduled messages "
+    "delivered (delivered).", ["outcome"])
+SCHEDULE_LATENESS = Histogram(
+    "outlive_schedule_lateness_seconds",
+    "From a fire's time (or a scheduled message's) to the pass that made it.", ["kind"],
+    buckets=(0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0))
 SESSIONS = Gauge("outlive_sessions", "Sessions by status (whole database).", ["status"])
 TASK_CRASHES = Counter(
     "outlive_task_crashes",

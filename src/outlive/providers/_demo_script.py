@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.schedules import WAKEUP_PREFIX
 from ._demo_texts import (
     ASK_USER,
     CALLS_OFF,
@@ -28,28 +29,18 @@ from ._demo_texts import (
     MARKDOWN_ANSWER,
     OPTIONS,
     QUESTION,
+    REMIND_SECONDS,
     SEND,
     SLOW_SECONDS,
     SLOW_TASK,
+    WAKEUP,
     CallScope,
 )
 from ._port import Message, StopReason, ToolCall, ToolSpec
 
 __all__ = [
-    "ASK_USER",
-    "CALLS_OFF",
-    "COUNTER",
-    "DEMO_TOOLS",
-    "DEMO_WORDS",
-    "FLAKY",
-    "LONG_PARAGRAPHS",
-    "LOOKUP",
-    "MARKDOWN_ANSWER",
-    "QUESTION",
-    "SLOW_TASK",
-    "CallScope",
-    "DemoTurn",
-    "plan_turn",
+    "ASK_USER", "CALLS_OFF", "COUNTER", "DEMO_TOOLS", "DEMO_WORDS", "FLAKY", "LONG_PARAGRAPHS",
+    "LOOKUP", "MARKDOWN_ANSWER", "QUESTION", "SLOW_TASK", "CallScope", "DemoTurn", "plan_turn",
 ]
 
 _ASK = re.compile(r"\bask me\b")
@@ -61,6 +52,7 @@ _LENGTH = re.compile(r"\blength\b")
 _THINK = re.compile(r"\bthink")
 _CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*(.*)$", re.DOTALL)
 _MARKDOWN = re.compile(r"\bmarkdown\b")
+_REMIND = re.compile(r"\bremind me\b")
 
 _WORD = re.compile(r"[\w'’-]+")
 
@@ -379,6 +371,32 @@ def _send(ctx: _Context) -> DemoTurn:
     return _done(ctx)
 
 
+def _remind(ctx: _Context) -> DemoTurn:
+    """"remind me …": ask to be woken a few seconds ahead with the request as the note."""
+    if ctx.step == 0:
+        if WAKEUP not in ctx.offered:
+            return _missing(ctx, WAKEUP)
+        args = {"in": REMIND_SECONDS, "note": _clip(ctx.prompt, 200)}
+        return DemoTurn(f"I will set a reminder for {REMIND_SECONDS} seconds from now.\n\n",
+                        "tool_calls", tool_calls=[ctx.call(WAKEUP, args)])
+    if ctx.step == 1:
+        result = ctx.last_result()
+        if result is None or result.is_error:
+            return DemoTurn(f"I could not set the reminder: {_sentence(summarise(result))}",
+                            "stop")
+        return DemoTurn(f"Done: I will be back in {REMIND_SECONDS} seconds.", "stop")
+    return _done(ctx)
+
+
+def _woken(ctx: _Context) -> DemoTurn:
+    """A wake-up (`WAKEUP_PREFIX` + the note): continue with the note."""
+    note = ctx.prompt[len(WAKEUP_PREFIX):].strip()
+    if ctx.step == 0:
+        return DemoTurn(f"I am back, as you asked. Your note: “{_clip(note, 200)}”. Here is "
+                        "your reminder.", "stop")
+    return _done(ctx)
+
+
 def _call_named(ctx: _Context, found: re.Match[str], calls: CallScope) -> DemoTurn:
     """`call <tool> {json}`: a tool the agent offers (MCP tools included), by name, when
     `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to."""
@@ -436,6 +454,8 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec], *,
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")
     prompt = ctx.prompt
+    if prompt.startswith(WAKEUP_PREFIX):  # before the words: the note may hold them
+        return _woken(ctx)
     kind, think = _scenario(prompt) if len(prompt) <= 4096 else _scenario.__wrapped__(prompt)
     if kind == "call":
         named = _CALL.match(ctx.prompt)
@@ -456,6 +476,7 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec], *,
 
 _SCENARIOS: dict[str, Callable[[_Context], DemoTurn]] = {
     "ask": _ask, "fail": _fail, "long": _long, "send": _send, "count": _count, "length": _length,
+    "remind": _remind,
 }
 
 
@@ -469,7 +490,8 @@ def _scenario(prompt: str) -> tuple[str | None, bool]:
         kind = "call"
     else:
         for name, pattern in (("ask", _ASK), ("fail", _FAIL), ("long", _LONG), ("send", _SEND),
-                              ("count", _COUNT), ("length", _LENGTH), ("markdown", _MARKDOWN)):
+                              ("count", _COUNT), ("length", _LENGTH), ("markdown", _MARKDOWN),
+                              ("remind", _REMIND)):
             if pattern.search(low):
                 kind = name
                 break

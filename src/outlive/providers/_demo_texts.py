@@ -18,9 +18,11 @@ __all__ = [
     "MARKDOWN_ANSWER",
     "OPTIONS",
     "QUESTION",
+    "REMIND_SECONDS",
     "SEND",
     "SLOW_SECONDS",
     "SLOW_TASK",
+    "WAKEUP",
     "CallScope",
 ]
 
@@ -30,9 +32,12 @@ FLAKY = "flaky"
 COUNTER = "counter"
 SEND = "send_message"
 ASK_USER = "ask_user"
+WAKEUP = "schedule_wakeup"
+REMIND_SECONDS = 3
+"""How far ahead "remind me" asks to be woken."""
 
 DEMO_WORDS = ("run long", "ask me", "fail a tool", "think", "count", "send it", "length",
-              "markdown", "provider error", "call")
+              "markdown", "remind me", "provider error", "call")
 """Every word the demo model reacts to (the scenarios below, `DemoProvider`'s provider
 errors, and `call <tool> {json}`): the one list hints are made from."""
 

@@ -54,6 +54,9 @@ class Agent:
     """How far below its root a child its calls start may be."""
     max_children: int = DEFAULT_MAX_CHILDREN
     """How many children one of its sessions may start in all."""
+    wakeups: bool = False
+    """Offer the built-in `schedule_wakeup` tool (docs/schedules.md): the model may ask to
+    be woken later with a note."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mcp_servers", tuple(unique_servers(self.mcp_servers)))
@@ -66,7 +69,7 @@ def demo_agent(speed: float = 1.0) -> Agent:
     """The built-in agent: its own harmless tools, which the demo model's `call <tool>` may
     run for anyone without `--demo-calls` (`DEMO_CALLS_EXTRA`)."""
     return Agent(name="demo", system_prompt=DEMO_PROMPT, model=DEFAULT_ROUTE,
-                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True})
+                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True}, wakeups=True)
 
 
 class AgentRegistry:

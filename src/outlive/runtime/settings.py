@@ -74,6 +74,20 @@ class RuntimeSettings:
     """Attempts before a delivery is given up (`failed` in the delivery log)."""
     allow_private_webhooks: bool = False
     """Deliver to loopback, private and link-local addresses too (tests, closed networks)."""
+    schedules: bool = True
+    """Run the firing loop: scheduled messages and schedules (docs/schedules.md)."""
+    fire_interval: float = 0.5
+    """Seconds between firing passes when the last one found less than a batch."""
+    fire_batch: int = 500
+    """Due messages and due schedules one firing pass takes at most (one transaction): 1,000
+    schedules due at once are two passes, shared by two workers (bench/schedule_bench.py)."""
+    schedule_grace: float = 60.0
+    """A fire due longer ago than this when a pass first sees it was missed while no worker
+    ran: its schedule's `catch_up` decides; younger ones are late and fire."""
+    wakeups_per_session: int = 10
+    """Wake-ups a session may have waiting (`schedule_wakeup` fails past it)."""
+    wakeup_horizon: float = 7 * 86400.0
+    """How far ahead a wake-up may be asked for, in seconds."""
 
     @staticmethod
     def heartbeat_for(lease_ttl: float) -> float:
@@ -91,6 +105,9 @@ class RuntimeSettings:
             raise ValueError("approval_ttl must be positive")
         if self.webhook_attempts < 1 or not self.webhook_timeout > 0:
             raise ValueError("webhook_attempts must be at least 1, webhook_timeout positive")
+        if not (self.fire_interval > 0 and self.fire_batch >= 1 and self.schedule_grace >= 0):
+            raise ValueError("fire_interval and fire_batch must be positive, schedule_grace not "
+                             "negative")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if not (self.stall_timeout > 0 and self.turn_timeout > 0):

@@ -29,6 +29,7 @@ from .group_commit import GroupCommitter
 from .housekeeping import expire_approvals, sweep
 from .owner_budgets import OwnerBudgets
 from .runner import Run
+from .schedules import WAKEUP_TOOL, Firing, wakeup_tool
 from .settings import RuntimeSettings
 from .subagents import with_subagents
 from .webhooks import WebhookSender
@@ -78,6 +79,8 @@ class Worker:
         self.loops = LoopSupervisor(f"worker {self.id}", on_failure=self._loop_failed)
         """Its long-lived loops: one given up stops the worker, and `run()` raises it."""
         self._failpoints = Failpoints.from_env()  # test-only (docs/architecture.md §5)
+        self._woken: dict[str, tuple[Agent, Agent]] = {}
+        """Agents with wake-ups: (as registered, with `schedule_wakeup`), by name."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -101,6 +104,8 @@ class Worker:
                 if self.settings.webhooks:
                     loops.start("worker-webhooks",
                                 WebhookSender(self.store, self.settings).run)
+                if self.settings.schedules:
+                    loops.start("worker-firing", Firing(self.store, self.settings).run)
                 with contextlib.suppress(Exception):
                     await self.store.wait_listening()
                 self.started.set()
@@ -188,8 +193,8 @@ class Worker:
         self.claimed += 1
         metrics.CLAIMS.labels(claim.reason.value).inc()
         try:
-            agent = self._with_mcp_tools(with_subagents(self.agents.get(session.agent),
-                                                        self.agents))
+            agent = self._with_mcp_tools(with_subagents(
+                self._with_wakeups(self.agents.get(session.agent)), self.agents))
             provider, model_name = self.providers.resolve(session.model)
         except OutliveError as exc:
             self._refuse_later(claim, ErrorInfo("configuration", exc.message))
@@ -215,6 +220,17 @@ class Worker:
         metrics.RUNS_ACTIVE.inc()
         log.info("worker %s runs %s (%s, attempt %d, fence %d)", self.id, session.id,
                  claim.reason.value, session.attempt, claim.lease.fence)
+
+    def _with_wakeups(self, agent: Agent) -> Agent:
+        """The agent with `schedule_wakeup` when it opted in (`Agent.wakeups`), made once
+        per agent."""
+        if not agent.wakeups or WAKEUP_TOOL in agent.tools:
+            return agent
+        made = self._woken.get(agent.name)
+        if made is None or made[0] is not agent:
+            tools = ToolRegistry([*agent.tools, wakeup_tool(self.store, self.settings)])
+            made = self._woken[agent.name] = (agent, replace(agent, tools=tools))
+        return made[1]
 
     def _with_mcp_tools(self, agent: Agent) -> Agent:
         """The agent with the tools of its MCP servers as this worker's connections list
