@@ -35,6 +35,16 @@ ENDPOINTS = {
     ("/v1/webhooks", "get"): {"200", "401"},
     ("/v1/webhooks/{webhook_id}", "delete"): {"200", "401", "404"},
     ("/v1/webhooks/{webhook_id}/deliveries", "get"): {"200", "401", "404", "422"},
+    ("/v1/sessions/{session_id}/scheduled", "get"): {"200", "401", "404", "422"},
+    ("/v1/sessions/{session_id}/scheduled/{message_id}", "delete"): {"200", "401", "404",
+                                                                         "422"},
+    ("/v1/schedules", "post"): {"201", "400", "401", "404", "409", "413", "422"},
+    ("/v1/schedules", "get"): {"200", "400", "401", "422"},
+    ("/v1/schedules/{schedule_id}", "get"): {"200", "401", "404"},
+    ("/v1/schedules/{schedule_id}", "delete"): {"200", "401", "404"},
+    ("/v1/schedules/{schedule_id}/pause", "post"): {"200", "401", "404"},
+    ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "401", "404"},
+    ("/v1/schedules/{schedule_id}/runs", "get"): {"200", "400", "401", "404", "422"},
 }
 
 

@@ -33,6 +33,7 @@ from . import (
     _login,
     _meta,
     _metrics,
+    _schedules,
     _sessions,
     _usage,
     _webhooks,
@@ -108,7 +109,7 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     for module in (_sessions, _approvals, _events, _webhooks, _login, _meta, _metrics, _usage,
-                   _budget, aisdk, agui):
+                   _budget, _schedules, aisdk, agui):
         app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

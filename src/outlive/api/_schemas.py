@@ -38,7 +38,7 @@ from ..domain.model import (
     TitleState,
 )
 from ..domain.usage import UsageTotals
-from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER
+from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER, ScheduledMessage
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -54,6 +54,7 @@ __all__ = [
     "PatchSession",
     "PostMessage",
     "PostMessageOut",
+    "ScheduledMessageOut",
     "SessionDetail",
     "SessionOut",
     "SessionsPage",
@@ -61,6 +62,7 @@ __all__ = [
     "event_json",
     "owner_event_json",
     "post_out",
+    "scheduled_out",
     "session_out",
 ]
 
@@ -134,6 +136,12 @@ class PatchSession(_Request):
 
 
 class PostMessage(_Request):
+    deliver_at: datetime | None = Field(
+        default=None, description="Store the message now and post it then (RFC 3339 with its "
+        "offset; within a year). The answer is the scheduled message (docs/schedules.md).")
+    delay: float | None = Field(
+        default=None, gt=0, le=366 * 86400,
+        description="Or: post it this many seconds from now.")
     text: str = Field(
         min_length=1,
         description=f"The message (1 to {MAX_TEXT_CHARS:,} characters; longer is 413).",
@@ -250,6 +258,24 @@ class PostMessageOut(BaseModel):
     seq: int
     delivery: Literal["steer", "queue", "interrupt", "start"]
     requeued: bool = Field(description="The message revived a finished session.")
+
+
+class ScheduledMessageOut(BaseModel):
+    id: str
+    session_id: str
+    kind: Literal["message", "wakeup"] = Field(
+        description="`message`: a follow-up sent with `deliver_at` or `delay`; `wakeup`: the "
+        "session's own `schedule_wakeup`.")
+    text: str
+    mode: str
+    deliver_at: datetime = Field(description="When it is posted to the session (RFC 3339).")
+    scheduled: Literal[True] = True
+
+
+def scheduled_out(m: ScheduledMessage) -> ScheduledMessageOut:
+    at = datetime.fromtimestamp(m.deliver_at, UTC)
+    return ScheduledMessageOut(id=m.id, session_id=m.session_id, kind=m.kind,  # type: ignore[arg-type]
+                               text=m.text, mode=m.mode, deliver_at=at)
 
 
 class CancelOut(BaseModel):

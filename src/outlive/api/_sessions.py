@@ -29,17 +29,35 @@ from ._schemas import (
     PatchSession,
     PostMessage,
     PostMessageOut,
+    ScheduledMessageOut,
     SessionDetail,
     SessionOut,
     SessionsPage,
     SnapshotOut,
     post_out,
+    scheduled_out,
     session_out,
 )
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
+
+
+def resolve_agent(ctx: Ctx, agent: str | None, model: str | None) -> tuple[str, str]:
+    """The agent (default: the catalog's) and model route (default: the agent's) a request
+    names, checked against the catalog: 400 for an unknown one."""
+    agent_name = agent if agent is not None else ctx.catalog.default_agent
+    agents = {a.name: a for a in ctx.catalog.agents()}
+    found = agents.get(agent_name)
+    if found is None:
+        known = sorted(agents)
+        raise ApiError(
+            400, "UNKNOWN_AGENT",
+            f"unknown agent {agent_name!r}; known agents: {', '.join(known) or '(none)'}",
+            agent=agent_name, known=known,
+        )
+    return found.name, ctx.catalog.check_model(model if model is not None else found.model)
 
 
 @router.post(
@@ -69,17 +87,7 @@ async def create_session(
             check_string(value, what)  # before either is looked up and named in a refusal
     if body.metadata is not None:
         check_metadata(body.metadata)
-    agent_name = body.agent if body.agent is not None else ctx.catalog.default_agent
-    agents = {a.name: a for a in ctx.catalog.agents()}
-    agent = agents.get(agent_name)
-    if agent is None:
-        known = sorted(agents)
-        raise ApiError(
-            400, "UNKNOWN_AGENT",
-            f"unknown agent {agent_name!r}; known agents: {', '.join(known) or '(none)'}",
-            agent=agent_name, known=known,
-        )
-    model = ctx.catalog.check_model(body.model if body.model is not None else agent.model)
+    agent, model = resolve_agent(ctx, body.agent, body.model)
     if body.metadata is not None:
         size = len(json.dumps(body.metadata, separators=(",", ":"), ensure_ascii=False)
                    .encode())
@@ -90,7 +98,7 @@ async def create_session(
             )
     session = await ctx.store.create_session(
         owner.id,
-        agent=agent.name,
+        agent=agent,
         model=model,
         prompt=body.prompt,
         title=body.title,
@@ -197,13 +205,23 @@ async def delete_session(
 @router.post(
     "/sessions/{session_id}/messages",
     status_code=202,
-    response_model=PostMessageOut,
+    response_model=PostMessageOut | ScheduledMessageOut,
     responses=error_responses(400, 401, 404, 409, 413, 422),
-    summary="Send a follow-up message (steer, queue, interrupt or reject while running)",
+    summary="Send a follow-up message (steer, queue, interrupt or reject while running), "
+    "now or at `deliver_at` / after `delay`",
 )
 async def post_message(
     session_id: str, body: PostMessage, owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent
-) -> PostMessageOut:
+) -> PostMessageOut | ScheduledMessageOut:
+    if body.deliver_at is not None or body.delay is not None:
+        if body.client_request_id is not None:
+            raise ApiError(400, "INVALID_INPUT",
+                           "client_request_id is not taken with deliver_at or delay")
+        if body.deliver_at is not None and body.deliver_at.tzinfo is None:
+            raise ApiError(400, "INVALID_INPUT", "deliver_at needs its offset (RFC 3339)")
+        at = None if body.deliver_at is None else body.deliver_at.timestamp()
+        return scheduled_out(await ctx.store.schedule_message(
+            owner.id, session_id, body.text, mode=body.mode, deliver_at=at, delay=body.delay))
     result = await ctx.store.post_message(
         owner.id, session_id, body.text, mode=body.mode,
         client_request_id=body.client_request_id, traceparent=traceparent,
