@@ -78,6 +78,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.admin":      ANY,                                        # `outlive keys|owners ...`
     "cli.sessions":   ANY,                                        # `outlive sessions ...`
     "cli.usage":      ANY,                                        # `outlive usage`
+    "cli.schedules":  ANY,                                        # `outlive schedules ...`
     "cli.embedded":   ANY,                                        # API+worker+store in-process
     "cli.tour":       frozenset({"client", "domain", "cli.embedded"}),  # `outlive demo`
     "cli.local_key":  ANY,                                        # serve's key of owner `local`

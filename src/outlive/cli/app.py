@@ -12,6 +12,7 @@ from ..config import database_url
 from .admin import keys_app, owners_app
 from .errors import run_cli
 from .options import DbOption, ListenDbOption, SecretKeyFileOption
+from .schedules import schedules_app
 from .secrets import secrets_app
 from .serve import serve
 from .sessions import sessions_app
@@ -30,6 +31,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(owners_app, name="owners")
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(secrets_app, name="secrets")
+app.add_typer(schedules_app, name="schedules")
 
 console = Console(stderr=True)
 

@@ -26,7 +26,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from . import _calls
+from . import _calls, _schedule_calls
 from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
@@ -237,6 +237,32 @@ class AsyncClient:
         """Set (None: remove) the owner's monthly caps; sessions a budget stopped that no
         budget stops now continue."""
         return await self._call(_calls.set_owner_budget(monthly))
+
+    # ---- schedules (docs/schedules.md): the API's JSON objects -------------------------
+
+    async def create_schedule(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        """`fields`: cron or every, timezone, agent, model, target, overlap, catch_up."""
+        return await self._call(_schedule_calls.create_schedule(prompt, **fields))
+
+    async def schedules(self, *, limit: int | None = None,
+                    cursor: str | None = None) -> dict[str, Any]:
+        return await self._call(_schedule_calls.list_schedules(limit=limit, cursor=cursor))
+
+    async def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return await self._call(_schedule_calls.set_paused(schedule_id, True))
+
+    async def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return await self._call(_schedule_calls.set_paused(schedule_id, False))
+
+    async def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return await self._call(_schedule_calls.delete_schedule(schedule_id))
+
+    async def schedule_runs(self, schedule_id: str, *, limit: int | None = None) -> dict[str, Any]:
+        return await self._call(_schedule_calls.schedule_runs(schedule_id, limit=limit))
+
+    async def scheduled(self, session_id: str) -> dict[str, Any]:
+        """The session's messages waiting for their time."""
+        return await self._call(_schedule_calls.scheduled(session_id))
 
     async def healthz(self) -> bool:
         return await self._call(_calls.healthz())

@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from . import _calls
+from . import _calls, _schedule_calls
 from ._async_client import PAGE_SIZE
 from ._backoff import Backoff
 from ._calls import Call
@@ -205,6 +205,32 @@ class Client:
     def set_owner_budget(self, monthly: Mapping[str, Any] | None) -> OwnerBudgetInfo:
         """As `AsyncClient.set_owner_budget`."""
         return self._call(_calls.set_owner_budget(monthly))
+
+    # ---- schedules (docs/schedules.md): the API's JSON objects -------------------------
+
+    def create_schedule(self, prompt: str, **fields: Any) -> dict[str, Any]:
+        """`fields`: cron or every, timezone, agent, model, target, overlap, catch_up."""
+        return self._call(_schedule_calls.create_schedule(prompt, **fields))
+
+    def schedules(self, *, limit: int | None = None,
+                    cursor: str | None = None) -> dict[str, Any]:
+        return self._call(_schedule_calls.list_schedules(limit=limit, cursor=cursor))
+
+    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._call(_schedule_calls.set_paused(schedule_id, True))
+
+    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._call(_schedule_calls.set_paused(schedule_id, False))
+
+    def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        return self._call(_schedule_calls.delete_schedule(schedule_id))
+
+    def schedule_runs(self, schedule_id: str, *, limit: int | None = None) -> dict[str, Any]:
+        return self._call(_schedule_calls.schedule_runs(schedule_id, limit=limit))
+
+    def scheduled(self, session_id: str) -> dict[str, Any]:
+        """The session's messages waiting for their time."""
+        return self._call(_schedule_calls.scheduled(session_id))
 
     def healthz(self) -> bool:
         return self._call(_calls.healthz())
