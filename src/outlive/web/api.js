@@ -57,6 +57,12 @@ export const api = {
   meta: () => request("GET", "/v1/meta"),
   usage: (groupBy) => request("GET", `/v1/usage?group_by=${enc(groupBy)}`),
   budget: () => request("GET", "/v1/budget"),
+  schedules: () => request("GET", "/v1/schedules?limit=200"),
+  createSchedule: (body) => request("POST", "/v1/schedules", body),
+  pauseSchedule: (id) => request("POST", `/v1/schedules/${enc(id)}/pause`),
+  resumeSchedule: (id) => request("POST", `/v1/schedules/${enc(id)}/resume`),
+  deleteSchedule: (id) => request("DELETE", `/v1/schedules/${enc(id)}`),
+  scheduleRuns: (id) => request("GET", `/v1/schedules/${enc(id)}/runs?limit=100`),
   listPage: (cursor, limit = 200) =>
     request("GET", `/v1/sessions?limit=${limit}` + (cursor ? `&cursor=${enc(cursor)}` : "")),
   session: (id) => request("GET", `/v1/sessions/${enc(id)}`),

@@ -14,6 +14,7 @@ import { app, els } from "./page.js";
 import {
   endTitleEdit, onAnswer, onCancel, onRename, onSend, startTitleEdit,
 } from "./session_actions.js";
+import { wireSchedules } from "./schedules_page.js";
 import { route, scheduleRender } from "./session_view.js";
 import { boot, onLogin, onLogout } from "./signin.js";
 
@@ -34,6 +35,7 @@ function wire() {
   els.titleInput.addEventListener("keydown", (e) => {
     if (e.key === "Escape") endTitleEdit();
   });
+  wireSchedules();
   window.addEventListener("hashchange", route);
   window.addEventListener("online", () => app.cancels && app.cancels.retryNow());
   document.addEventListener("visibilitychange", () => {

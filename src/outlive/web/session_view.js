@@ -7,6 +7,7 @@ import { show, setText, h } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
 import { displayTitle } from "./render.js";
 import { statusWord } from "./status_words.js";
+import { openSchedules } from "./schedules_page.js";
 import { dollars, openUsage } from "./usage_page.js";
 import { app, config, els, rail, transcript } from "./page.js";
 import { SessionFeed } from "./session.js";
@@ -42,6 +43,11 @@ export function route() {
     openUsage();
     return;
   }
+  if (location.hash === "#/schedules") {
+    showView("schedules");
+    openSchedules();
+    return;
+  }
   showView("new");
   scheduleRender();
 }
@@ -51,6 +57,7 @@ export function showView(name) {
   show(els.notFound, name === "notfound");
   show(els.sessionView, name === "session");
   show(els.usageView, name === "usage");
+  show(els.schedulesView, name === "schedules");
 }
 
 // ---- one session ------------------------------------------------------------------------------
