@@ -7,8 +7,8 @@ Run:  .venv/bin/python bench/run_all.py [--full]
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
 runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py,
-purge_streams.py and context_bench.py. runtime_bench's numbers are read from its printed
-tables (columns split on two or more spaces); the others write JSON.
+purge_streams.py, context_bench.py and schedule_bench.py. runtime_bench's numbers are read
+from its printed tables (columns split on two or more spaces); the others write JSON.
 """
 
 from __future__ import annotations
@@ -133,6 +133,9 @@ def main() -> None:
         xj = Path(tmp) / "context.json"
         run("context_bench.py", *quick, "--json", str(xj))
         context: dict[str, Any] = json.loads(xj.read_text()) if xj.exists() else {}
+        hj = Path(tmp) / "schedule.json"
+        run("schedule_bench.py", *quick, "--json", str(hj))
+        sched: dict[str, Any] = json.loads(hj.read_text()) if hj.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         scale: dict[int, dict[str, Any]] = (
             {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
@@ -232,6 +235,13 @@ def main() -> None:
          f"(p99 of gaps in runs that compacted "
          f"{float(context.get('gap around p99 ms', NAN)):.0f} ms, in the others "
          f"{float(context.get('gap elsewhere p99 ms', NAN)):.0f} ms)"),
+        (f"{sched.get('schedules', '?')} schedules due in the same second: fire time -> "
+         "session_start p99 <= 1 s, each fire once",
+         (sched["start p99 s"] <= 1.0 and sched["duplicates"] == 0
+          and sched["started"] == sched["schedules"]) if sched else None,
+         f"p50 {float(sched.get('start p50 s', NAN)):.2f} s, p99 "
+         f"{float(sched.get('start p99 s', NAN)):.2f} s, {sched.get('started', '?')} started, "
+         f"{sched.get('duplicates', '?')} twice"),
     ]
     for n, limit in ((1000, 10.0), (2000, None)):
         r = scale.get(n)
