@@ -92,7 +92,7 @@ async def test_one_demo_session_runs_exactly_these_statements(store, store_facto
     worker_store.on_query = ran.append
     w = await workers.start(store=worker_store, concurrency=1, lease_ttl=120.0,
                             heartbeat_interval=60.0, abandon_check_interval=60.0,
-                            backstop_interval=None, webhooks=False)
+                            backstop_interval=None, webhooks=False, schedules=False)
     assert (await settled(store, s.id)).status is Status.SUCCEEDED
 
     look = "claim_take" if store.dialect == "postgres" else "claim_candidates"
