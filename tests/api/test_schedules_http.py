@@ -148,3 +148,32 @@ async def test_bad_input_is_4xx_never_5xx(idle_api: Api):
     for action in ("pause", "resume"):
         r = await api.client.post(f"/v1/schedules/sched_%00/{action}")
         assert 400 <= r.status_code < 500, r.text
+
+
+async def test_the_clients_schedule_and_cancel(idle_api: Api):
+    from outlive.client import AsyncClient, Client, NotFoundError
+
+    api = idle_api
+    s = await api.create("hello")
+    async with AsyncClient(api.server.url, api.key) as c:
+        m = await c.schedule_message(s["id"], "later", delay=60, mode="queue")
+        assert (m["kind"], m["mode"]) == ("message", "queue")
+        assert [x["id"] for x in (await c.scheduled(s["id"]))["scheduled"]] == [m["id"]]
+        sc = await c.create_schedule("tick", every=60, timezone="Europe/Berlin")
+        assert (await c.pause_schedule(sc["id"]))["paused"] is True
+        assert [x["id"] for x in (await c.schedules())["schedules"]] == [sc["id"]]
+        assert (await c.schedule_runs(sc["id"]))["runs"] == []
+
+    def sync_part() -> None:
+        with Client(api.server.url, api.key) as c:
+            assert c.cancel_scheduled(s["id"], m["id"]) == {"deleted": True}
+            try:
+                c.cancel_scheduled(s["id"], m["id"])
+            except NotFoundError:
+                pass
+            else:
+                raise AssertionError("cancelled twice")
+            assert c.resume_schedule(sc["id"])["paused"] is False
+            assert c.delete_schedule(sc["id"]) == {"deleted": True}
+
+    await asyncio.to_thread(sync_part)

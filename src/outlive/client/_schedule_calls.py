@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 from ._calls import Call, session_path
 
-__all__ = ["create_schedule", "delete_schedule", "list_schedules", "schedule_runs",
-           "scheduled", "set_paused"]
+__all__ = ["cancel_scheduled", "create_schedule", "delete_schedule", "list_schedules",
+           "schedule_message", "schedule_runs", "scheduled", "set_paused"]
 
 Json = dict[str, Any]
 
@@ -49,3 +49,15 @@ def schedule_runs(schedule_id: str, *, limit: int | None = None) -> Call[Json]:
 
 def scheduled(session_id: str) -> Call[Json]:
     return Call("GET", session_path(session_id, "/scheduled"), _json)
+
+
+def schedule_message(session_id: str, text: str, *, delay: float | None = None,
+                     deliver_at: str | None = None, mode: str | None = None) -> Call[Json]:
+    body = {k: v for k, v in (("text", text), ("delay", delay), ("deliver_at", deliver_at),
+                              ("mode", mode)) if v is not None}
+    return Call("POST", session_path(session_id, "/messages"), _json, json=body)
+
+
+def cancel_scheduled(session_id: str, message_id: str) -> Call[Json]:
+    return Call("DELETE", session_path(session_id, f"/scheduled/{quote(message_id, safe='')}"),
+                _json)

@@ -228,6 +228,16 @@ class Client:
     def schedule_runs(self, schedule_id: str, *, limit: int | None = None) -> dict[str, Any]:
         return self._call(_schedule_calls.schedule_runs(schedule_id, limit=limit))
 
+    def schedule_message(self, session_id: str, text: str, *, delay: float | None = None,
+                         deliver_at: str | None = None,
+                         mode: str | None = None) -> dict[str, Any]:
+        """A follow-up posted `delay` seconds from now or at `deliver_at` (RFC 3339)."""
+        return self._call(_schedule_calls.schedule_message(
+            session_id, text, delay=delay, deliver_at=deliver_at, mode=mode))
+
+    def cancel_scheduled(self, session_id: str, message_id: str) -> dict[str, Any]:
+        return self._call(_schedule_calls.cancel_scheduled(session_id, message_id))
+
     def scheduled(self, session_id: str) -> dict[str, Any]:
         """The session's messages waiting for their time."""
         return self._call(_schedule_calls.scheduled(session_id))
