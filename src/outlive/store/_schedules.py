@@ -9,7 +9,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, LimitReached, NotFound
 from ..domain.model import Delivery, new_id
-from ..domain.schedules import CatchUp, Overlap, next_fire, parse_spec
+from ..domain.schedules import CatchUp, Overlap, ScheduleSpec, next_fire, parse_spec
 from ._base import Row, Tx, TxState
 from ._core import StoreCore
 from ._schedule_ports import Schedule, ScheduledMessage, ScheduleRun
@@ -44,10 +44,11 @@ def to_schedule(d: Any, row: Row) -> Schedule:
         last_session_id=row["last_session_id"], created_at=d.ts(row["created_at"]))
 
 
-def spec_of(row: Row) -> Any:
+def spec_of(row: Row) -> ScheduleSpec:
+    """A stored schedule's spec, as `parse_spec` checked it when it was created."""
     every = row["every"]
-    return parse_spec(row["cron"], None if every is None else int(every), row["timezone"],
-                      int(row["anchor"]))
+    return ScheduleSpec(row["cron"], None if every is None else int(every), row["timezone"],
+                        int(row["anchor"]))
 
 
 def _finite(value: float | None, what: str) -> float | None:
