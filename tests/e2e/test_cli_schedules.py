@@ -1,6 +1,6 @@
 """`outlive schedules …` as a user runs it: real processes, an `outlive serve` with its worker
 on a SQLite file, a schedule created, fired, listed, paused, resumed, its runs read, deleted;
-and a bad cron answered as one line, exit 1."""
+`sessions send --delay`; and a bad cron answered as one line, exit 1."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def test_schedules_from_the_command_line(served: tuple[str, str, Path]) -> None:
     assert gone.returncode == 0 and f"deleted {sid}" in gone.stdout
     again = outlive("schedules", "delete", sid, *common, cwd=folder)
     assert again.returncode == 1 and "not found" in again.stderr
+    session = outlive("sessions", "create", "hello", *common, cwd=folder).stdout.strip()
+    later = outlive("sessions", "send", session, "later", "--delay", "3600", *common,
+                    cwd=folder)
+    assert later.returncode == 0 and later.stdout.startswith("scheduled sch_"), later.stderr
     bad = outlive("schedules", "create", "x", "--cron", "61 * * * *", *common, cwd=folder)
     assert bad.returncode == 1 and "not valid" in bad.stderr, bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

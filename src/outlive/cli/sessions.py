@@ -219,6 +219,9 @@ def _readable(payload: EventPayload | Unknown) -> EventPayload | Unknown:
 @sessions_app.command("send")
 def send(session_id: str, text: str,
          mode: Annotated[str, typer.Option(help="steer, queue, interrupt or reject")] = "steer",
+         delay: Annotated[float | None, typer.Option(
+             "--delay", help="Post it this many seconds from now instead (docs/schedules.md)."
+         )] = None,
          url: UrlOption = None, key: KeyOption = None,
          db: DbOption = None, key_file: KeyFileOption = None) -> None:
     """Send a follow-up message. The number of an option of the open question (as `show`
@@ -226,6 +229,10 @@ def send(session_id: str, text: str,
 
     async def go() -> None:
         async with api_client(url, key, db, key_file) as c:
+            if delay is not None:
+                m = await c.schedule_message(session_id, text, delay=delay, mode=mode)
+                out.print(f"scheduled {m['id']} for {m['deliver_at']}", highlight=False)
+                return
             message = text
             if text.strip().isdecimal():  # maybe an option's number: look for the question
                 d = await c.get_session(session_id)
