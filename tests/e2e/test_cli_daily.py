@@ -294,8 +294,9 @@ def test_errors_are_one_line_with_what_to_do(
          "error: unsupported database URL scheme 'mysql'; use sqlite:///path.db or "
          "postgresql://…"),
         (("migrate", "--db", f"sqlite:///{tmp_path}/missing/folder/x.db"),
-         f"error: cannot open the SQLite database {tmp_path}/missing/folder/x.db: unable to "
-         "open database file"),
+         f"error: cannot make the secret key file {tmp_path}/missing/folder/x.db.secret-key: "
+         f"the folder {tmp_path}/missing/folder does not exist (create it, or give "
+         "--secret-key-file)"),
         (("keys", "list", "--db", f"sqlite:///{tmp_path}/not-a-db.db"),
          f"error: cannot open the SQLite database {tmp_path}/not-a-db.db: file is not a "
          "database"),

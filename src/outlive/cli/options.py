@@ -93,9 +93,9 @@ SecretKeyFileOption = Annotated[
     typer.Option("--secret-key-file", envvar="OUTLIVE_SECRET_KEY_FILE", show_envvar=False,
                  help="File of the key that encrypts webhook secrets in the database, made "
                       "0600 if missing [env OUTLIVE_SECRET_KEY_FILE; default: "
-                      "$OUTLIVE_SECRET_KEY if set, else the SQLite file's path + "
-                      ".secret-key (./outlive.db.secret-key), or ./outlive.secret-key for "
-                      "PostgreSQL]. Every process on a database needs the same key."),
+                      "$OUTLIVE_SECRET_KEY if set, else a file beside the SQLite database, "
+                      "or in the current folder for PostgreSQL: docs/security.md]. Every "
+                      "process on a database needs the same key."),
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="Logging level.")]
 LoopOption = Annotated[str, typer.Option(

@@ -163,6 +163,10 @@ def _create(path: Path) -> bool:
     key, and the file is 0600 from its first byte."""
     if path.is_file() and path.stat().st_size > 0:
         return False
+    if not path.parent.is_dir():
+        raise SecretKeyMissing(f"cannot make the secret key file {path}: the folder "
+                               f"{path.parent} does not exist (create it, or give "
+                               "--secret-key-file)")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
