@@ -177,3 +177,19 @@ async def test_the_clients_schedule_and_cancel(idle_api: Api):
             assert c.delete_schedule(sc["id"]) == {"deleted": True}
 
     await asyncio.to_thread(sync_part)
+
+
+async def test_an_owners_schedules_are_limited_with_a_clear_409(idle_api: Api):
+    from outlive.store._schedules import MAX_SCHEDULES
+
+    api = idle_api
+    for n in range(MAX_SCHEDULES):
+        r = await api.client.post("/v1/schedules", json={"cron": "0 8 * * *",
+                                                          "prompt": f"morning {n}"})
+        assert r.status_code == 201, r.text
+    r = await api.client.post("/v1/schedules", json={"cron": "0 8 * * *", "prompt": "one more"})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["code"] == "LIMIT_REACHED"
+    assert str(MAX_SCHEDULES) in r.json()["error"]["message"]
+    listed = (await api.client.get("/v1/schedules")).json()
+    assert len(listed["schedules"]) == MAX_SCHEDULES

@@ -32,6 +32,10 @@ async def _waiting(store, session_id: str):
     return (await store.approvals(session_id))[-1]
 
 
+async def _no_runs(worker) -> bool:
+    return worker.runs == {}
+
+
 def _sends(events):
     return [e for e in events if e.type == "tool_end"
             and e.data.get("ok") and e.data["result"].get("sent")]
@@ -43,7 +47,9 @@ async def test_approve_runs_the_call_once_and_the_session_carries_on(store, work
                                    prompt="please send it")
     a = await _waiting(store, s.id)
     assert (a.tool, a.args["to"]) == ("send_message", "team")
-    assert w.runs == {}  # no worker slot is held while the person decides
+    # no worker slot is held while the person decides: the run's task ends a moment after
+    # the write that let go of its lease
+    await eventually(lambda: _no_runs(w), 5, 0.01, what="the waiting run's slot freed")
     requested = await event_appears(store, s.id, "approval_requested")
     assert requested.data["approval_id"] == a.id and requested.data["call_id"] == a.call_id
     assert not [e for e in await all_events(store, s.id) if e.type == "tool_start"]
