@@ -20,7 +20,7 @@ from ..domain.approvals import (
 )
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.events import ApprovalRequested
-from ..domain.model import Entry, Lease, NewEvent, Status
+from ..domain.model import Lease, NewEvent, Status
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle
 from ._core import StoreCore
@@ -190,13 +190,3 @@ class ApprovalOps(StoreCore):
             return n
 
         return await self._write(op)
-
-    async def _insert_entries(
-        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[Entry]:
-        if not entries:
-            return []
-        first = int(row["last_entry_seq"]) + 1
-        await tx.execute(self.q.set_last_entry_seq,
-                         {"last": first + len(entries) - 1, "id": lease.session_id})
-        return await self._insert_entry_rows(tx, lease, entries, first)

@@ -60,7 +60,7 @@ class ChildOps(StoreCore):
         async def op(tx: Tx, st: TxState) -> list[str] | None:
             row = await self._fenced(tx, lease)
             out = transition(held(row), Action.AWAIT_CHILDREN)
-            await self._insert_children_entries(tx, row, lease, entries)
+            await self._insert_entries(tx, row, lease, entries)
             owner = row["owner_id"]
             if out.cancelled_now:
                 await self._apply(tx, row, out.state, st=st, **columns)
@@ -93,16 +93,6 @@ class ChildOps(StoreCore):
             return ids
 
         return await self._write(op)
-
-    async def _insert_children_entries(
-        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
-    ) -> list[Entry]:
-        if not entries:
-            return []
-        first = int(row["last_entry_seq"]) + 1
-        await tx.execute(self.q.set_last_entry_seq,
-                         {"last": first + len(entries) - 1, "id": lease.session_id})
-        return await self._insert_entry_rows(tx, lease, entries, first)
 
     async def _insert_child(self, tx: Tx, st: TxState, parent: Row, s: ChildSpawn) -> str:
         """A child session of `parent` for `s`, queued with its task as its first message
@@ -168,7 +158,7 @@ class ChildOps(StoreCore):
 
         async def op(tx: Tx, st: TxState) -> tuple[str, list[Entry]]:
             row = await self._fenced(tx, lease)
-            written = await self._insert_children_entries(tx, row, lease, entries)
+            written = await self._insert_entries(tx, row, lease, entries)
             found = await tx.fetch(self.q.child_by_call,
                                    {"parent": row["id"], "call_id": spawn.call_id})
             started: list[NewEvent] = []

@@ -325,6 +325,18 @@ class StoreCore(Outbox, abc.ABC):
             out.append(Event(session_id, seq, ts, attempt, fence, ev.type, dict(data)))
         return rows, out
 
+    async def _insert_entries(
+        self, tx: Tx, row: Row, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[Entry]:
+        """The entries a lease's own write holds, after the row's last (`row` locked by
+        `tx`): their seqs allocated on the session row, then inserted."""
+        if not entries:
+            return []
+        first = int(row["last_entry_seq"]) + 1
+        await tx.execute(self.q.set_last_entry_seq,
+                         {"last": first + len(entries) - 1, "id": lease.session_id})
+        return await self._insert_entry_rows(tx, lease, entries, first)
+
     async def _insert_entry_rows(
         self, tx: Tx, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]], first: int
     ) -> list[Entry]:
