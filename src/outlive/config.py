@@ -66,13 +66,13 @@ def build_providers(
 
 
 def build_agents(modules: Sequence[str] = (), *, demo_speed: float = 1.0) -> AgentRegistry:
-    """The built-in demo agent, then every agent the user's modules register; a name ending
-    in `.toml` is an agents file (`runtime.agent_file`). (`--agents`, or `OUTLIVE_AGENTS`
-    through it, names the modules.)"""
+    """The built-in demo agent and its helper sub-agent, then every agent the user's
+    modules register; a name ending in `.toml` is an agents file (`runtime.agent_file`).
+    (`--agents`, or `OUTLIVE_AGENTS` through it, names the modules.)"""
     from .runtime.agent_file import load_agents_file
-    from .runtime.agents import AgentRegistry, demo_agent
+    from .runtime.agents import AgentRegistry, demo_agents
 
-    registry = AgentRegistry([demo_agent(demo_speed)])
+    registry = AgentRegistry(demo_agents(demo_speed))
     for name in modules:
         if name.strip().endswith(".toml"):
             load_agents_file(name.strip(), registry, demo_speed=demo_speed)

@@ -51,7 +51,7 @@ async def test_create_defaults_and_validation(idle_api: Api):
 
     e = err(await c.post("/v1/sessions", json={"prompt": "x", "agent": "nope"}),
             400, "UNKNOWN_AGENT")
-    assert "demo" in e["message"] and e["known"] == ["demo"]
+    assert "demo" in e["message"] and e["known"] == ["demo", "helper"]
     e = err(await c.post("/v1/sessions", json={"prompt": "x", "model": "gpt:4"}),
             400, "UNKNOWN_MODEL_ROUTE")
     assert "demo:" in e["message"]

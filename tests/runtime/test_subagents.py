@@ -185,3 +185,23 @@ async def test_a_detached_child_returns_at_once_and_its_outcome_comes_as_one_mes
     assert notes == [f"[sub-agent helper ({child.id}), detached by call call_0] finished: "
                      "did alpha"]
     assert not [e for e in events if e.type == "session_resumed"]  # it never waited
+
+
+async def test_the_demo_word_delegate_runs_two_helpers_and_answers_from_both(
+        store, workers, owner):
+    """What `make run` shows: the demo agent hands two sub-tasks to its helper sub-agent."""
+    await workers.start(speed=0)
+    s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                   prompt="delegate the owl report")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED
+    kids = await _children(store, owner, s.id)
+    assert len(kids) == 2
+    for k in kids:
+        child = await store.get_session(owner, k.id)
+        assert (child.status, child.agent) == (Status.SUCCEEDED, "helper")
+        assert [e.data["tool"] for e in await all_events(store, k.id)
+                if e.type == "tool_start"] == ["slow_task"]
+    events = await all_events(store, s.id)
+    answer = [e for e in events if e.type == "message_end"][-1].data["text"]
+    assert answer.count("answered:") == 2 and "did not finish" not in answer, answer

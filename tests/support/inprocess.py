@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from outlive.api import ApiSettings, create_app, hash_key, new_key
 from outlive.providers import ProviderRegistry, default_registry
-from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agent
+from outlive.runtime import AgentRegistry, Catalog, RuntimeSettings, Worker, demo_agents
 from outlive.store import Owner, Store
 
 
@@ -25,8 +25,9 @@ def demo_app(store: Store, speed: float = 0.0, settings: ApiSettings | None = No
 
 
 def demo_catalog(speed: float = 0.0) -> Catalog:
-    """The runtime's catalog of the demo agent and the built-in model routes."""
-    return Catalog(AgentRegistry([demo_agent(speed)]), default_registry(demo_speed=speed))
+    """The runtime's catalog of the server's demo agents (the demo agent and its helper
+    sub-agent) and the built-in model routes."""
+    return Catalog(AgentRegistry(demo_agents(speed)), default_registry(demo_speed=speed))
 
 
 @dataclass
@@ -68,12 +69,12 @@ class RunningWorker:
 async def start_worker(store: Store, speed: float = 0.0, *, agents: AgentRegistry | None = None,
                        demo_calls: bool = False, providers: ProviderRegistry | None = None,
                        **settings: Any) -> RunningWorker:
-    """Start a worker on `store` (the demo agent unless `agents`) and wait until it runs;
+    """Start a worker on `store` (the server's demo agents unless `agents`) and wait until it runs;
     `demo_calls` as `--demo-calls` (the demo model's `call <tool>` for any agent);
     `providers` instead of the built-in routes (e.g. a route to a test's model server)."""
     w = Worker(
         store,
-        agents or AgentRegistry([demo_agent(speed)]),
+        agents or AgentRegistry(demo_agents(speed)),
         providers or default_registry(demo_speed=speed, demo_calls=demo_calls),
         RuntimeSettings(**settings),
     )

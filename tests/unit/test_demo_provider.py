@@ -478,7 +478,7 @@ def test_the_plain_answers_hint_names_every_demo_word():
     from outlive.providers import DEMO_WORDS
 
     text = plan_turn([], demo_tools(speed=0).specs()).text  # the greeting ends with the hint
-    assert len(DEMO_WORDS) == 11
+    assert len(DEMO_WORDS) == 13
     assert all(f"“{word}”" in text for word in DEMO_WORDS), text
 
 

@@ -11,6 +11,7 @@ from ._config import (
     configured_registry,
     load_routes,
 )
+from ._demo_texts import HELPER_AGENT as DEMO_HELPER_AGENT
 from ._port import (
     Completion,
     ContextOverflow,
@@ -51,6 +52,7 @@ from .openai import OpenAIProvider
 __all__ = [
     "DEFAULT_ROUTE",
     "DEMO_CALLS_EXTRA",
+    "DEMO_HELPER_AGENT",
     "DEMO_WORDS",
     "AnthropicProvider",
     "Completion",

@@ -9,9 +9,11 @@ __all__ = [
     "ASK_USER",
     "CALLS_OFF",
     "COUNTER",
+    "DELEGATE",
     "DEMO_TOOLS",
     "DEMO_WORDS",
     "FLAKY",
+    "HELPER_AGENT",
     "HINT",
     "LONG_PARAGRAPHS",
     "LOOKUP",
@@ -22,6 +24,8 @@ __all__ = [
     "SEND",
     "SLOW_SECONDS",
     "SLOW_TASK",
+    "SUBTASK_PREFIX",
+    "SUBTASK_SLOW_SECONDS",
     "WAKEUP",
     "CallScope",
 ]
@@ -33,11 +37,19 @@ COUNTER = "counter"
 SEND = "send_message"
 ASK_USER = "ask_user"
 WAKEUP = "schedule_wakeup"
+HELPER_AGENT = "helper"
+"""The demo sub-agent that "delegate" hands its two sub-tasks to."""
+DELEGATE = "agent__" + HELPER_AGENT
+SUBTASK_PREFIX = "Sub-task "
+"""How a delegated task starts: the helper's script keys on it, before any demo word."""
+SUBTASK_SLOW_SECONDS = 3.0
+"""The helper's one slow_task call: with its two texts a child runs about 10 s at speed 1."""
 REMIND_SECONDS = 3
 """How far ahead "remind me" asks to be woken."""
 
 DEMO_WORDS = ("run long", "ask me", "fail a tool", "think", "count", "send it", "length",
-              "markdown", "remind me", "provider error", "call")
+              "markdown", "remind me", "delegate", "delegate and forget", "provider error",
+              "call")
 """Every word the demo model reacts to (the scenarios below, `DemoProvider`'s provider
 errors, and `call <tool> {json}`): the one list hints are made from."""
 

@@ -14,6 +14,11 @@ Trigger words (case-insensitive, in the latest user message):
 * "send it"       - a `send_message` call that waits for the person's approval;
 * "length"        - some text, then stop reason "length";
 * "markdown"      - an answer in Markdown: a heading, lists, a table, code, a quote, a link;
+* "delegate"      - two `agent__helper` calls in one answer: the helper sub-agent works on
+  each in a child session (about 10 s at speed 1: text, one 3 s `slow_task`, text), and the
+  answer quotes both; "delegate and forget" detaches the second (its report comes back as a
+  message, which the demo acknowledges). Only an agent with the helper sub-agent offers the
+  tool (the server's default demo agent does);
 * "think"         - thinking deltas before each turn's text (combines with the above);
 * "call <tool> {json}" - a call of the tool named, with those arguments: any tool of the
   agent with `calls=True` (`--demo-calls`), else only the built-in demo agent's own tools

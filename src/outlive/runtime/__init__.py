@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agents import Agent, AgentRegistry, demo_agent
+    from .agents import Agent, AgentRegistry, demo_agent, demo_agents
     from .catalog import DEFAULT_AGENT, Catalog
     from .runner import Run
     from .settings import DEFAULT_CONCURRENCY, RuntimeSettings
@@ -26,10 +26,11 @@ __all__ = [
     "RuntimeSettings",
     "Worker",
     "demo_agent",
+    "demo_agents",
 ]
 
 _HOME = {
-    "Agent": "agents", "AgentRegistry": "agents", "demo_agent": "agents",
+    "Agent": "agents", "AgentRegistry": "agents", "demo_agent": "agents", "demo_agents": "agents",
     "DEFAULT_AGENT": "catalog", "Catalog": "catalog", "Run": "runner",
     "DEFAULT_CONCURRENCY": "settings", "RuntimeSettings": "settings", "Worker": "worker",
 }

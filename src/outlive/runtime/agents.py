@@ -12,10 +12,10 @@ from ..domain.budget import Budget
 from ..domain.errors import InvalidInput
 from ..domain.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH
 from ..mcp import McpServer, unique_servers
-from ..providers import DEFAULT_ROUTE, DEMO_CALLS_EXTRA
+from ..providers import DEFAULT_ROUTE, DEMO_CALLS_EXTRA, DEMO_HELPER_AGENT
 from ..tools import ToolRegistry, demo_tools
 
-__all__ = ["Agent", "AgentRegistry", "demo_agent"]
+__all__ = ["Agent", "AgentRegistry", "demo_agent", "demo_agents", "demo_helper_agent"]
 
 DEMO_PROMPT = (
     "You are the outlive demo agent. You answer briefly, use your tools when they help, and "
@@ -65,11 +65,28 @@ class Agent:
             raise ValueError(f"agent {self.name!r}: max_depth and max_children must be 1 or more")
 
 
-def demo_agent(speed: float = 1.0) -> Agent:
+HELPER_PROMPT = "You are the demo helper: you work on one sub-task alone and answer once."
+
+
+def demo_agent(speed: float = 1.0, *, delegating: bool = False) -> Agent:
     """The built-in agent: its own harmless tools, which the demo model's `call <tool>` may
-    run for anyone without `--demo-calls` (`DEMO_CALLS_EXTRA`)."""
+    run for anyone without `--demo-calls` (`DEMO_CALLS_EXTRA`). `delegating` gives it the
+    helper sub-agent that the demo word "delegate" hands sub-tasks to (a registry must then
+    hold `demo_helper_agent` too: `demo_agents`)."""
     return Agent(name="demo", system_prompt=DEMO_PROMPT, model=DEFAULT_ROUTE,
-                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True}, wakeups=True)
+                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True}, wakeups=True,
+                 subagents=[DEMO_HELPER_AGENT] if delegating else ())
+
+
+def demo_helper_agent(speed: float = 1.0) -> Agent:
+    """The demo sub-agent: the demo tools, no sub-agents of its own."""
+    return Agent(name=DEMO_HELPER_AGENT, system_prompt=HELPER_PROMPT, model=DEFAULT_ROUTE,
+                 tools=demo_tools(speed), extra={DEMO_CALLS_EXTRA: True})
+
+
+def demo_agents(speed: float = 1.0) -> list[Agent]:
+    """What a server starts with: the demo agent that delegates, and its helper."""
+    return [demo_agent(speed, delegating=True), demo_helper_agent(speed)]
 
 
 class AgentRegistry:
