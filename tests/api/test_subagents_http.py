@@ -41,3 +41,21 @@ async def test_another_owners_parent_is_not_found(idle_api: Api):
         assert r.status_code == 404, r.text
         r = await other.get("/v1/sessions", params={"parent_id": parent["id"]})
         assert r.status_code == 200 and r.json()["sessions"] == []
+
+
+async def test_a_delegating_sessions_usage_rolls_up_its_tree(api: Api):
+    """The demo's "delegate": the root's own usage is its calls; `tree` sums its children's."""
+    s = await api.create("delegate the owls")
+    await api.wait_status(s["id"], "succeeded")
+    r = await api.client.get(f"/v1/sessions/{s['id']}/usage")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["tree_sessions"] == 3
+    kids = (await api.client.get("/v1/sessions", params={"parent_id": s["id"]})).json()
+    kid_calls = 0
+    for k in kids["sessions"]:
+        got = (await api.client.get(f"/v1/sessions/{k['id']}/usage")).json()
+        assert (got["tree"], got["tree_sessions"]) == (None, 1)
+        kid_calls += got["totals"]["model_calls"]
+    assert kid_calls == 4  # each helper: text + slow_task, then its answer
+    assert body["tree"]["model_calls"] == body["totals"]["model_calls"] + kid_calls

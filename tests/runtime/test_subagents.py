@@ -205,3 +205,25 @@ async def test_the_demo_word_delegate_runs_two_helpers_and_answers_from_both(
     events = await all_events(store, s.id)
     answer = [e for e in events if e.type == "message_end"][-1].data["text"]
     assert answer.count("answered:") == 2 and "did not finish" not in answer, answer
+
+
+async def test_a_roots_budget_is_shared_by_its_tree(store, workers, owner):
+    """Two calls for the whole tree: the root's delegation takes one, one child the other;
+    the second child is stopped at the tree's budget before it calls (a tool error for its
+    call, never a success), and the root stops before its next call."""
+    from outlive.domain.budget import Budget
+
+    model = TreeModel(parallel=1)
+    await _start(workers, model, budget=Budget(max_model_calls=2))
+    s = await store.create_session(owner, agent="boss", model=ROUTE,
+                                   prompt="delegate: alpha | beta")
+    done = await settled(store, s.id)
+    assert (done.status, done.attention) == (Status.SUCCEEDED, "budget")
+    stops = [e.data for e in await all_events(store, s.id) if e.type == "budget_reached"]
+    assert [(d["scope"], d["limit"]) for d in stops] == [("tree", "max_model_calls")]
+    assert stops[0]["used"]["model_calls"] == 2
+    reports = sorted((r.status, r.attention or "") for r in await store.child_reports(s.id))
+    assert reports == [("succeeded", ""), ("succeeded", "budget")]
+    usage = await store.session_usage(owner, s.id)
+    assert (usage.totals.model_calls, usage.tree_sessions) == (1, 3)
+    assert usage.tree is not None and usage.tree.model_calls == 2

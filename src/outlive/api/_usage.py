@@ -56,8 +56,13 @@ class LedgerRowOut(BaseModel):
 
 class SessionUsageOut(BaseModel):
     session_id: str
-    totals: UsageTotalsOut
+    totals: UsageTotalsOut = Field(description="The session's own model calls.")
     calls: list[LedgerRowOut]
+    tree: UsageTotalsOut | None = Field(
+        default=None, description="The session's and its sub-agents' (recursively), summed "
+        "(docs/subagents.md); null for a session with none.")
+    tree_sessions: int = Field(default=1, description="How many sessions `tree` sums, the "
+                               "session itself included.")
 
 
 class UsageGroupOut(UsageTotalsOut):
@@ -109,12 +114,15 @@ def parse_time(value: str | None, name: str, *, end: bool = False) -> datetime |
     "/sessions/{session_id}/usage",
     response_model=SessionUsageOut,
     responses=error_responses(401, 404, 422),
-    summary="What the session's model calls used and cost: its totals and every call",
+    summary="What the session's model calls used and cost: its totals, every call, and its "
+            "sub-agent tree's totals",
 )
 async def session_usage(session_id: str, owner: CurrentOwner, ctx: Ctx) -> SessionUsageOut:
     got = await ctx.store.session_usage(owner.id, session_id)
     return SessionUsageOut(session_id=got.session_id, totals=usage_out(got.totals),
-                           calls=[_row_out(r) for r in got.calls])
+                           calls=[_row_out(r) for r in got.calls],
+                           tree=None if got.tree is None else usage_out(got.tree),
+                           tree_sessions=got.tree_sessions)
 
 
 @router.get(

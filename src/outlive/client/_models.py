@@ -112,6 +112,9 @@ class SessionUsage(_Model):
     session_id: str
     totals: UsageTotals
     calls: list[UsageCall]
+    tree: UsageTotals | None = None
+    """The session's and its sub-agents' (recursively) summed; None: it has none."""
+    tree_sessions: int = 1
 
 
 class UsageGroup(UsageTotals):

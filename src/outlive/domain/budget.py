@@ -193,6 +193,22 @@ class OwnerBudget:
                 "held": self.held.to_dict(), "reached": self.reached()}
 
 
+@dataclass(frozen=True)
+class TreeBudget:
+    """Where a sub-agent tree stands against its root's budget (docs/subagents.md): what
+    its sessions used, and what the calls in flight of its other sessions hold. The per-run
+    tool cap is each run's own, never the tree's."""
+
+    root_id: str
+    budget: Budget | None
+    used: UsageTotals = field(default_factory=UsageTotals)
+    held: UsageTotals = field(default_factory=UsageTotals)
+
+    def reached(self) -> str | None:
+        """The limit the tree's use, with what is held, has reached (None: room left)."""
+        return reached(self.budget, plus(self.used, self.held))
+
+
 def month_of(now: datetime) -> tuple[datetime, datetime]:
     """The calendar month (UTC) holding `now`: its first instant and the next month's."""
     at = now.astimezone(UTC)

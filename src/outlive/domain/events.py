@@ -286,14 +286,15 @@ class Incomplete(Payload, frozen=True, kw_only=True):
 class BudgetReached(Payload, frozen=True, kw_only=True):
     """The run stopped before a model call: totals reached `limit` (a key of `budget`). The
     session settles succeeded with attention `budget` (docs/usage.md). `scope`: whose budget
-    it was, the session's (`used`: its totals) or its owner's monthly one (`used`: the
-    month's, with what calls in flight held)."""
+    it was, the session's (`used`: its totals), its owner's monthly one (`used`: the
+    month's, with what calls in flight held) or its sub-agent tree's, the root's budget
+    (`used`: the tree's, with what its other calls in flight held)."""
 
     TYPE: ClassVar[str] = "budget_reached"
     limit: str | None
     used: dict[str, Any]
     budget: dict[str, Any]
-    scope: Literal["session", "owner"] = "session"
+    scope: Literal["session", "owner", "tree"] = "session"
     """Written on every event (`data`); an event from before owner budgets has none: the
     session's."""
 

@@ -180,6 +180,11 @@ class SessionUsage:
     session_id: str
     totals: UsageTotals
     calls: list[LedgerRow]
+    tree: UsageTotals | None = None
+    """The session's and every session's below it (its sub-agents'), summed; None for a
+    session that has none."""
+    tree_sessions: int = 1
+    """How many sessions `tree` sums (the session itself included)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..domain.context import entry_tokens, view_of
 from ..domain.events import BudgetReached, Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..domain.prices import cost_usd, to_nano
+from ..domain.subagents import delegate_tool
 from ..domain.usage import UsageTotals
 from ..providers import (
     ContextOverflow,
@@ -43,6 +44,7 @@ from .history import MessageLog
 from .owner_budgets import OwnerBudgets
 from .settings import RuntimeSettings
 from .streaming import TurnBuffer
+from .tree_budgets import TreeBudgets
 from .usage import CallMeter
 from .writes import EntryDraft, RunWrites
 
@@ -72,11 +74,16 @@ class ModelCaller:
         used_through: int = 0,
         owner_budgets: OwnerBudgets | None = None,
         owner_id: str = "",
+        tree_budgets: TreeBudgets | None = None,
+        root_id: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.budget = budget
         self.owner_budgets = owner_budgets
         self.owner_id = owner_id
+        self.tree_budgets = tree_budgets
+        self.root_id = root_id
+        """The root of the session's sub-agent tree (None: it is a root)."""
         self._used = used or UsageTotals()
         self._used_through = used_through
         self.meter = meter
@@ -178,6 +185,16 @@ class ModelCaller:
                     Status.SUCCEEDED, attention="budget",
                     events=[BudgetReached(limit=limit, used=used.to_dict(),
                                           budget=self.budget.to_dict(), scope="session").new()])
+        root = self._tree_root()
+        if root is not None and self.tree_budgets is not None:
+            pending = with_entries(UsageTotals(), self.writes.held_entries)
+            tree = await self.tree_budgets.admit(self.writes.lease, root, self._hold(), pending)
+            if tree is not None and tree.budget is not None:
+                await self.writes.settle(
+                    Status.SUCCEEDED, attention="budget",
+                    events=[BudgetReached(limit=tree.reached(),
+                                          used=plus(tree.used, tree.held).to_dict(),
+                                          budget=tree.budget.to_dict(), scope="tree").new()])
         owners = self.owner_budgets
         if owners is None or not await owners.has_budget(self.owner_id):
             return  # most owners: nothing more to do, nothing estimated
@@ -189,6 +206,20 @@ class ModelCaller:
                 events=[BudgetReached(limit=stop.reached(),
                                       used=plus(stop.used, stop.held).to_dict(),
                                       budget=stop.budget.owner_dict(), scope="owner").new()])
+
+    def _tree_root(self) -> str | None:
+        """Whose budget the tree shares: a child's root; a root's own once it has
+        delegated (a root that never did has only its own use, checked above)."""
+        if self.root_id is not None:
+            return self.root_id
+        if self.budget is None or not self.agent.subagents:
+            return None
+        names = {delegate_tool(a) for a in self.agent.subagents}
+        for e in self.writes.history:
+            if e.kind == "assistant" and any(
+                    c.get("name") in names for c in e.data.get("tool_calls") or ()):
+                return self.session_id
+        return None
 
     def _hold(self) -> CallHold:
         """The most the next call may use: its request as last measured (else estimated

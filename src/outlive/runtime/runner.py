@@ -59,6 +59,7 @@ from .question_wait import trace_question_wait
 from .settings import RuntimeSettings
 from .subagents import Delegator
 from .tool_call import ToolRunner, never_started
+from .tree_budgets import TreeBudgets
 from .usage import CallMeter, PriceResolver
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
 
@@ -97,12 +98,14 @@ class Run:
         summarizers: SummarizerResolver | None = None,
         prices: PriceResolver | None = None,
         owner_budgets: OwnerBudgets | None = None,
+        tree_budgets: TreeBudgets | None = None,
     ) -> None:
         """`sink`: where the run's fenced writes go (the worker's group committer), else
         straight to the store. `notices_complete`: every notice for the session reaches the
         run (`Subscription.complete`), so its inbox is read again only after one. `prices`:
-        each route's price, for the cost of each call in the usage ledger. `owner_budgets`:
-        the worker's admission of calls against owners' monthly budgets."""
+        each route's price, for the cost of each call in the usage ledger. `owner_budgets`,
+        `tree_budgets`: the worker's admission of calls against owners' monthly budgets
+        and sub-agent trees' (their roots')."""
         assert claim.lease is not None
         self.store = store
         self.claim = claim
@@ -127,7 +130,9 @@ class Run:
                                         used=claim.session.usage,
                                         used_through=claim.session.last_entry_seq,
                                         owner_budgets=owner_budgets,
-                                        owner_id=claim.session.owner_id)
+                                        owner_id=claim.session.owner_id,
+                                        tree_budgets=tree_budgets,
+                                        root_id=claim.session.root_id)
         self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self.delegator = Delegator(store, claim.session, agent, self.writes)

@@ -32,6 +32,7 @@ from .runner import Run
 from .schedules import WAKEUP_TOOL, Firing, wakeup_tool
 from .settings import RuntimeSettings
 from .subagents import with_subagents
+from .tree_budgets import TreeBudgets
 from .webhooks import WebhookSender
 
 __all__ = ["Worker"]
@@ -62,6 +63,8 @@ class Worker:
         self.committer = GroupCommitter(store) if self.settings.group_commit else None
         self.owner_budgets = OwnerBudgets(store)
         """Which owners have a monthly budget, and their calls' admission (docs/usage.md)."""
+        self.tree_budgets = TreeBudgets(store, agents)
+        """Sub-agent trees' calls admitted against their roots' budgets."""
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -208,7 +211,7 @@ class Worker:
                   self.committer, notices_complete=complete,
                   limits=self.providers.limits(session.model),
                   summarizers=self.providers.resolve, prices=self.providers.price,
-                  owner_budgets=self.owner_budgets)
+                  owner_budgets=self.owner_budgets, tree_budgets=self.tree_budgets)
         self.runs[session.id] = run
         run.task = asyncio.create_task(run.main(), name=f"run:{session.id}")
         sid = session.id

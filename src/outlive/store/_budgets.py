@@ -14,6 +14,7 @@ migration says how). A budget that allows more queues again the sessions a budge
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..domain.budget import (
     Budget,
     CallHold,
     OwnerBudget,
+    TreeBudget,
     month_of,
     parse_budget,
     parse_owner_budget,
@@ -35,12 +37,19 @@ from ..domain.usage import UsageTotals
 from ._base import Row, Tx, TxState, lifecycle, to_session
 from ._core import StoreCore
 from ._lifecycle import status_event
+from ._usage import totals_of
 
 __all__ = ["BudgetOps"]
 
 
 def _int(value: Any) -> int:
     return 0 if value is None else int(value)
+
+
+def _held(r: Row) -> UsageTotals:
+    """A row of summed holds: each hold one call, its tokens and cost."""
+    return UsageTotals(model_calls=_int(r["calls"]), input_tokens=_int(r["tokens"]),
+                       cost_usd=from_nano(_int(r["cost"])))
 
 
 def _month() -> tuple[datetime, str]:
@@ -130,6 +139,49 @@ class BudgetOps(StoreCore):
 
         return await self._write(op)
 
+    async def admit_tree_call(self, lease: Lease, root_id: str, hold: CallHold,
+                              pending: UsageTotals | None = None,
+                              defaults: Mapping[str, Budget] | None = None) -> TreeBudget | None:
+        """Admit the lease's next model call against the budget of its sub-agent tree's
+        root (`root_id`; the root's own budget, else `defaults[its agent]`): None when
+        admitted (it now holds `hold`) or the root has no budget; else where the tree
+        stands, which a cap stops. The tree's calls take turns on the root's row, so
+        concurrent members overshoot by at most one call each. `pending`: what the run's
+        calls not written yet used (its own row counts the rest)."""
+        defaults = defaults or {}
+
+        def caps(row: Row) -> Budget | None:
+            own = parse_budget(self.d.load_json(row["budget"]))
+            return own if own is not None else defaults.get(str(row["agent"]))
+
+        async def look(tx: Tx) -> bool:
+            rows = await tx.fetch(self.q.tree_root_budget, {"root": root_id})
+            return bool(rows) and caps(rows[0]) is not None
+
+        if not await self._read(look):  # most trees: no lock, nothing held
+            return None
+
+        async def op(tx: Tx, st: TxState) -> TreeBudget | None:
+            await self._fenced(tx, lease)
+            rows = await tx.fetch(self.q.lock_tree_root, {"root": root_id})
+            budget = caps(rows[0]) if rows else None
+            if budget is None:
+                return None
+            state = TreeBudget(
+                root_id, budget,
+                plus(totals_of((await tx.fetch(self.q.tree_use, {"root": root_id}))[0]),
+                     pending or UsageTotals()),
+                _held((await tx.fetch(self.q.tree_held_use, {
+                    "root": root_id, "sid": lease.session_id}))[0]))
+            if state.reached() is not None:
+                return state
+            await tx.execute(self.q.put_hold, {
+                "sid": lease.session_id, "tokens": max(0, hold.tokens),
+                "cost": max(0, hold.cost_nano_usd)})
+            return None
+
+        return await self._write(op)
+
     # -- in a transaction -----------------------------------------------------------------
 
     async def _owner_caps(self, tx: Tx, owner_id: str) -> Budget | None:
@@ -150,16 +202,7 @@ class BudgetOps(StoreCore):
         held = (await tx.fetch(self.q.held_use, {"owner": owner_id, "sid": exclude}))[0]
         return OwnerBudget(
             budget, month,
-            used=UsageTotals(
-                model_calls=_int(use["model_calls"]), input_tokens=_int(use["input_tokens"]),
-                output_tokens=_int(use["output_tokens"]),
-                cached_input_tokens=_int(use["cached_input_tokens"]),
-                reasoning_tokens=_int(use["reasoning_tokens"]),
-                cost_usd=from_nano(_int(use["cost"])),
-                unpriced_calls=_int(use["unpriced_calls"])),
-            held=UsageTotals(model_calls=_int(held["calls"]),
-                             input_tokens=_int(held["tokens"]),
-                             cost_usd=from_nano(_int(held["cost"]))))
+            used=totals_of(use), held=_held(held))
 
     async def _resume(self, tx: Tx, st: TxState, *, owner_id: str, session_id: str) -> None:
         row = await self._locked(tx, session_id, owner_id)

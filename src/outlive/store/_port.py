@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
-from ..domain.budget import Budget, CallHold, OwnerBudget
+from ..domain.budget import Budget, CallHold, OwnerBudget, TreeBudget
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -421,12 +421,20 @@ class BudgetStore(Protocol):
 
 
 class AdmissionStore(Protocol):
-    """A run's admission of each model call against its owner's monthly budget."""
+    """A run's admission of each model call against its owner's monthly budget and its
+    sub-agent tree's (its root's budget)."""
 
     async def admit_call(self, lease: Lease, hold: CallHold,
                          pending: UsageTotals | None = None) -> OwnerBudget | None:
         """None: admitted (the call holds `hold` until its entry is written) or no budget;
         else the month's state, whose cap stops the run."""
+        ...
+
+    async def admit_tree_call(self, lease: Lease, root_id: str, hold: CallHold,
+                              pending: UsageTotals | None = None,
+                              defaults: Mapping[str, Budget] | None = None) -> TreeBudget | None:
+        """The same against the budget of the tree rooted at `root_id` (the root's own,
+        else `defaults[its agent]`): None admitted or no budget; else the tree's state."""
         ...
 
 

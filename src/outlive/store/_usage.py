@@ -15,16 +15,29 @@ from ..domain.usage import GROUPS, LedgerRow, SessionUsage, UsageGroup, UsageTot
 from ._base import Row, Tx, to_session
 from ._core import StoreCore
 
-__all__ = ["UsageOps"]
+__all__ = ["UsageOps", "totals_of"]
 
 
 def _int(value: Any) -> int:
     return 0 if value is None else int(value)
 
 
+def totals_of(r: Row) -> UsageTotals:
+    """A row of summed usage columns (`model_calls` … `cost` in nano-USD, `unpriced_calls`;
+    `tool_calls` when the query has it) as totals."""
+    return UsageTotals(
+        model_calls=_int(r["model_calls"]),
+        tool_calls=_int(r["tool_calls"]) if "tool_calls" in r else 0,
+        input_tokens=_int(r["input_tokens"]), output_tokens=_int(r["output_tokens"]),
+        cached_input_tokens=_int(r["cached_input_tokens"]),
+        reasoning_tokens=_int(r["reasoning_tokens"]), cost_usd=from_nano(_int(r["cost"])),
+        unpriced_calls=_int(r["unpriced_calls"]))
+
+
 class UsageOps(StoreCore):
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
-        """The session's running totals (its row's) and its ledger, oldest call first; read
+        """The session's running totals (its row's) and its ledger, oldest call first, and
+        its tree's totals (its own and its sub-agents', recursively) when it has any; read
         in one view, so the totals are the sum of the rows."""
 
         async def op(tx: Tx) -> SessionUsage:
@@ -34,7 +47,10 @@ class UsageOps(StoreCore):
             session = to_session(self.d, rows[0])
             calls = [self._ledger_row(r)
                      for r in await tx.fetch(self.q.session_ledger, {"sid": session_id})]
-            return SessionUsage(session_id, session.usage, calls)
+            tree = (await tx.fetch(self.q.subtree_use, {"sid": session_id}))[0]
+            sessions = _int(tree["sessions"])
+            return SessionUsage(session_id, session.usage, calls,
+                                totals_of(tree) if sessions > 1 else None, max(1, sessions))
 
         return await self._read(op)
 
@@ -55,12 +71,7 @@ class UsageOps(StoreCore):
             rows = await tx.fetch(self.q.usage_report, {
                 "owner": owner_id, "grp": group_by, "lo": start.timestamp(),
                 "hi": end.timestamp()})
-            return [UsageGroup(str(r["k"]), UsageTotals(
-                model_calls=_int(r["model_calls"]), input_tokens=_int(r["input_tokens"]),
-                output_tokens=_int(r["output_tokens"]),
-                cached_input_tokens=_int(r["cached_input_tokens"]),
-                reasoning_tokens=_int(r["reasoning_tokens"]), cost_usd=from_nano(_int(r["cost"])),
-                unpriced_calls=_int(r["unpriced_calls"]))) for r in rows]
+            return [UsageGroup(str(r["k"]), totals_of(r)) for r in rows]
 
         return await self._read(op)
 

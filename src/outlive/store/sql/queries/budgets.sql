@@ -66,3 +66,31 @@ SELECT id FROM sessions
 WHERE owner_id = :owner AND status = 'succeeded' AND attention = 'budget'
   AND deleted_at IS NULL
 ORDER BY id
+
+-- name: tree_root_budget
+-- A sub-agent tree's budget is its root's: its own, else its agent's default (the caller's).
+SELECT budget, agent FROM sessions WHERE id = :root
+
+-- name: lock_tree_root
+-- Admissions of one tree's calls take turns on its root's row (locked after the calling
+-- session's, the order a child's end takes, child then parent).
+SELECT budget, agent FROM sessions WHERE id = :root {for_update}
+
+-- name: tree_use
+-- What the tree's sessions used: the sum of their running totals (the ledger's, per row).
+SELECT COALESCE(SUM(model_calls), 0) AS model_calls, COALESCE(SUM(tool_calls), 0) AS tool_calls,
+       COALESCE(SUM(input_tokens), 0) AS input_tokens,
+       COALESCE(SUM(output_tokens), 0) AS output_tokens,
+       COALESCE(SUM(cached_input_tokens), 0) AS cached_input_tokens,
+       COALESCE(SUM(reasoning_tokens), 0) AS reasoning_tokens,
+       COALESCE(SUM(cost_nano_usd), 0) AS cost,
+       COALESCE(SUM(unpriced_calls), 0) AS unpriced_calls, COUNT(*) AS sessions
+FROM sessions WHERE root_id = :root OR id = :root
+
+-- name: tree_held_use
+-- The live holds of the tree's other calls in flight (same rule as `drop_stale_holds`).
+SELECT COUNT(*) AS calls, COALESCE(SUM(h.tokens), 0) AS tokens,
+       COALESCE(SUM(h.cost_nano_usd), 0) AS cost
+FROM budget_holds h JOIN sessions s ON s.id = h.session_id
+WHERE (s.root_id = :root OR s.id = :root) AND h.session_id <> :sid
+  AND s.fence = h.fence AND s.model_calls = h.model_calls AND s.lease_expires_at > {now}

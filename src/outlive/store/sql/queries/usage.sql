@@ -81,3 +81,19 @@ SELECT CASE CAST(:grp AS text) WHEN 'model' THEN route WHEN 'agent' THEN agent
 FROM usage_ledger
 WHERE owner_id = :owner AND created_at >= to_timestamp(:lo) AND created_at < to_timestamp(:hi)
 GROUP BY k ORDER BY k
+
+-- name: subtree_use
+-- A session and every session below it (its sub-agents, theirs, …): their summed totals.
+WITH RECURSIVE tree(id) AS (
+  SELECT id FROM sessions WHERE id = :sid
+  UNION ALL
+  SELECT s.id FROM sessions s JOIN tree t ON s.parent_id = t.id)
+SELECT COALESCE(SUM(s.model_calls), 0) AS model_calls,
+       COALESCE(SUM(s.tool_calls), 0) AS tool_calls,
+       COALESCE(SUM(s.input_tokens), 0) AS input_tokens,
+       COALESCE(SUM(s.output_tokens), 0) AS output_tokens,
+       COALESCE(SUM(s.cached_input_tokens), 0) AS cached_input_tokens,
+       COALESCE(SUM(s.reasoning_tokens), 0) AS reasoning_tokens,
+       COALESCE(SUM(s.cost_nano_usd), 0) AS cost,
+       COALESCE(SUM(s.unpriced_calls), 0) AS unpriced_calls, COUNT(*) AS sessions
+FROM sessions s JOIN tree t ON t.id = s.id

@@ -80,6 +80,8 @@ CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'run
 CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
 CREATE INDEX sessions_reports_due ON sessions (id)
     WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
+-- A tree's members by their root (0020): its usage and its root's budget sum over them.
+CREATE INDEX sessions_root ON sessions (root_id) WHERE root_id IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
