@@ -211,7 +211,7 @@ def unknown_agent(s: Served) -> None:
     """400 `UNKNOWN_AGENT` (with the known names)."""
     e = refusal(s.http.post("/v1/sessions", json={"prompt": "hi", "agent": "nobody"}),
                 400, "UNKNOWN_AGENT")
-    assert e["known"] == ["demo"] and "demo" in e["message"]
+    assert e["known"] == ["demo", "helper"] and "demo" in e["message"]
 
 
 def unknown_model_route(s: Served) -> None:

@@ -99,3 +99,20 @@ def test_a_worker_killed_mid_answer_still_completes_in_the_client(frontends: Wor
     answers = [e["data"]["text"] for e in events
                if e["type"] == "message_end" and e["data"]["text"]]
     assert assistant_texts(done["messages"]) == answers, "each answer once, none abandoned"
+
+
+def test_a_delegating_run_marks_its_sub_agents_and_passes_the_verifier(
+        frontends: World) -> None:
+    """The demo's "delegate": each delegation is a tool call whose sub-agent starts and
+    finishes on it (`SUBAGENT_*` with `parentToolCallId`), and the run completes."""
+    thread = frontends.chat_id()
+    done = frontends.run("agui.mjs", "run", thread, "delegate the owl report")
+    assert done["failure"] is None and done["runError"] is None
+    assert done["finished"]["outcome"]["type"] == "success"
+    types = done["types"]
+    assert types.count("SUBAGENT_STARTED") == types.count("SUBAGENT_FINISHED") == 2
+    events = frontends.events(frontends.session_of_chat(thread))
+    started = {e["data"]["call_id"] for e in events if e["type"] == "child_started"}
+    calls = {m["toolCallId"] for m in done["messages"] if m["role"] == "tool"}
+    assert started == calls and len(calls) == 2
+    assert assistant_texts(done["messages"])[-1] == answer_text(events)

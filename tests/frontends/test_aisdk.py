@@ -137,3 +137,22 @@ def test_a_worker_killed_mid_answer_still_completes_in_the_client(frontends: Wor
                                          if e["type"] == "message_end" and e["data"]["text"]
                                          and e["data"]["stop_reason"] != "interrupted"]
     assert {t["state"] for t in parts_of(assistant, "dynamic-tool")} == {"output-available"}
+
+
+def test_a_delegating_answer_shows_each_sub_agent_on_its_tool_part(frontends: World) -> None:
+    """The demo's "delegate": two dynamic tool parts with the children's answers, and one
+    `data-subagent` part per child (updated in place from `running` to its end)."""
+    chat = frontends.chat_id()
+    done = frontends.run("aisdk.mjs", "chat", chat, "delegate the owl report")
+    assert done["errors"] == [] and done["status"] == "ready"
+    _, assistant = done["messages"]
+    tools = parts_of(assistant, "dynamic-tool")
+    assert [t["toolName"] for t in tools] == ["agent__helper", "agent__helper"]
+    assert all(t["state"] == "output-available" and t["output"]["answer"] for t in tools)
+    kids = parts_of(assistant, "data-subagent")
+    assert sorted(k["data"]["toolCallId"] for k in kids) == sorted(t["toolCallId"]
+                                                                  for t in tools)
+    assert [k["data"]["status"] for k in kids] == ["succeeded", "succeeded"]
+    events = frontends.events(frontends.session_of_chat(chat))
+    assert {k["id"] for k in kids} == {e["data"]["child_id"] for e in events
+                                       if e["type"] == "child_started"}

@@ -89,7 +89,8 @@ def test_ai_sdk_a_whole_run_in_order() -> None:
         "start",
         "start-step", "reasoning-start", "reasoning-delta", "reasoning-end",
         "text-start", "text-delta", "text-delta", "text-end",
-        "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available",
+        "tool-input-start", "tool-input-delta", "tool-input-available", "data-tool-progress",
+        "tool-output-available",
         "finish-step", "start-step", "text-start", "text-delta", "text-delta", "text-end",
         "finish-step", "finish",
     ]
@@ -99,7 +100,9 @@ def test_ai_sdk_a_whole_run_in_order() -> None:
     start = chunks[9]
     assert start == {"type": "tool-input-start", "toolCallId": "call_1", "toolName": "weather",
                      "dynamic": True, "providerExecuted": True}
-    assert chunks[11]["input"] == {"city": "Paris"} and chunks[12]["output"] == {"sky": "clear"}
+    assert chunks[11]["input"] == {"city": "Paris"} and chunks[13]["output"] == {"sky": "clear"}
+    assert chunks[12] == {"type": "data-tool-progress", "id": "progress_call_1",
+                          "data": {"toolCallId": "call_1", "message": "asking"}}
     assert chunks[-1] == {"type": "finish", "finishReason": "stop"}
 
 
@@ -246,7 +249,8 @@ def test_ag_ui_a_whole_run_in_order() -> None:
         "STEP_STARTED", "REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT",
         "REASONING_MESSAGE_END", "REASONING_END",
         "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "ACTIVITY_SNAPSHOT",
+        "TOOL_CALL_RESULT",
         "STEP_FINISHED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "STEP_FINISHED", "MESSAGES_SNAPSHOT",
         "RUN_FINISHED",

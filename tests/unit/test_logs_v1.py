@@ -37,11 +37,27 @@ def test_every_stored_event_reads_as_its_type_and_encodes_back(path: Path) -> No
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_the_reducer_and_projections_render_old_logs_as_before(path: Path) -> None:
     events, expected = load(path)
-    got = golden(events)
+    got = without_progress(golden(events))
     assert got["reducer"] == expected["reducer"]
     assert got["aisdk"] == expected["aisdk"]
     assert got["agui"] == expected["agui"]
     assert got["openai"] == now_said(expected["openai"])
+
+
+def without_progress(got: dict[str, Any]) -> dict[str, Any]:
+    """What the projections make of a log, less what they render of `tool_progress` since
+    they render it (that version sent nothing for it): the AI SDK's `data-tool-progress`
+    parts, AG-UI's `tool_progress` activity snapshots, and the Responses stream's repeated
+    `response.mcp_call.in_progress` with a `progress`, the numbers after them closed up."""
+    aisdk = [[c for c in run if c["type"] != "data-tool-progress"] for run in got["aisdk"]]
+    agui = [[e for e in run if e.get("activityType") != "tool_progress"]
+            for run in got["agui"]]
+    openai = []
+    for run in got["openai"]:
+        kept = [e for e in run["events"] if "progress" not in e]
+        renumbered = [{**e, "sequence_number": i} for i, e in enumerate(kept)]
+        openai.append({**run, "events": renumbered})
+    return {**got, "aisdk": aisdk, "agui": agui, "openai": openai}
 
 
 def now_said(openai: Any) -> Any:

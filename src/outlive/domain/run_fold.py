@@ -47,6 +47,8 @@ from .model import TERMINAL, Event
 from .run_steps import (
     ApprovalAnswered,
     ApprovalAsked,
+    ChildBegan,
+    ChildFinished,
     Closing,
     Compacted,
     PartClosed,
@@ -296,6 +298,19 @@ def _on_tool_progress(f: RunFold, seq: int, p: ev.ToolProgress) -> None:
         f._out.append(ToolProgressed(f._running[call_id][0], p.message))
 
 
+def _on_child_started(f: RunFold, seq: int, p: ev.ChildStarted) -> None:
+    call_id = _call_id(p.call_id, seq)
+    if call_id in f._running:
+        f._out.append(ChildBegan(f._running[call_id][0], text_of(p.child_id), text_of(p.agent)))
+
+
+def _on_child_ended(f: RunFold, seq: int, p: ev.ChildEnded) -> None:
+    call_id = _call_id(p.call_id, seq)
+    if call_id in f._running:
+        f._out.append(ChildFinished(f._running[call_id][0], text_of(p.child_id),
+                                 text_of(p.status)))
+
+
 def _on_tool_end(f: RunFold, seq: int, p: ev.ToolEnd) -> None:
     call_id = _call_id(p.call_id, seq)
     if call_id not in f._running:
@@ -361,6 +376,8 @@ _HANDLERS: dict[type, Callable[[RunFold, int, Any], None]] = {
     ev.MessageEnd: _on_message_end,
     ev.ToolStart: _on_tool_start,
     ev.ToolProgress: _on_tool_progress,
+    ev.ChildStarted: _on_child_started,
+    ev.ChildEnded: _on_child_ended,
     ev.ToolEnd: _on_tool_end,
     ev.UserQuestion: _on_question,
     ev.ApprovalRequested: _on_approval_requested,

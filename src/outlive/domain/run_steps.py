@@ -17,6 +17,8 @@ from . import events as ev
 __all__ = [
     "ApprovalAnswered",
     "ApprovalAsked",
+    "ChildBegan",
+    "ChildFinished",
     "Closing",
     "Compacted",
     "PartClosed",
@@ -106,6 +108,25 @@ class ToolProgressed:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildBegan:
+    """A delegation call (`call_id`, running) started its child session (docs/subagents.md)."""
+
+    call_id: str
+    child_id: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildFinished:
+    """The child of a delegation call (`call_id`, running) ended with `status`; the call's
+    result follows as its `ToolFinished`."""
+
+    call_id: str
+    child_id: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolFinished:
     call_id: str
     outcome: ToolOutcome
@@ -190,8 +211,9 @@ class RunEnded:
 
 Step = (
     PartOpened | PartDelta | PartClosed | TurnBegan | RunClaimed | ToolBegan | ToolProgressed
-    | ToolFinished | QuestionAsked | ApprovalAsked | ApprovalAnswered | StateChanged
-    | UsageReported | Compacted | RunIncomplete | RunError | RunEnded
+    | ChildBegan | ChildFinished | ToolFinished | QuestionAsked | ApprovalAsked
+    | ApprovalAnswered | StateChanged | UsageReported | Compacted | RunIncomplete | RunError
+    | RunEnded
 )
 
 

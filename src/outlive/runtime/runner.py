@@ -50,6 +50,7 @@ from ..tools import ToolResult
 from .activity import Abort, Supervisor
 from .agents import Agent
 from .approval_gate import ApprovalGate, Verdict, denial
+from .child_progress import ProgressRelay
 from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
@@ -133,7 +134,11 @@ class Run:
                                         owner_id=claim.session.owner_id,
                                         tree_budgets=tree_budgets,
                                         root_id=claim.session.root_id)
-        self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity)
+        # A child tells its waiting parent what its tools do (docs/subagents.md).
+        self.relay = ProgressRelay(store, self.lease, agent.name,
+                                   active=claim.session.parent_call_id is not None)
+        self.tool_runner = ToolRunner(self.session_id, agent.tools, self.writes, self.activity,
+                                      self.relay.tell if self.relay.active else None)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self.delegator = Delegator(store, claim.session, agent, self.writes)
         self._check = _Check.IDLE
@@ -252,6 +257,7 @@ class Run:
                     Status.FAILED, ErrorInfo("internal_error", f"{type(exc).__name__}: {exc}")
                 )
         finally:
+            await self.relay.close()
             await self.activity.stop()
 
     async def _run(self) -> None:

@@ -4,7 +4,7 @@ supervisor flushes them between waits, so no write ever runs inside the tool's t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from .. import tracing
@@ -38,17 +38,24 @@ class ToolRunner:
     """Runs the tool calls of one run, one at a time."""
 
     def __init__(
-        self, session_id: str, tools: ToolRegistry, writes: RunWrites, activity: Supervisor
+        self, session_id: str, tools: ToolRegistry, writes: RunWrites, activity: Supervisor,
+        relay: Callable[[str], None] | None = None,
     ) -> None:
+        """`relay`: told each call's start and progress, for a parent that waits on this
+        session (`child_progress.ProgressRelay.tell`)."""
         self.session_id = session_id
         self.tools = tools
         self.writes = writes
         self.activity = activity
+        self.relay = relay
 
     async def run(self, call: ToolCall, *, rerun: bool = False) -> ToolOutcome:
         await self.writes.emit(
             ToolStart(call_id=call.call_id, tool=call.name, arguments=call.arguments,
                       rerun=rerun).new())
+        relay = self.relay
+        if relay is not None:
+            relay(f"running {call.name}")
         queued: list[tuple[str, Any]] = []
         """What the tool reported and is not yet written: ("progress", event), ("stage",
         name) or ("title", text), in order."""
@@ -56,6 +63,8 @@ class ToolRunner:
         def progress(message: str) -> Awaitable[None]:
             queued.append(("progress",
                            ToolProgress(call_id=call.call_id, message=message).new()))
+            if relay is not None:
+                relay(f"{call.name}: {message}")
             return _done()
 
         def set_stage(stage: str) -> Awaitable[None]:

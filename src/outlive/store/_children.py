@@ -23,6 +23,7 @@ from ..domain.events import (
     SessionCancelRequested,
     SessionCreated,
     SessionDeleted,
+    ToolProgress,
     UserMessage,
 )
 from ..domain.model import TERMINAL, Delivery, Entry, Lease, NewEvent, Status, new_id
@@ -172,6 +173,31 @@ class ChildOps(StoreCore):
                                stamp=lease)
             st.notify(lease.session_id, row["owner_id"], events=True)
             return child, written
+
+        return await self._write(op)
+
+    async def relay_progress(self, lease: Lease, message: str) -> bool:
+        """Put `message` on the waiting parent's log as progress of the delegation call
+        the lease's session answers (runtime/child_progress.py); False, writing nothing,
+        when nobody waits on it (a root, a detached child, one that reported, a parent that
+        ended or that a run holds). Child row, then parent's: a child's end's order."""
+
+        async def op(tx: Tx, st: TxState) -> bool:
+            row = await self._fenced(tx, lease)
+            if (row["parent_id"] is None or row["parent_call_id"] is None or row["detached"]
+                    or row["parent_report"] is not None):
+                return False
+            try:
+                parent = await self._locked(tx, row["parent_id"], None)
+            except NotFound:
+                return False
+            if (Status(parent["status"]) in TERMINAL or parent["lease_worker"] is not None
+                    or not lifecycle(parent).awaiting_children):
+                return False
+            progress = ToolProgress(call_id=row["parent_call_id"], message=message)
+            await self._append(tx, parent["id"], [progress.new()], fenced=None)
+            st.notify(parent["id"], parent["owner_id"], events=True)
+            return True
 
         return await self._write(op)
 

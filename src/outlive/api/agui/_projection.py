@@ -20,8 +20,13 @@ are the run fold's (`domain/run_fold.py`); this module only renders its steps:
   is `{"error": …}`, never a result);
 * `context_compacted` (the run made the model's view of the history smaller): a `CUSTOM`
   event named `context_compacted` whose value is the event's payload (docs/frontends.md);
-* `child_started`, `child_ended` emit nothing: a delegation call is its tool call, whose
-  result is the child's answer (docs/subagents.md);
+* `tool_progress`: an `ACTIVITY_SNAPSHOT` (message id `progress_<call id>`, activity type
+  `tool_progress`, content `{toolCallId, message}`, replacing the last one of the call);
+* `child_started`: `SUBAGENT_STARTED` (the child's session id as `subagentRunId`, the agent's
+  name, `parentToolCallId` the delegation call); `child_ended`: `SUBAGENT_FINISHED` (outcome
+  `success`) when the child succeeded, else `SUBAGENT_ERROR` (code: its status). The call
+  itself is its tool call, whose result is the child's answer and whose progress is the
+  child's (docs/subagents.md);
 * `session_end`: what is open is closed, then `MESSAGES_SNAPSHOT` (the transcript by the
   reducer's rules: an answer abandoned half-way, which this protocol cannot retract while it
   streams, is gone from it) and `RUN_FINISHED` — outcome `success`, `interrupt` after a
@@ -43,6 +48,7 @@ from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
     Interrupt,
@@ -61,6 +67,10 @@ from ag_ui.core import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuccessOutcome,
+    SubagentStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -83,6 +93,7 @@ OPENERS = ("user_message", "approval_decided")
 """What a run's slice opens with: a user message, or the decision a `resume[]` made."""
 
 COMPACTED_EVENT = "context_compacted"
+PROGRESS_ACTIVITY = "tool_progress"
 """The name of the `CUSTOM` event a `context_compacted` is sent as."""
 
 _DECISION_SCHEMA = {"type": "object", "required": ["approved"],
@@ -224,6 +235,30 @@ def _tool_began(p: RunProjection, s: rs.ToolBegan) -> None:
     p._out.append(ToolCallArgsEvent(tool_call_id=s.call_id, delta=json.dumps(
         s.arguments, ensure_ascii=False, separators=(",", ":"), default=str)))
     p._out.append(ToolCallEndEvent(tool_call_id=s.call_id))
+
+
+@_render.of(rs.ToolProgressed)
+def _tool_progressed(p: RunProjection, s: rs.ToolProgressed) -> None:
+    p._out.append(ActivitySnapshotEvent(
+        message_id=f"progress_{s.call_id}", activity_type=PROGRESS_ACTIVITY,
+        content={"toolCallId": s.call_id, "message": s.message}, replace=True))
+
+
+@_render.of(rs.ChildBegan)
+def _child_began(p: RunProjection, s: rs.ChildBegan) -> None:
+    p._out.append(SubagentStartedEvent(subagent_run_id=s.child_id, name=s.agent,
+                                       parent_tool_call_id=s.call_id,
+                                       parent_message_id=p._parent))
+
+
+@_render.of(rs.ChildFinished)
+def _child_finished(p: RunProjection, s: rs.ChildFinished) -> None:
+    if s.status == "succeeded":
+        p._out.append(SubagentFinishedEvent(subagent_run_id=s.child_id,
+                                            outcome=SubagentFinishedSuccessOutcome()))
+    else:
+        p._out.append(SubagentErrorEvent(subagent_run_id=s.child_id, code=s.status,
+                                         message=f"the sub-agent's session ended {s.status}"))
 
 
 @_render.of(rs.ToolFinished)

@@ -29,8 +29,12 @@ part ids) are the run fold's (`domain/run_fold.py`); this module only renders it
   call): a `data-context-compacted` part (id `compaction_<seq>`, persisted in the message)
   whose data is the event's payload: `method`, `reason`, `tokens_before`, `tokens_after`,
   `window`, `summary`, … (docs/frontends.md);
-* `child_started`, `child_ended` emit nothing: a delegation call is its tool part, whose
-  output is the child's answer (docs/subagents.md);
+* `tool_progress`: a `data-tool-progress` part (id `progress_<call id>`, so each report
+  replaces the last one of the call) with `{toolCallId, message}`;
+* `child_started` / `child_ended`: a `data-subagent` part (its id is the child's session id,
+  so the end updates the same part) with `{child_id, agent, toolCallId, status}`, `status`
+  going from `running` to the child's end. The delegation call itself is its tool part,
+  whose output is the child's answer and whose progress is the child's (docs/subagents.md);
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 
@@ -78,6 +82,7 @@ class ChatProjection:
         self._step = False
         self._asked = False
         self._approvals: dict[str, dict[str, Any]] = {}
+        self._children: dict[str, dict[str, Any]] = {}
         self._out: list[dict[str, Any]] = []
 
     def apply(self, event: Event) -> list[dict[str, Any]]:
@@ -200,6 +205,27 @@ def _approval_answered(p: ChatProjection, s: rs.ApprovalAnswered) -> None:
     part["status"] = s.status
     part["reason"] = s.reason
     p._emit("data-approval", id=s.approval_id, data=dict(part))
+
+
+@_render.of(rs.ToolProgressed)
+def _tool_progressed(p: ChatProjection, s: rs.ToolProgressed) -> None:
+    p._emit("data-tool-progress", id=f"progress_{s.call_id}",
+            data={"toolCallId": s.call_id, "message": s.message})
+
+
+@_render.of(rs.ChildBegan)
+def _child_began(p: ChatProjection, s: rs.ChildBegan) -> None:
+    p._children[s.child_id] = {"child_id": s.child_id, "agent": s.agent,
+                               "toolCallId": s.call_id, "status": "running"}
+    p._emit("data-subagent", id=s.child_id, data=dict(p._children[s.child_id]))
+
+
+@_render.of(rs.ChildFinished)
+def _child_finished(p: ChatProjection, s: rs.ChildFinished) -> None:
+    part = p._children.setdefault(s.child_id, {"child_id": s.child_id, "agent": "",
+                                               "toolCallId": s.call_id})
+    part["status"] = s.status
+    p._emit("data-subagent", id=s.child_id, data=dict(part))
 
 
 @_render.of(rs.Compacted)

@@ -9,11 +9,12 @@ from any of them and a replay is byte-for-byte what the live stream sent.
 
 The rules (what is abandoned, cut short or interrupted, the tail of a `message_end`, unique
 item ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps. How
-our events map (the rest, `stage`, `title`, `tool_progress`, `context_compacted`,
-`budget_reached`, `child_started`, `child_ended` (a delegation call shows as its own
-`mcp_call`) and later user messages, have no Responses counterpart and emit nothing: a
-compaction changes only what the model is sent, which OpenAI's own `truncation: "auto"` does
-silently too; a budget stop ends the response with what it has, as its `session_end` says):
+our events map (the rest, `stage`, `title`, `context_compacted`, `budget_reached`,
+`child_started`, `child_ended` (a delegation call shows as its own `mcp_call`, the child's
+progress as the call's) and later user messages, have no Responses counterpart and emit
+nothing: a compaction changes only what the model is sent, which OpenAI's own `truncation:
+"auto"` does silently too; a budget stop ends the response with what it has, as its
+`session_end` says):
 
 * the opening `user_message`: `response.created` and `response.queued` (status `queued`);
   the first `session_start`/`session_resumed`: `response.in_progress`;
@@ -21,6 +22,8 @@ silently too; a budget stop ends the response with what it has, as its `session_
   `message` item with one `output_text` part; `message_end` completes them with its text;
 * `tool_start`/`tool_end`: an `mcp_call` item (server label "outlive"): outlive runs its
   tools itself, so a client must never see a `function_call` it would try to run;
+  `tool_progress`: one more `response.mcp_call.in_progress` of the call, whose `progress`
+  (a field of outlive's own, which the SDKs keep) is the report;
 * `user_question`: an assistant `message` item holding the question (and its options), after
   which the response completes: the answer is the next request's input;
 * `approval_requested`: an `mcp_approval_request` item (its id is the approval id) for the
@@ -294,6 +297,14 @@ def _tool_began(p: ResponseProjection, s: rs.ToolBegan) -> None:
     p._emit("response.mcp_call.in_progress", **ids)
     p._emit("response.mcp_call_arguments.delta", **ids, delta=arguments)
     p._emit("response.mcp_call_arguments.done", **ids, arguments=arguments)
+
+
+@_render.of(rs.ToolProgressed)
+def _tool_progressed(p: ResponseProjection, s: rs.ToolProgressed) -> None:
+    index = p._tools.get(s.call_id)
+    if index is not None:  # Responses has no progress payload: `progress` is outlive's own
+        p._emit("response.mcp_call.in_progress", item_id=p.items[index]["id"],
+                output_index=index, progress=s.message)
 
 
 @_render.of(rs.ToolFinished)
