@@ -32,16 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import json
 import os
 import random
-import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,227 +45,25 @@ import psycopg
 import pytest
 
 from outlive.client import AsyncClient
-from tests.support.databases import empty_postgres, fast_dsn
-from tests.support.processes import (
-    REPO,
-    LoggedProcess,
-    Processes,
-    ServeProcess,
-    WorkerProcess,
-    child_env,
-    postgres_url,
-    tail,
-    wait_listening,
+from tests.support.chaos import (
+    TERMINAL,
+    Stored,
+    WorkerChaos,
+    check_session,
+    connect,
+    create_key,
+    describe,
+    logs_tail,
+    read_pg,
+    read_sqlite,
+    reaping,
+    start_apis,
 )
+from tests.support.processes import Processes, ServeProcess, postgres_url, wait_listening
 
 pytestmark = pytest.mark.slow
 
-TERMINAL = ("succeeded", "failed", "cancelled")
 SEED = int(os.environ.get("OUTLIVE_CHAOS_SEED", str(random.randrange(1 << 30))))
-
-
-# ---------------------------------------------------------------------------------------
-# processes
-# ---------------------------------------------------------------------------------------
-
-
-def create_key(db: str, owner: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "outlive", "keys", "create", "--owner", owner,
-                           "--db", db], cwd=REPO, env=child_env(), capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    key = done.stdout.strip().splitlines()[-1].strip()
-    assert key.startswith("olk_"), done.stdout
-    return key
-
-
-@contextlib.contextmanager
-def reaping(items: Sequence[LoggedProcess]) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for p in items:
-            p.reap()
-
-
-# ---------------------------------------------------------------------------------------
-# reading the stored log (read-only SQL) and checking the invariants
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Stored:
-    sessions: dict[str, dict[str, Any]]
-    events: dict[str, list[dict[str, Any]]]
-    entries: dict[str, list[dict[str, Any]]]
-
-
-def _rows(cur: Any, rows: list[Any] | None = None) -> list[dict[str, Any]]:
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in (cur.fetchall() if rows is None else rows)]
-
-
-def _json(v: Any) -> Any:
-    return json.loads(v) if isinstance(v, str | bytes) else v
-
-
-def _ts(v: Any) -> float:
-    if isinstance(v, int | float):
-        return float(v)
-    if isinstance(v, str):
-        from datetime import datetime
-        return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-    return float(v.timestamp())
-
-
-def _load(sessions: list[dict[str, Any]], events: list[dict[str, Any]],
-          entries: list[dict[str, Any]]) -> Stored:
-    st = Stored({s["id"]: s for s in sessions}, defaultdict(list), defaultdict(list))
-    for e in events:
-        e["data"] = _json(e["data"])
-        e["ts"] = _ts(e["ts"])
-        st.events[e["session_id"]].append(e)
-    for e in entries:
-        e["data"] = _json(e["data"])
-        st.entries[e["session_id"]].append(e)
-    return st
-
-
-_SESSIONS_SQL = ("SELECT id, status, fence, attempt, delivered_input_seq, last_input_seq, "
-                 "last_seq, error_code, error_message, cancel_requested_at FROM sessions")
-_EVENTS_SQL = ("SELECT session_id, seq, ts, attempt, fence, type, data FROM session_events "
-               "ORDER BY session_id, seq")
-_ENTRIES_SQL = ("SELECT session_id, seq, kind, data, fence FROM session_entries "
-                "ORDER BY session_id, seq")
-
-
-async def connect(dsn: str, timeout: float = 30.0) -> psycopg.AsyncConnection[Any]:
-    """A read-only connection; retried while the server is full ("too many clients": other
-    test runs share this server) or restarting."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-            await conn.execute("SET default_transaction_read_only = on")
-            return conn
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.3)
-
-
-async def read_pg(conn: psycopg.AsyncConnection[Any]) -> Stored:
-    out = []
-    async with conn.transaction():  # one consistent snapshot of the three tables
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        for sql in (_SESSIONS_SQL, _EVENTS_SQL, _ENTRIES_SQL):
-            cur = await conn.execute(sql)  # type: ignore[arg-type]
-            out.append(_rows(cur, await cur.fetchall()))
-    return _load(*out)
-
-
-def read_sqlite(path: Path) -> Stored:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
-    try:
-        return _load(*[_rows(conn.execute(sql)) for sql in
-                       (_SESSIONS_SQL, _EVENTS_SQL, _ENTRIES_SQL)])
-    finally:
-        conn.close()
-
-
-def check_session(sid: str, st: Stored, *, allow_undelivered: bool = False) -> list[str]:
-    """The per-session invariants; returns the violations (empty when all hold)."""
-    bad: list[str] = []
-    s = st.sessions[sid]
-    evs = st.events.get(sid, [])
-    ents = st.entries.get(sid, [])
-    if s["status"] not in TERMINAL:
-        bad.append(f"not settled: status {s['status']}")
-    seqs = [e["seq"] for e in evs]
-    if seqs != list(range(1, len(evs) + 1)) or len(evs) != s["last_seq"]:
-        bad.append(f"event seqs not 1..N (N={s['last_seq']}): dup "
-                   f"{[k for k, c in Counter(seqs).items() if c > 1]}, missing "
-                   f"{sorted(set(range(1, s['last_seq'] + 1)) - set(seqs))[:10]}")
-    if evs and s["status"] in TERMINAL:
-        last = evs[-1]
-        if last["type"] != "session_end" or last["data"].get("status") != s["status"]:
-            bad.append(f"last event is {last['type']} {last['data']}, status {s['status']}")
-    # user messages: consumed exactly once up to the delivery cursor, never beyond it
-    user_msgs = [e for e in evs if e["type"] == "user_message"]
-    consumed = Counter(int(e["data"]["seq"]) for e in ents if e["kind"] == "user")
-    delivered = int(s["delivered_input_seq"])
-    last_input = int(s["last_input_seq"])
-    if user_msgs and user_msgs[-1]["seq"] != last_input:
-        bad.append(f"last_input_seq {last_input} != last user_message seq "
-                   f"{user_msgs[-1]['seq']}")
-    if not allow_undelivered and delivered != last_input:
-        bad.append(f"undelivered input: delivered_input_seq {delivered} != last_input_seq "
-                   f"{last_input}")
-    for m in user_msgs:
-        # Up to the delivery cursor: consumed exactly once by a run, except that a cancel
-        # marks the messages sent before it consumed without a run (the store's
-        # `_revive_or_drop`), so in a cancelled session: at most once. Beyond it: never.
-        want = {1} if m["seq"] <= delivered else {0}
-        if m["seq"] <= delivered and s["status"] == "cancelled":
-            want = {0, 1}
-        if consumed.get(m["seq"], 0) not in want:
-            bad.append(f"user_message seq {m['seq']} consumed {consumed.get(m['seq'], 0)}x "
-                       f"(delivered_input_seq {delivered}, want {sorted(want)})")
-    stray = set(consumed) - {m["seq"] for m in user_msgs}
-    if stray:
-        bad.append(f"user entries for seqs that are no user_message: {sorted(stray)}")
-    crids = Counter(m["data"].get("client_request_id") for m in user_msgs
-                    if m["data"].get("client_request_id"))
-    if any(c > 1 for c in crids.values()):
-        bad.append(f"client_request_id appended twice: {[k for k, c in crids.items() if c > 1]}")
-    # no assistant message committed twice
-    a_ids = [e["data"]["message_id"] for e in ents if e["kind"] == "assistant"]
-    if len(a_ids) != len(set(a_ids)):
-        bad.append(f"assistant entry committed twice: "
-                   f"{[k for k, c in Counter(a_ids).items() if c > 1]}")
-    ends = [e["data"]["message_id"] for e in evs if e["type"] == "message_end"]
-    if len(ends) != len(set(ends)):
-        bad.append(f"message_end twice: {[k for k, c in Counter(ends).items() if c > 1]}")
-    # fences: never a write with a fence older than one already used for the session
-    for what, rows in (("event", evs), ("entry", ents)):
-        for a, b in itertools.pairwise(rows):
-            if b["fence"] < a["fence"]:
-                bad.append(f"{what} seq {b['seq']} has fence {b['fence']} < fence "
-                           f"{a['fence']} of seq {a['seq']} (stale writer)")
-                break
-        if rows and max(r["fence"] for r in rows) > s["fence"]:
-            bad.append(f"{what} fence above the session's fence {s['fence']}")
-    return bad
-
-
-def describe(sid: str, st: Stored) -> str:
-    s = st.sessions.get(sid, {})
-    lines = [f"--- session {sid}: {s}"]
-    for e in st.events.get(sid, []):
-        d = e["data"]
-        if e["type"] == "text_delta":
-            d = {"message_id": d.get("message_id"), "len": len(d.get("text", ""))}
-        elif e["type"] == "message_end":
-            d = {k: v for k, v in d.items() if k != "text"}
-        lines.append(f"  ev {e['seq']:>4} f{e['fence']} a{e['attempt']} {e['type']} "
-                     f"{json.dumps(d, default=str)[:200]}")
-    for e in st.entries.get(sid, []):
-        d = {k: v for k, v in e["data"].items() if k != "text"}
-        lines.append(f"  entry {e['seq']:>3} f{e['fence']} {e['kind']} "
-                     f"{json.dumps(d, default=str)[:200]}")
-    return "\n".join(lines)
-
-
-def logs_tail(procs: Sequence[LoggedProcess], sid: str | None = None, n: int = 25) -> str:
-    parts = []
-    for p in procs:
-        text = p.log()
-        parts.append(f"----- {p.name} (exit {p.returncode}) last {n} lines:\n{tail(text, n)}")
-        if sid:
-            hits = [ln for ln in text.splitlines() if sid in ln]
-            if hits:
-                parts.append(f"  lines about {sid}:\n" + "\n".join(hits[-15:]))
-    return "\n".join(parts)
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,46 +216,6 @@ async def test_sqlite_file_survives_kill9_of_serve(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# PostgreSQL fixtures
-# ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def chaos_db(pg_dsn: str) -> str:
-    dsn = fast_dsn(pg_dsn)
-    empty_postgres(dsn)
-    return dsn
-
-
-@pytest.fixture
-def procs(chaos_db: str, tmp_path: Path) -> Iterator[Processes]:
-    ps = Processes(chaos_db, tmp_path)
-    try:
-        yield ps
-    finally:
-        ps.close()
-
-
-@pytest.fixture
-async def apis(chaos_db: str, tmp_path: Path) -> AsyncIterator[list[ServeProcess]]:
-    started: list[ServeProcess] = []
-    try:
-        yield started
-    finally:
-        for p in started:
-            p.reap()
-
-
-async def start_apis(n: int, db: str, tmp_path: Path, out: list[ServeProcess]) -> None:
-    for i in range(n):
-        d = tmp_path / f"api{i}"
-        d.mkdir()
-        out.append(ServeProcess(d, f"api{i}", "--no-worker", "--log-level", "WARNING",
-                                db=postgres_url(db), key_file=d / "serve.key"))
-    await asyncio.gather(*(p.ready() for p in out))
-
-
-# ---------------------------------------------------------------------------------------
 # 2. the chaos run
 # ---------------------------------------------------------------------------------------
 
@@ -532,9 +285,8 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
     conn = await connect(chaos_db)  # held from the start: the server may be full later
     key = create_key(postgres_url(chaos_db), "chaos")
     await start_apis(2, chaos_db, tmp_path, apis)
-    workers = [await procs.start(*WORKER_ARGS, name=f"w{i}", speed=20, lease_ttl=2,
-                                 heartbeat=0.5, wait=False) for i in range(3)]
-    await asyncio.gather(*(w.ready() for w in workers))
+    chaos = WorkerChaos(procs, WORKER_ARGS, rng=rng, speed=20, lease_ttl=2, heartbeat=0.5)
+    await chaos.start(3)
     await wait_listening(procs.dsn, 3)
     print(f"[timing] setup {time.monotonic() - t0:.1f}s")
 
@@ -542,31 +294,8 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
     plans = [Plan(i) for i in range(N_SESSIONS)]
     watches: list[Watch] = []
     watch_tasks: list[asyncio.Task[None]] = []
-    kills: list[tuple[float, str]] = []
     start = time.monotonic()
     stream_deadline = start + CHAOS_SECONDS + 120
-    live: list[WorkerProcess] = list(workers)
-
-    booting: list[asyncio.Task[None]] = []
-
-    async def killer() -> None:
-        """Every ~2 s: kill -9 a random worker that is up (keeping one up) and start a
-        replacement at once (a Python process takes seconds to boot on a loaded machine)."""
-        n = 0
-        while time.monotonic() - start < CHAOS_SECONDS:
-            await asyncio.sleep(rng.uniform(0.6, 1.4) * KILL_EVERY)
-            up = [w for w in live if w.alive() and "on postgres" in w.log()]
-            if len(up) < 2:
-                continue
-            victim = rng.choice(up)
-            kills.append((victim.kill9(), victim.id))
-            await victim.exited(10)
-            live.remove(victim)
-            n += 1
-            fresh = await procs.start(*WORKER_ARGS, name=f"r{n}", speed=20, lease_ttl=2,
-                                      heartbeat=0.5, wait=False)
-            live.append(fresh)
-            booting.append(asyncio.create_task(fresh.ready(60)))
 
     pauses: list[str] = []
 
@@ -580,7 +309,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
         then races a live one, which is what the fence is for."""
         while time.monotonic() - start < CHAOS_SECONDS - 5:
             await asyncio.sleep(rng.uniform(0.6, 1.4) * PAUSE_EVERY)
-            up = [w for w in live if w.alive() and "on postgres" in w.log()]
+            up = chaos.up()
             if len(up) < 2:
                 continue
             cur = await conn.execute(
@@ -618,13 +347,13 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
         return tasks
 
     try:
-        kill_task = asyncio.create_task(killer())
+        kill_task = asyncio.create_task(chaos.kill_every(KILL_EVERY, CHAOS_SECONDS))
         pause_task = asyncio.create_task(pauser())
         drivers = await creator()
         await kill_task
         await pause_task
-        await asyncio.wait_for(asyncio.gather(*drivers, *booting), 60)
-        print(f"[timing] chaos phase {time.monotonic() - start:.1f}s, {len(kills)} kills, "
+        await asyncio.wait_for(asyncio.gather(*drivers, *chaos.booting), 60)
+        print(f"[timing] chaos phase {time.monotonic() - start:.1f}s, {len(chaos.kills)} kills, "
               f"{len(pauses)} pauses")
 
         settle_start = time.monotonic()
@@ -686,7 +415,7 @@ async def test_chaos_kill9_workers_under_load(chaos_db: str, procs: Processes,
               f"{sum(len(p.posts) for p in plans)}, accepted cancels "
               f"{sum(1 for p in plans if p.cancel_accepted)}, streams {len(watches)} "
               f"(attaches {sum(w.attaches for w in watches)}, switches "
-              f"{sum(w.switches for w in watches)}), kills {len(kills)}, resumed-after-crash "
+              f"{sum(w.switches for w in watches)}), kills {len(chaos.kills)}, resumed-after-crash "
               f"{sum(1 for v in st.events.values() for e in v if e['type'] == 'session_resumed')}"
               f", events {sum(len(v) for v in st.events.values())}")
         if bad or global_problems:
