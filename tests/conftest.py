@@ -34,6 +34,7 @@ LONG_MODULES_FIRST = (
     "tests/e2e/test_cli_newcomer.py",
     "tests/runtime/test_processes.py",
     "tests/chaos/test_chaos.py",
+    "tests/chaos/test_subagent_chaos.py",
     "tests/runtime/test_tracing_processes.py",
     "tests/e2e/test_cli_compact.py",
     "tests/api/test_webhooks_http.py",

@@ -305,19 +305,19 @@ class WorkerChaos:
         fresh = await self._start(f"r{self._started}")
         self.booting.append(asyncio.create_task(fresh.ready(60)))
 
-    async def kill_every(self, every: float, seconds: float, *,
-                         before_kill: Callable[[WorkerProcess], Awaitable[None]] | None = None
-                         ) -> None:
-        """For `seconds`: every `every` s (0.6–1.4 times, at random) kill a random worker
-        that is up, keeping at least one up, and replace it. `before_kill` sees each victim
-        just before its kill (to record what it was doing)."""
+    async def kill_every(
+        self, every: float, seconds: float, *,
+        pick: Callable[[list[WorkerProcess]], Awaitable[WorkerProcess | None]] | None = None,
+    ) -> None:
+        """For `seconds`: every `every` s (0.6–1.4 times, at random) kill a worker that is
+        up, keeping at least one up, and replace it. The victim is the one `pick(up)` names
+        (None: no kill this time), else one at random."""
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             await asyncio.sleep(self.rng.uniform(0.6, 1.4) * every)
             up = self.up()
             if len(up) < 2:
                 continue
-            victim = self.rng.choice(up)
-            if before_kill is not None:
-                await before_kill(victim)
-            await self.kill_one(victim)
+            victim = await pick(up) if pick is not None else self.rng.choice(up)
+            if victim is not None:
+                await self.kill_one(victim)
