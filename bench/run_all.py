@@ -7,8 +7,9 @@ Run:  .venv/bin/python bench/run_all.py [--full]
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
 runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py,
-purge_streams.py, context_bench.py and schedule_bench.py. runtime_bench's numbers are read
-from its printed tables (columns split on two or more spaces); the others write JSON.
+purge_streams.py, context_bench.py, schedule_bench.py and subagent_bench.py. runtime_bench's
+numbers are read from its printed tables (columns split on two or more spaces); the others
+write JSON.
 """
 
 from __future__ import annotations
@@ -136,6 +137,9 @@ def main() -> None:
         hj = Path(tmp) / "schedule.json"
         run("schedule_bench.py", *quick, "--json", str(hj))
         sched: dict[str, Any] = json.loads(hj.read_text()) if hj.exists() else {}
+        tj = Path(tmp) / "subagent.json"
+        run("subagent_bench.py", *quick, "--json", str(tj))
+        tree: dict[str, Any] = json.loads(tj.read_text()) if tj.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         scale: dict[int, dict[str, Any]] = (
             {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
@@ -192,6 +196,9 @@ def main() -> None:
         ["context: gap before context_compacted max / other runs' gap max, ms",
          f"{float(context.get('compaction gap max ms', NAN)):.0f} / "
          f"{float(context.get('gap elsewhere max ms', NAN)):.0f}", "", "", "", ""],
+        ["cancel of a parent -> both running children cancelled p50 / p99 ms",
+         f"{float(tree.get('observed p50 ms', NAN)):.0f} / "
+         f"{float(tree.get('observed p99 ms', NAN)):.0f}", "", "", "", ""],
     ]
     print("\n===== summary")
     print(table(["measure", "outlive", "pgqueuer", "procrastinate", "outlive/pgq",
@@ -242,6 +249,12 @@ def main() -> None:
          f"p50 {float(sched.get('start p50 s', NAN)):.2f} s, p99 "
          f"{float(sched.get('start p99 s', NAN)):.2f} s, {sched.get('started', '?')} started, "
          f"{sched.get('duplicates', '?')} twice"),
+        (f"{tree.get('trials', '?')} parents cancelled while two children each run: every "
+         "tree cancelled, nothing of it left queued or running",
+         (not tree["problems"]) if tree else None,
+         f"both children cancelled p50 {float(tree.get('observed p50 ms', NAN)):.0f} ms, "
+         f"p99 {float(tree.get('observed p99 ms', NAN)):.0f} ms, "
+         f"{len(tree.get('problems', []))} problems"),
     ]
     for n, limit in ((1000, 10.0), (2000, None)):
         r = scale.get(n)
