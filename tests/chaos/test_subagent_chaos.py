@@ -5,9 +5,13 @@ replaced) every ~3 s for 30 s while 10 parents each delegate to two children.
 Each parent is the demo agent told to "delegate": its first answer makes two `agent__helper`
 calls, so it starts two children in one write and waits for them without a lease; each child
 streams its answer around a `slow_task` call (~3 s at the demo speed used here), and the
-parent is resumed once both ended. The parents are created over the first 20 s, so the kills
+parent is resumed once both ended. The parents are created over the first 24 s, so the kills
 land while children run (their worker dies mid-answer or mid-tool: another takes the child
 over after the lease TTL) and while parents wait (the children's ends must still wake them).
+Every other kill takes a worker that runs a child when one does, the others any worker; a
+worker running a session that already crashed three times is spared (a fifth crash would fail
+it at the attempt cap, a guarantee tested elsewhere). The test fails unless some kill hit a
+worker running a child, some came while a parent waited, and some session was taken over.
 
 Afterwards, from the stored log (read-only SQL) and the API:
 
@@ -26,7 +30,7 @@ Afterwards, from the stored log (read-only SQL) and the API:
   and of the parent's own `session_end`; the child's `ended_at` is no later than the
   parent's.
 
-Wall time about 45–60 s on a 2-core machine (setup ≈ 5 s, chaos 30 s, settling and checks).
+Wall time 38–52 s on a 2-core machine (setup 5–11 s, chaos ≈ 33 s, settling and checks ≈ 1–5 s).
 """
 
 from __future__ import annotations
