@@ -47,6 +47,7 @@ export class Lineage {
     if (!found || found.id !== id) return null;
     const str = (v) => (typeof v === "string" ? v : null);
     this.learn(id, str(found.parent_id));
-    return { parent_id: str(found.parent_id), root_id: str(found.root_id), agent: str(found.agent) };
+    return { parent_id: str(found.parent_id), root_id: str(found.root_id),
+             agent: str(found.agent) };
   }
 }

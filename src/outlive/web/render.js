@@ -191,6 +191,14 @@ function toolDuration(item, times) {
   return unknown ? "time unknown" : formatDuration(ms);
 }
 
+/** A delegation call's time: from its start to its result, as the events' times say (its
+ * receipt measures only the write of the result: the call waited without a run). */
+function delegationDuration(item, times) {
+  if (item.status === "running") return "";
+  const span = times ? times.toolSpan(item.call_id) : null;
+  return span !== null ? formatDuration(span) : toolDuration(item, times);
+}
+
 function updateTool(node, item, times) {
   node.dataset.status = item.status;
   node.dataset.callId = String(item.call_id);
@@ -368,7 +376,7 @@ function createItem(item) {
 
 function updateItem(node, item, times, superseded, child) {
   const kind = KINDS[item.kind];
-  if (child) updateDelegation(node, item, child, toolDuration(item, times));
+  if (child) updateDelegation(node, item, child, delegationDuration(item, times));
   else if (isCompaction(item)) updateCompaction(node, item);
   else if (kind) kind[1](node, item, times, superseded);
   if (times) setTime(node, times.startOf(item));

@@ -282,7 +282,7 @@ function showParent(parentId) {
   const href = `#/s/${encodeURIComponent(parentId)}`;
   if (els.parent.getAttribute("href") !== href) els.parent.setAttribute("href", href);
   const parent = app.watcher ? app.watcher.get(parentId) : null;
-  setText(els.parent, `sub-agent of ${displayTitle(parent && parent.title, parentId)}`);
+  setText(els.parent, `↑ sub-agent of “${displayTitle(parent && parent.title, parentId)}”`);
 }
 
 export function scheduleRender() {

@@ -223,10 +223,10 @@ export class OwnerWatcher {
     if (typeof childId !== "string" || !childId || this.deleted.has(childId)) return;
     this.lineage.learn(childId, parentId);
     const cur = this.sessions.get(childId);
-    if (cur && cur.parent_id === parentId) return;
-    this.sessions.set(childId, cur ? { ...cur, parent_id: parentId } : summary({
-      id: childId, status: "queued", agent, parent_id: parentId,
-      created_at: createdAt || new Date().toISOString() }));
+    if (cur && cur.parent_id === parentId && (cur.agent || !agent)) return;
+    const base = cur || summary({ id: childId, status: "queued", parent_id: parentId,
+                                  created_at: createdAt || new Date().toISOString() });
+    this.sessions.set(childId, { ...base, parent_id: parentId, agent: base.agent || agent });
     this.emit();
   }
 
@@ -236,7 +236,7 @@ export class OwnerWatcher {
     if (found === "busy") this.requestFetch("again", "unknown_parent");
     if (this.stopped || !found || typeof found !== "object") return;
     const cur = this.sessions.get(id);
-    if (!cur || cur.parent_id === found.parent_id) return;
+    if (!cur || (cur.parent_id === found.parent_id && (cur.agent || !found.agent))) return;
     this.sessions.set(id, { ...cur, parent_id: found.parent_id, root_id: found.root_id,
                             agent: cur.agent ?? found.agent });
     this.emit();
