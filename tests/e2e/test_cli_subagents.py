@@ -108,3 +108,27 @@ def test_a_detached_child_is_named_on_its_call(served: Served) -> None:
     tree = outlive("sessions", "tree", parent, *common, cwd=folder)
     ids = [line.split("  ")[0].lstrip("├└─ ") for line in tree.stdout.splitlines()]
     assert ids == [parent, *(k["id"] for k in kids)]
+
+
+def test_tree_reads_a_deep_tree_to_its_limit_and_marks_the_rest(served: Served) -> None:
+    from outlive.cli.sessions import TREE_DEPTH
+
+    url, key, folder = served
+    headers = {"Authorization": f"Bearer {key}"}
+    chain: list[str] = []
+    for n in range(TREE_DEPTH + 2):  # a root, then children made through the API
+        body: dict[str, Any] = {"prompt": f"level {n}", "title": f"level {n}"}
+        if chain:
+            body["parent_id"] = chain[-1]
+        r = httpx.post(f"{url}/v1/sessions", json=body, headers=headers)
+        assert r.status_code == 202, r.text
+        chain.append(r.json()["id"])
+    tree = outlive("sessions", "tree", chain[0], "--url", url, "--key", key, cwd=folder)
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    assert len(lines) == TREE_DEPTH + 2
+    for depth, (line, sid) in enumerate(zip(lines[:-1], chain[:-1], strict=True)):
+        prefix = "" if depth == 0 else "   " * (depth - 1) + "└─ "
+        assert line.startswith(f"{prefix}{sid}  demo  "), (depth, line)
+        assert line.endswith(f"  level {depth}")
+    assert lines[-1] == "   " * TREE_DEPTH + "└─ …"  # the last level is there, not read

@@ -175,7 +175,7 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
                 out.print(f"usage {spent}", highlight=False)
             if s.parent_id is not None:
                 out.print(f"sub-agent {s.agent} of {s.parent_id}", highlight=False)
-            children = await c.list_all_sessions(parent_id=s.id)
+            children = await _children(c, s.id)
             if children:
                 out.print(f"{len(children)} sub-agent session{'s' if len(children) > 1 else ''}"
                           f" (outlive sessions tree {s.id})", highlight=False)
@@ -184,6 +184,13 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
                 out.print(line, highlight=False, soft_wrap=True)
 
     run_call(go())
+
+
+async def _children(c: AsyncClient, session_id: str) -> list[SessionInfo]:
+    """A session's children, newest first (a server from before sub-agents ignores
+    `parent_id` and lists every session: those are no children)."""
+    return [k for k in await c.list_all_sessions(parent_id=session_id)
+            if k.parent_id == session_id]
 
 
 TREE_DEPTH = 8
@@ -205,8 +212,7 @@ def tree(session_id: str, url: UrlOption = None, key: KeyOption = None,
             for _ in range(TREE_DEPTH):
                 if not level:
                     break
-                found = await asyncio.gather(
-                    *(c.list_all_sessions(parent_id=n.id) for n in level))
+                found = await asyncio.gather(*(_children(c, n.id) for n in level))
                 nxt: list[TreeNode] = []
                 for node, kids in zip(level, found, strict=True):
                     for k in reversed(kids):  # the list is newest first
@@ -218,7 +224,8 @@ def tree(session_id: str, url: UrlOption = None, key: KeyOption = None,
                     nxt.extend(node.children)
                 level = nxt
             for node in level:  # the depth ran out: say whether there is more below
-                node.more = bool((await c.list_sessions(parent_id=node.id, limit=1)).sessions)
+                page = await c.list_sessions(parent_id=node.id, limit=1)
+                node.more = any(k.parent_id == node.id for k in page.sessions)
             if s.parent_id is not None:
                 out.print(f"(a sub-agent of {s.parent_id}; `outlive sessions tree "
                           f"{s.root_id or s.parent_id}` shows its whole tree)", highlight=False,
