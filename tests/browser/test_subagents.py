@@ -9,10 +9,19 @@ its child, and its link opens the child: its URL, title, transcript and a link b
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 from typing import Any
 
-from tests.support.browser import LOOP, Browser, Stack, StackFactory, require_browser
+from tests.support.browser import (
+    LOOP,
+    SCREENSHOTS,
+    Browser,
+    Stack,
+    StackFactory,
+    require_browser,
+)
 
 require_browser()
 pytestmark = LOOP
@@ -62,8 +71,11 @@ async def expect_nested(page: Page, parent: str, children: set[str]) -> None:
 
 
 async def test_delegate_nests_the_children_and_a_card_opens_one(
-    stacks: StackFactory, browser: Browser
+    stacks: StackFactory, browser: Browser, tmp_path: Path
 ) -> None:
+    """Its picture (docs/subagents.md) is taken on every run; written over docs/screenshots
+    only with OUTLIVE_UPDATE_SCREENSHOTS=1."""
+    shots = SCREENSHOTS if os.environ.get("OUTLIVE_UPDATE_SCREENSHOTS") == "1" else tmp_path
     stack = await stacks(speed=10)
     key = await stack.new_key("alice")
     page, _ = await browser.new_page()
@@ -81,6 +93,7 @@ async def test_delegate_nests_the_children_and_a_card_opens_one(
     listed = await children_of(stack, key, parent)
     assert {c["id"] for c in listed} == shown and len(shown) == 2
     await expect_nested(page, parent, shown)
+    await page.screenshot(path=str(shots / "subagents.png"))
     # Children are not top-level entries of their own: every other item is a root.
     assert [r for r in await rail_ids(page) if r[1] != "0"] == [
         r for r in await rail_ids(page) if r[2] == parent]
