@@ -39,8 +39,14 @@ async def test_stream_reload_mid_answer_keeps_the_transcript(
     page, _ = await browser.new_page()
     await login(page, stack, key)
 
-    # The form offers the agents and model routes of GET /v1/meta.
-    await expect(page.get_by_test_id("new-agent").locator("option")).to_have_count(1)
+    # The form offers the agents and model routes of GET /v1/meta (the demo agent and its
+    # helper sub-agent), the demo agent first.
+    async with stack.client(key) as c:
+        agents = [a["name"] for a in (await c.get("/v1/meta")).json()["agents"]]
+    assert agents[0] == "demo" and "helper" in agents
+    options = page.get_by_test_id("new-agent").locator("option")
+    await expect(options).to_have_count(len(agents))
+    assert await options.evaluate_all("(els) => els.map((e) => e.value)") == agents
     assert await page.get_by_test_id("new-agent").input_value() == "demo"
     routes = await page.locator("#model-options option").evaluate_all(
         "(els) => els.map((e) => e.value)"

@@ -92,6 +92,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "cli.event_loop": frozenset(),                                # the event loop (uvloop)
     "cli.gc_tuning":  frozenset(),                                # server GC thresholds
     "cli.transcript": frozenset({"domain"}),                     # events (payloads) as text
+    "cli.session_tree": frozenset(),                              # a session tree as text
     "cli.status_words": frozenset(),                              # statuses as people read them
     "cli.answers":    frozenset(),                                # an option's number -> text
     "cli.traces":     frozenset({"tracing"}),                     # OTEL_* at start, flush at end

@@ -147,3 +147,87 @@ def test_show_reads_each_answer_once() -> None:
     assert first["text"] not in lines
     # an answer cut off with nothing after it keeps its text
     assert transcript_lines([first]) == [first["text"], "[interrupted: partial answer]"]
+
+
+DELEGATION = [
+    ("tool_start", {"call_id": "a", "tool": "agent__helper", "arguments": {"task": "Find it"}}),
+    ("tool_start", {"call_id": "b", "tool": "agent__helper", "arguments": {"task": "Say it"}}),
+    ("child_started", {"call_id": "a", "child_id": "ses_A", "agent": "helper"}),
+    ("child_started", {"call_id": "b", "child_id": "ses_B", "agent": "helper"}),
+    ("child_ended", {"call_id": "a", "child_id": "ses_A", "status": "succeeded"}),
+    ("child_ended", {"call_id": "b", "child_id": "ses_B", "status": "failed"}),
+    ("session_resumed", {"reason": "children", "attempt": 1}),
+    ("tool_end", {"call_id": "a", "ok": True, "duration_ms": 10400,
+                  "result": {"child_id": "ses_A", "agent": "helper", "answer": "42"}}),
+    ("tool_end", {"call_id": "b", "ok": False, "duration_ms": 900,
+                  "error": {"message": "sub-agent helper failed: boom",
+                            "value": {"child_id": "ses_B", "agent": "helper",
+                                      "status": "failed"}}}),
+]
+
+
+def test_tail_names_a_delegation_calls_child_and_its_end() -> None:
+    assert feed_all(DELEGATION) == (
+        '  → agent__helper {"task":"Find it"}\n'
+        '  → agent__helper {"task":"Say it"}\n'
+        "    ↳ sub-agent helper started: ses_A (outlive sessions tail ses_A)\n"
+        "    ↳ sub-agent helper started: ses_B (outlive sessions tail ses_B)\n"
+        "    ↳ sub-agent ses_A succeeded\n"
+        "    ↳ sub-agent ses_B failed\n"
+        "— continued with its sub-agents' results (attempt 1)\n"
+        "  ✓ agent__helper in 10.4 s (sub-agent ses_A succeeded)\n"
+        "  ✗ agent__helper failed in 900 ms: sub-agent helper failed: boom"
+        " (sub-agent ses_B failed)\n"
+    )
+    detached = feed_all([
+        ("tool_start", {"call_id": "d", "tool": "agent__helper",
+                        "arguments": {"task": "Later", "detach": True}}),
+        ("tool_end", {"call_id": "d", "ok": True, "duration_ms": 4,
+                      "result": {"child_id": "ses_D", "agent": "helper", "detached": True}}),
+        ("tool_start", {"call_id": "r", "tool": "agent__helper", "arguments": {}}),
+        ("tool_end", {"call_id": "r", "ok": False, "duration_ms": 0,
+                      "error": {"message": "cannot delegate: sub-agents may go 3 levels"}}),
+    ])
+    assert "  ✓ agent__helper in 4 ms (sub-agent ses_D detached)\n" in detached
+    assert detached.endswith("  ✗ agent__helper failed in 0 ms: cannot delegate: sub-agents "
+                             "may go 3 levels\n")  # refused: no child to name
+
+
+def test_show_puts_each_childs_id_and_status_under_its_call() -> None:
+    from outlive.cli.transcript import transcript_lines
+    from outlive.domain.reducer import fold
+
+    running = fold([(t, i, d) for i, (t, d) in enumerate(DELEGATION[:5], 1)])
+    lines = transcript_lines(running["items"])
+    assert lines == [
+        '  → agent__helper {"task":"Find it"}', "    ↳ sub-agent helper ses_A: succeeded",
+        "  … agent__helper running",
+        '  → agent__helper {"task":"Say it"}', "    ↳ sub-agent helper ses_B: started",
+        "  … agent__helper running",
+    ]
+    # The caller's current words for the children win over what the log said.
+    live = transcript_lines(running["items"], {"ses_B": "waiting for you"})
+    assert "    ↳ sub-agent helper ses_B: waiting for you" in live
+    done = fold([(t, i, d) for i, (t, d) in enumerate(DELEGATION, 1)])
+    lines = transcript_lines(done["items"])
+    assert "    ↳ sub-agent helper ses_B: failed" in lines
+    assert "  ✗ agent__helper failed in 900 ms: sub-agent helper failed: boom" in lines
+    assert "— continued with its sub-agents' results" in lines
+
+
+def test_a_session_tree_is_indented_under_its_root() -> None:
+    from outlive.cli.session_tree import TreeNode, tree_lines
+
+    root = TreeNode("ses_R", "demo", "running", "Plan  the\ntrip", [
+        TreeNode("ses_B", "helper", "succeeded", "Find trains",
+                 [TreeNode("ses_D", "helper", "failed")]),
+        TreeNode("ses_C", "helper", "waiting for you", None, more=True),
+    ])
+    assert tree_lines(root) == [
+        "ses_R  demo  running  Plan the trip",
+        "├─ ses_B  helper  succeeded  Find trains",
+        "│  └─ ses_D  helper  failed",
+        "└─ ses_C  helper  waiting for you",
+        "   └─ …",
+    ]
+    assert tree_lines(TreeNode("ses_X", "demo", "queued")) == ["ses_X  demo  queued"]

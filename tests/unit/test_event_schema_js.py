@@ -9,7 +9,8 @@ handles and that is not listed below as shown by nobody, with the reason.
 Where the JS reads event data: `reducer.js` (its `HANDLERS` table and the helpers its handlers
 pass the data to), `watcher.js` (owner events: `REQUIRED`, `SessionWatcher.apply`),
 `render.js` (`markerText`: the data of the event a marker item was made from),
-`compaction.js` (every `d.field` its functions read: the data of a `compacted` marker) and
+`compaction.js` (every `d.field` its functions read: the data of a `compacted` marker),
+`delegation.js` (every `d.field` its functions read: the data of a child marker) and
 `item_times.js` (`note`: every event's `call_id`/`message_id`). `transcript_state.js` holds
 the accessors (`get`, `has`), not reads of its own.
 """
@@ -74,7 +75,7 @@ def python_handled() -> frozenset[str]:
 def _sources() -> dict[str, str]:
     return {name: (WEB / name).read_text() for name in
             ("reducer.js", "transcript_state.js", "watcher.js", "render.js", "item_times.js",
-             "compaction.js")}
+             "compaction.js", "delegation.js")}
 
 
 def reducer_reads(reducer_js: str, state_js: str) -> tuple[dict[str, dict[str, set[str]]],
@@ -144,6 +145,10 @@ def problems(sources: Mapping[str, str], schema: Mapping[str, object]) -> list[s
     compacted = {markers.get("compacted", "context_compacted")}
     for name, fn in functions(tokenize(sources["compaction.js"])).items():
         check(f"compaction.js {name}()", compacted, reads_of(fn.body, "d"), session)
+
+    children = {markers.get(k, k) for k in ("child_started", "child_ended")}
+    for name, fn in functions(tokenize(sources["delegation.js"])).items():
+        check(f"delegation.js {name}()", children, reads_of(fn.body, "d"), session)
 
     times = functions(tokenize(sources["item_times.js"]))
     check("item_times.js note()", set(session), reads_of(times["note"].body, "data"), session)
@@ -227,6 +232,8 @@ def _planted(file: str, old: str, new: str) -> dict[str, str]:
      "item_times.js note(): reads data.msg_id"),
     ("compaction.js", "count(d.tokens_after)", "count(d.tokens_later)",
      "compaction.js compactionTokens(): reads data.tokens_later of ['context_compacted']"),
+    ("delegation.js", "str(d.child_id)", "str(d.child)",
+     "delegation.js childLinks(): reads data.child of ['child_ended', 'child_started']"),
 ])
 def test_a_planted_unknown_type_or_field_fails_the_check(file: str, old: str, new: str,
                                                          expected: str) -> None:

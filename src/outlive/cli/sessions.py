@@ -19,6 +19,7 @@ from .errors import explain
 from .local_key import key_file as key_file_for
 from .local_key import read_key, shown_path
 from .options import ApiKeyOption, DbOption, KeyFileOption, UrlOption
+from .session_tree import TreeNode, tree_lines
 from .status_words import status_word
 from .transcript import TranscriptWriter, event_json, transcript_lines
 
@@ -172,7 +173,64 @@ def show(session_id: str, url: UrlOption = None, key: KeyOption = None,
             spent = usage_text(s.usage)
             if spent is not None:
                 out.print(f"usage {spent}", highlight=False)
-            for line in transcript_lines(d.snapshot.state.get("items", [])):
+            if s.parent_id is not None:
+                out.print(f"sub-agent {s.agent} of {s.parent_id}", highlight=False)
+            children = await _children(c, s.id)
+            if children:
+                out.print(f"{len(children)} sub-agent session{'s' if len(children) > 1 else ''}"
+                          f" (outlive sessions tree {s.id})", highlight=False)
+            words = {child.id: _word(child) for child in children}
+            for line in transcript_lines(d.snapshot.state.get("items", []), words):
+                out.print(line, highlight=False, soft_wrap=True)
+
+    run_call(go())
+
+
+async def _children(c: AsyncClient, session_id: str) -> list[SessionInfo]:
+    """A session's children, newest first (a server from before sub-agents ignores
+    `parent_id` and lists every session: those are no children)."""
+    return [k for k in await c.list_all_sessions(parent_id=session_id)
+            if k.parent_id == session_id]
+
+
+TREE_DEPTH = 8
+TREE_SIZE = 500
+"""How much of a tree `sessions tree` reads at most: levels below the session, sessions."""
+
+
+@sessions_app.command("tree")
+def tree(session_id: str, url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
+    """Show a session and its sub-agents' sessions under it (theirs under them): id, agent,
+    status (also what it waits on you for), title; children in the order they started."""
+
+    async def go() -> None:
+        async with api_client(url, key, db, key_file) as c:
+            s = (await c.get_session(session_id)).session
+            root = TreeNode(s.id, s.agent, _word(s), s.title)
+            level, size = [root], 1
+            for _ in range(TREE_DEPTH):
+                if not level:
+                    break
+                found = await asyncio.gather(*(_children(c, n.id) for n in level))
+                nxt: list[TreeNode] = []
+                for node, kids in zip(level, found, strict=True):
+                    for k in reversed(kids):  # the list is newest first
+                        if size >= TREE_SIZE:
+                            node.more = True
+                            break
+                        node.children.append(TreeNode(k.id, k.agent, _word(k), k.title))
+                        size += 1
+                    nxt.extend(node.children)
+                level = nxt
+            for node in level:  # the depth ran out: say whether there is more below
+                page = await c.list_sessions(parent_id=node.id, limit=1)
+                node.more = any(k.parent_id == node.id for k in page.sessions)
+            if s.parent_id is not None:
+                out.print(f"(a sub-agent of {s.parent_id}; `outlive sessions tree "
+                          f"{s.root_id or s.parent_id}` shows its whole tree)", highlight=False,
+                          soft_wrap=True)
+            for line in tree_lines(root):
                 out.print(line, highlight=False, soft_wrap=True)
 
     run_call(go())

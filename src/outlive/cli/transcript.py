@@ -6,6 +6,12 @@ cancel ends with `[cancelled: partial answer]`, a question lists its options num
 where the run made the model's view smaller a divider says so (`── earlier context
 summarized (42 entries, 2,950 → 610 tokens of 3,000) ──`); `show` prints the summary under
 it, `tail` only the divider (a summary is long, and `show` has it whenever it is wanted).
+
+A delegation call (a tool `agent__<name>`, docs/subagents.md) names the child session it
+started and how that child is doing: `tail` a line when the child starts and when it ends,
+and the child's id on the call's result; `show` one line under the call with the child's id
+and status (the child's current one when the caller has it, else what the parent's log
+says).
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..domain.events import (
+    RESUMED_AFTER_CHILDREN,
     RESUMED_AFTER_DECISION,
     UNSET,
     ApprovalDecided,
     ApprovalRequested,
+    ChildEnded,
+    ChildStarted,
     ContextCompacted,
     Error,
     ErrorBody,
@@ -91,6 +100,33 @@ def _question(question: Any, options: Any) -> list[str]:
     return lines
 
 
+DELEGATION_PREFIX = "agent__"
+"""A delegation call's tool name: `agent__<the sub-agent's name>`."""
+
+
+def _delegated(tool: Any) -> bool:
+    return (isinstance(tool, str) and tool.startswith(DELEGATION_PREFIX)
+            and tool != DELEGATION_PREFIX)
+
+
+def _call_child(result: Any, error: Any) -> tuple[str | None, str | None]:
+    """The child a delegation call's result or error names, and its status as the call
+    tells it (`detached` for a call that did not wait)."""
+    if isinstance(result, Mapping) and isinstance(result.get("child_id"), str):
+        return result["child_id"], "detached" if result.get("detached") else "succeeded"
+    value = error.get("value") if isinstance(error, Mapping) else None
+    if isinstance(value, Mapping) and isinstance(value.get("child_id"), str):
+        status = value.get("status")
+        word = "waiting for you" if value.get("attention") == "question" else (
+            "budget reached" if value.get("attention") == "budget" else status)
+        return value["child_id"], str(word or "ended")
+    return None, None
+
+
+def _child_note(child_id: str, status: str) -> str:
+    return f"sub-agent {child_id} {status}"
+
+
 def _tool_end(tool: str, duration_ms: Any, error: Any, status: str) -> str:
     took = _duration(duration_ms)
     if status == "done":
@@ -122,6 +158,8 @@ def _error(error: Error) -> str:
 def _resumed(resumed: SessionResumed) -> str:
     if resumed.reason == RESUMED_AFTER_DECISION:
         return "— continued after your decision"
+    if resumed.reason == RESUMED_AFTER_CHILDREN:
+        return "— continued with its sub-agents' results"
     return f"— resumed after {resumed.reason or 'a stop'}"
 
 
@@ -215,9 +253,18 @@ class TranscriptWriter:
             case ToolEnd(call_id=call_id, duration_ms=duration_ms, error=error):
                 status = ("interrupted" if event.interrupted
                           else "done" if event.ok else "error")
-                return self._block(_tool_end(self._tools.get(str(call_id), "tool"),
-                                             duration_ms, None if error is UNSET else error,
-                                             status))
+                tool = self._tools.get(str(call_id), event.tool or "tool")
+                line = _tool_end(tool, duration_ms, None if error is UNSET else error, status)
+                child, said = _call_child(None if event.result is UNSET else event.result,
+                                          None if error is UNSET else error)
+                if _delegated(tool) and child is not None and said is not None:
+                    line += f" ({_child_note(child, said)})"
+                return self._block(line)
+            case ChildStarted(child_id=child_id, agent=agent):
+                return self._block(f"    ↳ sub-agent {agent} started: {child_id} "
+                                   f"(outlive sessions tail {child_id})")
+            case ChildEnded(child_id=child_id, status=status):
+                return self._block(f"    ↳ {_child_note(child_id, status)}")
             case Error():
                 return self._block(_error(event))
             case SessionResumed(reason=reason) if reason == RESUMED_AFTER_DECISION:
@@ -242,8 +289,10 @@ class TranscriptWriter:
         return self._block()
 
 
-def transcript_lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A snapshot's items (`GET /v1/sessions/{id}` → snapshot.state.items) as text. An answer
+def transcript_lines(items: Sequence[Mapping[str, Any]],
+                     children: Mapping[str, str] | None = None) -> list[str]:
+    """A snapshot's items (`GET /v1/sessions/{id}` → snapshot.state.items) as text;
+    `children`: the session's children's status words by id, if the caller has them. An answer
     cut off with nothing written says nothing, and one the run then wrote again (a later
     answer follows: a crash, a provider retry, an interrupt) is one line, not its partial
     text a second time (the web page folds it the same way)."""
@@ -254,6 +303,7 @@ def transcript_lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
             if later_answer and items[i].get("status") == "interrupted":
                 superseded.add(i)
             later_answer = True
+    links = _child_links(items)
     lines: list[str] = []
     for i, item in enumerate(items):
         if item.get("kind") == "assistant" and item.get("status") in _CUT_OFF:
@@ -262,15 +312,49 @@ def transcript_lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
             if i in superseded:
                 lines.append("[interrupted: written again below]")
                 continue
-        lines.extend(item_lines(item))
+        lines.extend(item_lines(item, links.get(str(item.get("call_id"))), children))
     return lines
+
+
+def _child_links(items: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """call id → what the child markers say of its child: `child_id`, `agent`, `ended`."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        data = item.get("data")
+        if item.get("kind") != "marker" or not isinstance(data, Mapping):
+            continue
+        event = parse(str(item.get("type")), data)
+        if isinstance(event, ChildStarted):
+            out.setdefault(str(event.call_id), {}).update(child_id=event.child_id,
+                                                          agent=event.agent)
+        elif isinstance(event, ChildEnded):
+            out.setdefault(str(event.call_id), {}).update(child_id=event.child_id,
+                                                          ended=event.status)
+    return out
+
+
+def _delegation_line(item: Mapping[str, Any], link: Mapping[str, str] | None,
+                     children: Mapping[str, str] | None) -> str | None:
+    """`    ↳ sub-agent helper ses_…: running`: the child of a delegation call, with its
+    status: `children`'s (the caller's current word for it), else the log's."""
+    child, said = _call_child(item.get("result"), item.get("error"))
+    link = link or {}
+    child = link.get("child_id") or child
+    if child is None:
+        return None
+    agent = link.get("agent") or str(item.get("tool"))[len(DELEGATION_PREFIX):]
+    status = ((children or {}).get(child) or link.get("ended") or said
+              or ("started" if item.get("status") == "running" else "ended"))
+    return f"    ↳ sub-agent {agent} {child}: {status}"
 
 
 _CUT_OFF = ("interrupted", "cancelled")
 
 
-def item_lines(item: Mapping[str, Any]) -> list[str]:
-    """One transcript item of a snapshot, on its own (`transcript_lines` reads them all)."""
+def item_lines(item: Mapping[str, Any], link: Mapping[str, str] | None = None,
+               children: Mapping[str, str] | None = None) -> list[str]:
+    """One transcript item of a snapshot, on its own (`transcript_lines` reads them all);
+    a delegation call's `link`: what the child markers said of its child."""
     kind = item.get("kind")
     if kind == "user":
         return [_user(item.get("text", ""), item.get("delivery"))]
@@ -292,6 +376,9 @@ def item_lines(item: Mapping[str, Any]) -> list[str]:
         progress = item.get("progress") or []
         if progress:
             lines.append(f"    … {_short(progress[-1])}")
+        child = _delegation_line(item, link, children) if _delegated(tool) else None
+        if child is not None:
+            lines.append(child)
         if status == "running":
             lines.append(f"  … {tool} running")
         else:

@@ -131,15 +131,15 @@ class AsyncClient:
 
     async def list_sessions(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-        attention: str | None = None,
+        attention: str | None = None, parent_id: str | None = None,
     ) -> SessionPage:
         """One page, newest first; pass `next_cursor` back as `cursor` for the next."""
         return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
-                                               attention=attention))
+                                               attention=attention, parent_id=parent_id))
 
     async def list_all_sessions(
         self, *, status: str | None = None, page_size: int = PAGE_SIZE,
-        attention: str | None = None,
+        attention: str | None = None, parent_id: str | None = None,
     ) -> list[SessionInfo]:
         """Every page, newest first."""
         out: list[SessionInfo] = []
@@ -147,7 +147,7 @@ class AsyncClient:
         seen: set[str] = set()
         while True:
             page = await self.list_sessions(status=status, limit=page_size, cursor=cursor,
-                                        attention=attention)
+                                        attention=attention, parent_id=parent_id)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out

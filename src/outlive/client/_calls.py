@@ -144,10 +144,10 @@ def create_session(
 
 def list_sessions(
     *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-    attention: str | None = None,
+    attention: str | None = None, parent_id: str | None = None,
 ) -> Call[SessionPage]:
     params = _drop_none({"status": status, "limit": limit, "cursor": cursor,
-                         "attention": attention})
+                         "attention": attention, "parent_id": parent_id})
     return Call("GET", "/v1/sessions", SessionPage.model_validate, params=params)
 
 

@@ -109,21 +109,21 @@ class Client:
 
     def list_sessions(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-        attention: str | None = None,
+        attention: str | None = None, parent_id: str | None = None,
     ) -> SessionPage:
         return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
-                                               attention=attention))
+                                               attention=attention, parent_id=parent_id))
 
     def list_all_sessions(
         self, *, status: str | None = None, page_size: int = PAGE_SIZE,
-        attention: str | None = None,
+        attention: str | None = None, parent_id: str | None = None,
     ) -> list[SessionInfo]:
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
             page = self.list_sessions(status=status, limit=page_size, cursor=cursor,
-                                        attention=attention)
+                                        attention=attention, parent_id=parent_id)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out

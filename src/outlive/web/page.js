@@ -3,7 +3,8 @@
 // exposing `window.outlive` for tests and debugging.
 
 import { loadConfig } from "./config.js";
-import { RailView, TranscriptView } from "./render.js";
+import { RailView } from "./rail.js";
+import { TranscriptView } from "./render.js";
 
 export const config = loadConfig(location.search);
 const $ = (id) => document.getElementById(id);
@@ -56,6 +57,7 @@ export const els = {
   context: $("session-context"),
   usage: $("session-usage"),
   model: $("session-model"),
+  parent: $("session-parent"),
   stage: $("session-stage"),
   link: $("session-link"),
   sessionError: $("session-error"),

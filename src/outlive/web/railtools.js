@@ -36,16 +36,37 @@ export function matches(item, query, filterKey = "all") {
   return text.includes(query);
 }
 
+/** Which rail items to show: those that match, and the sessions a shown sub-agent's session
+ *  sits under (rail.js nests them), so a match is never shown out of its tree; nothing under
+ *  a session being deleted (its tree goes with it). */
+export function shownItems(items, query, filterKey = "all") {
+  const byId = new Map(items.map((item) => [item.dataset.sessionId, item]));
+  const parentOf = (item) => byId.get(item.dataset.parentId || "") || null;
+  const gone = (item) => {
+    for (let at = item, n = 0; at && n < 64; at = parentOf(at), n++) {
+      if (at.dataset.deleting) return true;
+    }
+    return false;
+  };
+  const shown = new Set();
+  for (const item of items) {
+    if (shown.has(item) || gone(item) || !matches(item, query, filterKey)) continue;
+    for (let at = item, n = 0; at && !shown.has(at) && n < 64; at = parentOf(at), n++) {
+      shown.add(at);
+    }
+  }
+  return shown;
+}
+
 export function applyFilter() {
   const query = search.value.trim().toLocaleLowerCase();
-  let shown = 0;
-  let total = 0;
-  for (const item of list.children) {
-    total += 1;
-    const visible = matches(item, query, filter.value);
-    if (item.hidden === visible) item.hidden = !visible;
-    if (visible) shown += 1;
+  const items = [...list.children];
+  const visible = shownItems(items, query, filter.value);
+  for (const item of items) {
+    if (item.hidden === visible.has(item)) item.hidden = !visible.has(item);
   }
+  const shown = visible.size;
+  const total = items.length;
   const hide = shown > 0 || total === 0;
   if (noMatch.hidden !== hide) noMatch.hidden = hide;
 }
@@ -87,7 +108,8 @@ search.addEventListener("keydown", (e) => {
 filter.addEventListener("change", applyFilter);
 new MutationObserver(applyFilter).observe(list, {
   childList: true, subtree: true, characterData: true, attributes: true,
-  attributeFilter: ["data-tone", "data-deleting", "data-attention", "data-search"],
+  attributeFilter: ["data-tone", "data-deleting", "data-attention", "data-search",
+                    "data-parent-id"],
 });
 new MutationObserver(refreshTitle).observe(list, {
   childList: true, subtree: true, attributes: true,

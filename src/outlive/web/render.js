@@ -6,12 +6,13 @@
 // <details> stays open).
 
 import { compactionTitle, createCompaction, updateCompaction } from "./compaction.js";
+import {
+  childLinks, createDelegation, delegationChild, isDelegation, updateDelegation,
+} from "./delegation.js";
 import { h, pretty, setText } from "./dom.js";
 import { setMarkdown } from "./markdown.js";
 import { showResult } from "./tool_result.js";
-import { fullTime, relativeTime, shortTime } from "./time.js";
-import { statusWord } from "./status_words.js";
-import { toneOf } from "./watcher.js";
+import { fullTime, shortTime } from "./time.js";
 
 const DELIVERY_HELP = {
   start: "the prompt that started the session",
@@ -45,7 +46,7 @@ function setTime(node, iso) {
 function sameItem(a, b) {
   if (a.kind !== b.kind) return false;
   if (a.kind === "assistant") return a.message_id === b.message_id;
-  if (a.kind === "tool") return a.call_id === b.call_id;
+  if (a.kind === "tool") return a.call_id === b.call_id && isDelegation(a) === isDelegation(b);
   if (a.kind === "approval") return a.approval_id === b.approval_id;
   return a.seq === b.seq;
 }
@@ -180,18 +181,31 @@ function createTool() {
 
 const TOOL_LABEL = { running: "running", done: "done", error: "failed", interrupted: "interrupted" };
 
+/** How long a call took, as text. A call cut off by a crash is repaired with no measured
+ * time (0): it ran from its start to the interruption, as the events' times say; "time
+ * unknown" when they do not. */
+function toolDuration(item, times) {
+  let ms = item.duration_ms;
+  if (item.status === "interrupted" && !ms) ms = times ? times.toolSpan(item.call_id) : null;
+  const unknown = item.status === "interrupted" && (ms === null || ms === undefined);
+  return unknown ? "time unknown" : formatDuration(ms);
+}
+
+/** A delegation call's time: from its start to its result, as the events' times say (its
+ * receipt measures only the write of the result: the call waited without a run). */
+function delegationDuration(item, times) {
+  if (item.status === "running") return "";
+  const span = times ? times.toolSpan(item.call_id) : null;
+  return span !== null ? formatDuration(span) : toolDuration(item, times);
+}
+
 function updateTool(node, item, times) {
   node.dataset.status = item.status;
   node.dataset.callId = String(item.call_id);
   node.dataset.tool = String(item.tool ?? "");
   setText(node.querySelector(".tool-name"), item.tool ?? "tool");
   setText(node.querySelector(".tool-status"), TOOL_LABEL[item.status] ?? String(item.status));
-  // A call cut off by a crash is repaired with no measured time (0): it ran from its start
-  // to the interruption, as the events' times say; "time unknown" when they do not.
-  let ms = item.duration_ms;
-  if (item.status === "interrupted" && !ms) ms = times ? times.toolSpan(item.call_id) : null;
-  const unknown = item.status === "interrupted" && (ms === null || ms === undefined);
-  setText(node.querySelector(".tool-duration"), unknown ? "time unknown" : formatDuration(ms));
+  setText(node.querySelector(".tool-duration"), toolDuration(item, times));
   const progress = node.querySelector(".tool-progress");
   const steps = Array.isArray(item.progress) ? item.progress : [];
   progress.hidden = steps.length === 0;
@@ -293,6 +307,7 @@ function markerText(item) {
       if (d.reason === "crash") return `Resumed after crash${attempt}${fixes}`;
       if (d.reason === "handoff") return `Resumed by another worker${attempt}${fixes}`;
       if (d.reason === "approval") return "Continued after your decision";
+      if (d.reason === "children") return "Continued with its sub-agents' results";
       return `Resumed${d.reason ? ` (${pretty(d.reason)})` : ""}${attempt}${fixes}`;
     }
     case "interrupted":
@@ -307,8 +322,12 @@ function markerText(item) {
     }
     case "compacted":  // drawn by compaction.js; this is its title
       return compactionTitle(d);
-    default:  // child_started, child_ended (docs/subagents.md) name their child; others: the type
-      return d.child_id ? `Sub-agent ${pretty(d.child_id)} ${pretty(d.status ?? "started")}` : String(item.type);
+    case "child_started":  // docs/subagents.md: the call's card (delegation.js) has the rest
+      return `Sub-agent ${pretty(d.agent ?? "")} started · ${pretty(d.child_id ?? "")}`;
+    case "child_ended":
+      return `Sub-agent ${pretty(d.child_id ?? "")} ${pretty(d.status ?? "ended")}`;
+    default:
+      return String(item.type);
   }
 }
 
@@ -338,6 +357,11 @@ function isCompaction(item) {
 }
 
 function createItem(item) {
+  if (isDelegation(item)) {
+    const node = createDelegation();
+    node.classList.add("item");
+    return node;
+  }
   if (isCompaction(item)) {
     const node = createCompaction();
     node.classList.add("item");
@@ -350,9 +374,10 @@ function createItem(item) {
   return node;
 }
 
-function updateItem(node, item, times, superseded) {
+function updateItem(node, item, times, superseded, child) {
   const kind = KINDS[item.kind];
-  if (isCompaction(item)) updateCompaction(node, item);
+  if (child) updateDelegation(node, item, child, delegationDuration(item, times));
+  else if (isCompaction(item)) updateCompaction(node, item);
   else if (kind) kind[1](node, item, times, superseded);
   if (times) setTime(node, times.startOf(item));
 }
@@ -372,14 +397,22 @@ export class TranscriptView {
     this.el.replaceChildren();
   }
 
-  /** `times`: an ItemTimes (item_times.js) dating the items, or null. */
-  render(state, times = null) {
+  /**
+   * `times`: an ItemTimes (item_times.js) dating the items, or null; `lookup(id)`: the rail's
+   * entry of a session, or null (a delegation card shows its child's status from it).
+   */
+  render(state, times = null, lookup = null) {
     const items = state.items;
     const superseded = supersededAnswers(items);
+    const links = items.some(isDelegation) ? childLinks(items) : null;
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
       const prev = this.items[i];
-      if (prev === item && superseded.has(i) === this.superseded.has(i)) continue;
+      // A delegation card changes with its child too, which a later event (or the rail) tells.
+      const child = links && isDelegation(item)
+        ? delegationChild(item, links.get(String(item.call_id)) || null, lookup) : null;
+      const same = prev === item && superseded.has(i) === this.superseded.has(i);
+      if (same && (!child || this.nodes[i].dataset.childKey === JSON.stringify(child))) continue;
       let node = this.nodes[i];
       if (!node || !prev || !sameItem(prev, item)) {
         const fresh = createItem(item);
@@ -387,7 +420,7 @@ export class TranscriptView {
         else this.el.appendChild(fresh);
         node = fresh;
       }
-      updateItem(node, item, times, superseded.has(i));
+      updateItem(node, item, times, superseded.has(i), child);
       this.nodes[i] = node;
       this.items[i] = item;
     }
@@ -403,97 +436,5 @@ export class TranscriptView {
       if (badge.hidden === waiting) badge.hidden = !waiting;
       this.nodes[i].dataset.pending = waiting ? "true" : "false";
     }
-  }
-}
-
-// ---- rail -------------------------------------------------------------------------------
-
-export function displayTitle(title, id) {
-  if (typeof title === "string" && title.trim()) return title;
-  return `Untitled · ${String(id).slice(-6)}`;
-}
-
-export class RailView {
-  constructor(list, empty) {
-    this.list = list;
-    this.empty = empty;
-    this.nodes = new Map();
-    this.selected = null;
-  }
-
-  clear() {
-    this.nodes.clear();
-    this.list.replaceChildren();
-  }
-
-  /**
-   * `openStage`: the stage of the session on screen as its transcript tells it (a stage
-   * goes when the tool that set it ends), or null; the others show the owner stream's stage
-   * while they run (the owner stream says nothing when a tool ends).
-   */
-  render(sessions, selected, openStage = null) {
-    this.selected = selected;
-    const seen = new Set();
-    let prev = null;
-    for (const s of sessions) {
-      seen.add(s.id);
-      let node = this.nodes.get(s.id);
-      if (!node) {
-        node = h(
-          "li",
-          { class: "rail-item", "data-testid": "rail-item", "data-session-id": s.id },
-          h(
-            "a",
-            { href: `#/s/${encodeURIComponent(s.id)}`, class: "rail-link" },
-            h("span", { class: "rail-title" }),
-            h(
-              "span",
-              { class: "rail-meta" },
-              h("span", { class: "dot", "aria-hidden": "true" }),
-              h("span", { class: "rail-status", "data-testid": "rail-status" }),
-              h("span", { class: "rail-stage", "data-testid": "rail-stage" }),
-              h("span", { class: "rail-time", "data-testid": "rail-time" }),
-            ),
-          ),
-        );
-        this.nodes.set(s.id, node);
-      }
-      const tone = toneOf(s.status);
-      node.dataset.status = s.status;
-      node.dataset.tone = tone;
-      node.className = `rail-item tone-${tone}` + (s.id === selected ? " selected" : "");
-      const link = node.querySelector(".rail-link");
-      if (s.id === selected) link.setAttribute("aria-current", "page");
-      else link.removeAttribute("aria-current");
-      const title = displayTitle(s.title, s.id);
-      const titleEl = node.querySelector(".rail-title");
-      setText(titleEl, title);
-      if (titleEl.title !== title) titleEl.title = title;
-      const word = statusWord(s);
-      node.dataset.attention = s.attention || "";
-      setText(node.querySelector(".rail-status"), word);
-      let stage = tone === "live" && !s.attention && s.stage ? s.stage : "";
-      if (s.id === selected && openStage !== null) stage = openStage;
-      setText(node.querySelector(".rail-stage"), stage);
-      // What the rail's search looks in (railtools.js): everything the list knows that a
-      // person would type: the title (the first prompt's words for an untitled session, as
-      // the server titles it), the status word, the stage, the agent, the model and the id.
-      node.dataset.search = [title, word, stage, s.agent, s.model, s.id]
-        .filter((t) => typeof t === "string" && t).join("\n").toLocaleLowerCase();
-      const time = node.querySelector(".rail-time");
-      time.dataset.ts = String(s.created_at ?? "");  // railtools.js refreshes it every minute
-      setText(time, relativeTime(s.created_at));
-      time.title = fullTime(s.created_at);
-      const expected = prev ? prev.nextSibling : this.list.firstChild;
-      if (expected !== node) this.list.insertBefore(node, expected);
-      prev = node;
-    }
-    for (const [id, node] of this.nodes) {
-      if (!seen.has(id)) {
-        node.remove();
-        this.nodes.delete(id);
-      }
-    }
-    this.empty.hidden = sessions.length > 0;
   }
 }

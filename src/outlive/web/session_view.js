@@ -5,7 +5,7 @@
 import { ApiError, api } from "./api.js";
 import { show, setText, h } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
-import { displayTitle } from "./render.js";
+import { displayTitle } from "./rail.js";
 import { statusWord } from "./status_words.js";
 import { openSchedules } from "./schedules_page.js";
 import { dollars, openUsage } from "./usage_page.js";
@@ -100,6 +100,7 @@ export async function openSession(id) {
   const feed = new SessionFeed(id, config, {
     onState: () => {
       if (app.feed !== feed) return;
+      noteChildren(feed);
       // A run settled: read the session again for its usage totals, which the server's
       // ledger keeps (the stream carries tokens, not costs).
       const status = feed.state ? feed.state.status : null;
@@ -121,6 +122,22 @@ export async function openSession(id) {
 }
 
 const RUNNING = new Set(["queued", "running"]);
+
+/** The children the open session's stream started (`child_started`) go under it in the rail
+ *  at once, before the owner stream (or the next list) says whose they are. Markers are only
+ *  ever appended, so each pass reads the items it has not read yet. */
+function noteChildren(feed) {
+  const items = feed.state ? feed.state.items : [];
+  if (!feed.childScan || feed.childScan > items.length) feed.childScan = 0;
+  for (let i = feed.childScan; i < items.length; i++) {
+    const item = items[i];
+    if (item.kind !== "marker" || item.type !== "child_started" || !item.data) continue;
+    const { child_id: child, agent } = item.data;
+    if (app.watcher) app.watcher.noteChild(child, feed.id, typeof agent === "string" ? agent : null,
+                                           feed.times ? feed.times.startOf(item) : null);
+  }
+  feed.childScan = items.length;
+}
 
 async function refreshDetail(id) {
   try {
@@ -199,6 +216,7 @@ export function renderSession() {
   const model = (detail && detail.model) || (entry && entry.model) || "";
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
+  showParent((detail && detail.parent_id) || (entry && entry.parent_id) || null);
   setText(els.context, contextWords(contextUse(state, detail)));
   setText(els.usage, usageWords(detail && detail.usage));
   setText(els.stage, openStage(status) ?? "");
@@ -216,7 +234,8 @@ export function renderSession() {
   if (!state) return;
   const scroller = els.scroller;
   const nearBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
-  transcript.render(state, app.feed ? app.feed.times : null);
+  transcript.render(state, app.feed ? app.feed.times : null,
+                    (sid) => (app.watcher ? app.watcher.get(sid) : null));
   if (nearBottom) scroller.scrollTop = scroller.scrollHeight;
 
   const q = state.question;
@@ -254,6 +273,16 @@ export function renderSession() {
   const cancelling = Boolean(app.cancels && id && app.cancels.pending(id));
   setText(els.cancel, cancelling ? "Cancelling…" : "Cancel run");
   els.cancel.dataset.cancelling = cancelling ? "true" : "false";
+}
+
+/** A sub-agent's session links to the session that started it. */
+function showParent(parentId) {
+  show(els.parent, Boolean(parentId));
+  if (!parentId) return;
+  const href = `#/s/${encodeURIComponent(parentId)}`;
+  if (els.parent.getAttribute("href") !== href) els.parent.setAttribute("href", href);
+  const parent = app.watcher ? app.watcher.get(parentId) : null;
+  setText(els.parent, `↑ sub-agent of “${displayTitle(parent && parent.title, parentId)}”`);
 }
 
 export function scheduleRender() {

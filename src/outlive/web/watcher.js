@@ -19,10 +19,11 @@
 //   the cursor (a reconnect must not bring it back). Deleted sessions are remembered, so a
 //   late event for one does not look like an unknown session.
 // * `session_created` carries status, attempt and title, enough for the rail, so the
-//   session is shown at once (the next fetch fills in the rest).
+//   session is shown at once (the next fetch fills in the rest); lineage.js finds its parent.
 
 import { ApiError, api, listAll } from "./api.js";
 import { backoffDelay } from "./config.js";
+import { Lineage } from "./lineage.js";
 import { Stream } from "./stream.js";
 
 export const OWNER_EVENT_TYPES = [
@@ -71,6 +72,8 @@ function summary(s) {
     updated_at: s.updated_at ?? null,
     cancel_requested: Boolean(s.cancel_requested),
     attention: typeof s.attention === "string" ? s.attention : null,
+    parent_id: typeof s.parent_id === "string" ? s.parent_id : null,
+    root_id: typeof s.root_id === "string" ? s.root_id : null,
   };
 }
 
@@ -105,12 +108,13 @@ export class OwnerWatcher {
   /**
    * @param {object} config  constants from config.js
    * @param {object} hooks   onChange(list), onUnauthorized(), onDeleted(id) (optional)
-   * @param {object} [deps]  fetchAll, EventSourceImpl, probe (tests replace them)
+   * @param {object} [deps]  fetchAll, lookup, EventSourceImpl, probe (tests replace them)
    */
   constructor(config, hooks, deps = {}) {
     this.config = config;
     this.hooks = hooks;
     this.fetchAll = deps.fetchAll || (() => listAll());
+    this.lineage = new Lineage(deps.lookup || (async (id) => (await api.session(id)).session));
     this.sessions = new Map();
     this.deleted = new Set();
     this.cursor = null;
@@ -213,6 +217,31 @@ export class OwnerWatcher {
     else if (!TERMINAL.has(cur.status)) this.update(id, { cancel_requested: true });
   }
 
+  /** The open session's stream started `childId` (`child_started`): nest it now, and show
+   *  it before its `session_created` (or the next fetch) if the list does not have it. */
+  noteChild(childId, parentId, agent = null, createdAt = null) {
+    if (typeof childId !== "string" || !childId || this.deleted.has(childId)) return;
+    this.lineage.learn(childId, parentId);
+    const cur = this.sessions.get(childId);
+    if (cur && cur.parent_id === parentId && (cur.agent || !agent)) return;
+    const base = cur || summary({ id: childId, status: "queued", parent_id: parentId,
+                                  created_at: createdAt || new Date().toISOString() });
+    this.sessions.set(childId, { ...base, parent_id: parentId, agent: base.agent || agent });
+    this.emit();
+  }
+
+  /** A session the owner stream just announced: whose child is it? */
+  async findParent(id) {
+    const found = await this.lineage.find(id);
+    if (found === "busy") this.requestFetch("again", "unknown_parent");
+    if (this.stopped || !found || typeof found !== "object") return;
+    const cur = this.sessions.get(id);
+    if (!cur || (cur.parent_id === found.parent_id && (cur.agent || !found.agent))) return;
+    this.sessions.set(id, { ...cur, parent_id: found.parent_id, root_id: found.root_id,
+                            agent: cur.agent ?? found.agent });
+    this.emit();
+  }
+
   update(id, fields) {
     const prev = this.sessions.get(id);
     if (prev) {
@@ -312,10 +341,12 @@ export class OwnerWatcher {
         this.requestFetch("restart", "journal_overflow");
       }
     }
+    const known = this.sessions.has(ev.session_id);
     const outcome = this.apply(this.sessions, ev);
     if (outcome === "applied") {
       if (ev.type === "session_deleted" && this.hooks.onDeleted) this.hooks.onDeleted(ev.session_id);
       this.emit();
+      if (ev.type === "session_created" && !known) this.findParent(ev.session_id);
     } else if (outcome === "unknown" && !this.fetching) {
       this.requestFetch("normal", "unknown_session");
     }
@@ -337,7 +368,8 @@ export class OwnerWatcher {
       if (this.deleted.has(sid)) return "ignored";
       if (ev.type !== "session_created") return "unknown";
       map.set(sid, {
-        ...summary({ id: sid, status: d.status, created_at: ev.ts, updated_at: ev.ts }),
+        ...summary({ id: sid, status: d.status, created_at: ev.ts, updated_at: ev.ts,
+                     parent_id: this.lineage.get(sid) ?? null }),
         attempt: Number.isInteger(d.attempt) ? d.attempt : 0,
         title: typeof d.title === "string" ? d.title : null,
       });
@@ -348,7 +380,6 @@ export class OwnerWatcher {
       case "session_created":
       case "session_status":
         next.status = d.status;
-        next.attention = typeof d.attention === "string" ? d.attention : null;
         if (Number.isInteger(d.attempt)) next.attempt = d.attempt;
         // Every status change says whether the session now waits on a person (absent: no).
         next.attention = typeof d.attention === "string" ? d.attention : null;
@@ -447,7 +478,11 @@ export class OwnerWatcher {
   /** The fetched list, with the journal's newer events replayed on top. */
   install(list) {
     const map = new Map();
-    for (const s of list) map.set(s.id, summary(s));
+    for (const s of list) {
+      const entry = summary(s);
+      this.lineage.learn(s.id, entry.parent_id);
+      map.set(s.id, entry);
+    }
     const unknown = new Set();
     for (const ev of this.journal) {
       if (this.fetchCursor !== null && ev.id <= this.fetchCursor) continue;
