@@ -33,9 +33,11 @@ from .payload_convert import convert
 
 __all__ = [
     "EVENT_TYPES", "OWNER_EVENT_TYPES", "OWNER_PAYLOAD_TYPES", "PAYLOADS",
-    "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "SESSION_PAYLOAD_TYPES", "UNSET",
+    "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "RESUMED_AFTER_TOOL_RESULTS",
+    "SESSION_PAYLOAD_TYPES", "UNSET",
     "ApprovalDecided", "ApprovalRequested", "BudgetReached", "ChildEnded", "ChildStarted",
-    "ContextCompacted", "Error", "ErrorBody", "Event", "EventPayload", "Incomplete", "MessageEnd",
+    "ClientToolCall", "ContextCompacted", "Error", "ErrorBody", "Event", "EventPayload",
+    "Incomplete", "MessageEnd",
     "NewEvent", "OwnerPayload", "Payload", "ScheduleFired", "SessionActiveStage",
     "SessionCancelRequested", "SessionCreated", "SessionDeleted", "SessionEnd",
     "SessionInterrupted", "SessionResumed", "SessionStart", "SessionStatus", "SessionTitle",
@@ -98,6 +100,9 @@ class SessionStart(Payload, frozen=True, kw_only=True):
 RESUMED_AFTER_DECISION = "approval"
 """`SessionResumed.reason` of the first claim after a person decided an approval: the run that
 waited goes on (no worker was lost, nothing was repaired); else the claim's reason."""
+RESUMED_AFTER_TOOL_RESULTS = "tool_results"
+"""`SessionResumed.reason` of the first claim after the client delivered every result of the
+client tool calls the run waited on (docs/client-tools.md)."""
 RESUMED_AFTER_CHILDREN = "children"
 """`SessionResumed.reason` of the first claim after the children a run waited on ended."""
 
@@ -180,6 +185,18 @@ class ChildStarted(Payload, frozen=True, kw_only=True):
     call_id: str
     child_id: str
     agent: str
+
+
+class ClientToolCall(Payload, frozen=True, kw_only=True):
+    """The model called a tool the client runs (docs/client-tools.md): the run stopped at the
+    call and waits for its result (`POST /v1/sessions/{id}/tool-results`)."""
+
+    TYPE: ClassVar[str] = "client_tool_call"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    expires_at: str | None = None
+    """When an unanswered call becomes a tool error the model sees (None: it waits on)."""
 
 
 class ChildEnded(Payload, frozen=True, kw_only=True):
@@ -411,7 +428,7 @@ EventPayload = (
     SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
-    | BudgetReached | ChildStarted | ChildEnded
+    | BudgetReached | ChildStarted | ChildEnded | ClientToolCall
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage

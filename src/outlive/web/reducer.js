@@ -23,7 +23,8 @@
 //   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
 // * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
-//   it to "approval" and `approval_decided` clears it.
+//   it to "approval" and `approval_decided` clears it; `client_tool_call` (a marker) sets it
+//   to "tool" until the next `session_resumed`.
 // * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
 //   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
 //   "cancelled".
@@ -66,6 +67,7 @@ export const EVENT_TYPES = [
   "budget_reached",
   "child_started",
   "child_ended",
+  "client_tool_call",
 ];
 
 
@@ -156,6 +158,7 @@ function onSessionStart(txn, seq, data) {
 function onSessionResumed(txn, seq, data) {
   closeOpenItems(txn, "interrupted", "interrupted");
   txn.state.status = "running";
+  if (txn.state.attention === "tool") txn.state.attention = null;
   const attempt = int(get(data, "attempt"));
   if (attempt !== null) txn.state.attempt = attempt;
   txn.topList("resumed").push({
@@ -409,6 +412,11 @@ function onChildEnded(txn, seq, data) {
   marker(txn, seq, "child_ended", data);
 }
 
+function onClientToolCall(txn, seq, data) {
+  txn.state.attention = "tool";
+  marker(txn, seq, "client_tool_call", data);
+}
+
 function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
@@ -441,4 +449,5 @@ const HANDLERS = {
   budget_reached: onBudgetReached,
   child_started: onChildStarted,
   child_ended: onChildEnded,
+  client_tool_call: onClientToolCall,
 };
