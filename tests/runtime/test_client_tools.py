@@ -61,7 +61,7 @@ async def test_a_demo_call_of_a_client_tool_waits_and_its_result_carries_the_run
     await eventually(lambda: _no_runs(w), 5, 0.01, what="the waiting run's slot freed")
     asked = await event_appears(store, s.id, "client_tool_call")
     assert asked.data == {"call_id": call.call_id, "name": "get_weather",
-                          "args": {"city": "Oslo"}}
+                          "args": {"city": "Oslo"}, "last": True}
     assert fold(await all_events(store, s.id))["attention"] == "tool"
 
     await store.submit_tool_result(owner, s.id, call.call_id, {"output": {"temp_c": 21}})
@@ -71,7 +71,8 @@ async def test_a_demo_call_of_a_client_tool_waits_and_its_result_carries_the_run
     events = await all_events(store, s.id)
     ends = [e for e in events if e.type == "tool_end"]
     assert len(ends) == 1 and ends[0].data["ok"] and ends[0].data["result"] == {"temp_c": 21}
-    assert [e.type for e in events].count("tool_start") == 1
+    assert [e.type for e in events].count("tool_start") == 0  # the server never starts it
+    assert (ends[0].data["tool"], ends[0].data["client"]) == ("get_weather", True)
     resumed = next(e for e in events if e.type == "session_resumed")
     assert (resumed.data["reason"], resumed.data["repaired_tool_calls"]) == ("tool_results", [])
     assert "temp_c" in events[-2].data["text"]

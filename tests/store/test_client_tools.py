@@ -45,7 +45,8 @@ async def test_a_session_waiting_on_a_client_tool_holds_no_lease_and_nobody_can_
     assert rec.pending and rec.kind == "client_tool" and rec.args == {"city": "Oslo"}
     assert (await event_types(store, s.id))[-2:] == ["message_end", "client_tool_call"]
     ev = (await store.read_events(s.id))[-1]
-    assert ev.data == {"call_id": "call_1", "name": "get_weather", "args": {"city": "Oslo"}}
+    assert ev.data == {"call_id": "call_1", "name": "get_weather", "args": {"city": "Oslo"},
+                       "last": True}
     assert await store.claim("w2", limit=10, lease_ttl=30) == []
     assert (await owner_events(store, owner.id))[-1] == (
         "session_status", {"status": "running", "attempt": 1, "attention": "tool"})

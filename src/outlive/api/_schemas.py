@@ -85,6 +85,8 @@ class ClientToolIn(_Request):
         default=None, gt=0, le=366 * 86400, allow_inf_nan=False,
         description="Seconds a call may wait for its result; then the model gets a tool "
         "error (default: it waits on).")
+    strict: bool = Field(default=False, description="Ask the model for arguments that match "
+                         "`parameters` exactly (OpenAI's strict mode, on routes that have it).")
 
 
 _CLIENT_TOOLS = ("Tools the client runs (docs/client-tools.md), offered to the model beside "

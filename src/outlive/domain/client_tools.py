@@ -54,9 +54,11 @@ class ClientTool:
     description: str
     parameters: dict[str, Any]
     timeout: float | None = None
+    strict: bool = False
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.parameters, client=True)
+        return ToolSpec(self.name, self.description, self.parameters, strict=self.strict,
+                        client=True)
 
 
 @dataclass(frozen=True)
@@ -111,8 +113,12 @@ def parse_client_tools(raw: Any) -> tuple[ClientTool, ...]:
                                     or not 0 < timeout <= NO_TIMEOUT):
             raise InvalidInput(f"client tool {name!r}: timeout must be a positive number of "
                                "seconds")
+        strict = item.get("strict", False)
+        if not isinstance(strict, bool):
+            raise InvalidInput(f"client tool {name!r}: strict must be true or false")
         out.append(ClientTool(name=name, description=description, parameters=dict(params),
-                              timeout=None if timeout is None else float(timeout)))
+                              timeout=None if timeout is None else float(timeout),
+                              strict=strict))
     return tuple(out)
 
 
@@ -123,6 +129,8 @@ def tools_to_json(tools: Iterable[ClientTool]) -> list[dict[str, Any]]:
                                 "parameters": t.parameters}
         if t.timeout is not None:
             item["timeout"] = t.timeout
+        if t.strict:
+            item["strict"] = True
         out.append(item)
     return out
 

@@ -36,8 +36,8 @@ __all__ = [
     "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "RESUMED_AFTER_TOOL_RESULTS",
     "SESSION_PAYLOAD_TYPES", "UNSET",
     "ApprovalDecided", "ApprovalRequested", "BudgetReached", "ChildEnded", "ChildStarted",
-    "ClientToolCall", "ContextCompacted", "Error", "ErrorBody", "Event", "EventPayload",
-    "Incomplete", "MessageEnd",
+    "ClientToolCall", "ClientToolResult", "ContextCompacted", "Error", "ErrorBody", "Event",
+    "EventPayload", "Incomplete", "MessageEnd",
     "NewEvent", "OwnerPayload", "Payload", "ScheduleFired", "SessionActiveStage",
     "SessionCancelRequested", "SessionCreated", "SessionDeleted", "SessionEnd",
     "SessionInterrupted", "SessionResumed", "SessionStart", "SessionStatus", "SessionTitle",
@@ -197,6 +197,21 @@ class ClientToolCall(Payload, frozen=True, kw_only=True):
     args: dict[str, Any]
     expires_at: str | None = None
     """When an unanswered call becomes a tool error the model sees (None: it waits on)."""
+    last: bool = False
+    """The last call of the run's wait (its calls are written together, in call order)."""
+
+
+class ClientToolResult(Payload, frozen=True, kw_only=True):
+    """A client tool call was decided: its client's result came (`ok` says whether it was an
+    output or an error), or it timed out (`reason` `expired`). `resumed`: it was the last
+    the run waited on, so the run carries on (a Responses response opens here)."""
+
+    TYPE: ClassVar[str] = "client_tool_result"
+    call_id: str
+    name: str
+    ok: bool
+    reason: str | None = None
+    resumed: bool = False
 
 
 class ChildEnded(Payload, frozen=True, kw_only=True):
@@ -277,6 +292,9 @@ class ToolEnd(Payload, frozen=True, kw_only=True):
     interrupted: bool = False
     tool: str | None = None
     """The tool's name on the receipt of a call that had no `tool_start` (a denial)."""
+    client: bool = False
+    """The receipt of a client tool call (docs/client-tools.md): its client ran it and has
+    its result; the protocol projections showed the call as the client's and skip it."""
 
     @property
     def succeeded(self) -> bool:
@@ -429,6 +447,7 @@ EventPayload = (
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
     | BudgetReached | ChildStarted | ChildEnded | ClientToolCall
+    | ClientToolResult
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage

@@ -42,8 +42,8 @@ work as still in flight (or as a success) after the run that did it is gone:
   before it stay as they were: only the model's view changed (docs/context.md).
 * `child_started` and `child_ended` (a delegation call's child session started, ended) are
   markers with their data verbatim (docs/subagents.md); the call's own item is its tool's.
-* `client_tool_call` (docs/client-tools.md) is a marker too, and sets `attention` to "tool"
-  until the `session_resumed` of the run that carries on (or a `session_end`).
+* `client_tool_call` and `client_tool_result` (docs/client-tools.md) are markers; a call sets
+  `attention` to "tool" until the result that resumes the run (`resumed`) or a `session_end`.
 """
 
 from __future__ import annotations
@@ -196,8 +196,6 @@ def _on_session_resumed(txn: Txn, seq: int, p: ev.SessionResumed,
                         data: Mapping[str, Any]) -> None:
     _close_open_items(txn, "interrupted", "interrupted")
     txn.state["status"] = "running"
-    if txn.state["attention"] == "tool":
-        txn.state["attention"] = None
     attempt = as_int(p.attempt)
     if attempt is not None:
         txn.state["attempt"] = attempt
@@ -463,6 +461,13 @@ def _on_client_tool_call(txn: Txn, seq: int, p: ev.ClientToolCall,
     _marker(txn, seq, "client_tool_call", data)
 
 
+def _on_client_tool_result(txn: Txn, seq: int, p: ev.ClientToolResult,
+                           data: Mapping[str, Any]) -> None:
+    if p.resumed is True and txn.state["attention"] == "tool":
+        txn.state["attention"] = None
+    _marker(txn, seq, "client_tool_result", data)
+
+
 _HANDLERS: dict[str, Handler] = {
     "session_start": _on_session_start,
     "session_resumed": _on_session_resumed,
@@ -488,6 +493,7 @@ _HANDLERS: dict[str, Handler] = {
     "child_started": _as_marker("child_started"),
     "child_ended": _as_marker("child_ended"),
     "client_tool_call": _on_client_tool_call,
+    "client_tool_result": _on_client_tool_result,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

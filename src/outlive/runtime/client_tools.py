@@ -17,8 +17,7 @@ import msgspec
 
 from ..domain.approvals import Approval
 from ..domain.client_tools import ClientCall, client_error
-from ..domain.events import ToolStart
-from ..domain.model import NewEvent, Session
+from ..domain.model import Session
 from ..domain.tool_calls import ToolSpec
 from ..providers import ToolCall
 from ..store import ClientResultStore
@@ -57,24 +56,23 @@ class ClientTools:
         self.specs: tuple[ToolSpec, ...] = tuple(t.spec() for t in offered)
         self._timeouts = {t.name: t.timeout for t in offered}
         self._calls: list[ToolCall] = []
-        self._starts: list[NewEvent] = []
         self._records: list[Approval] | None = None
 
     def takes(self, call: ToolCall) -> bool:
         return call.name in self._timeouts
 
     def collect(self, call: ToolCall) -> None:
-        """A client call of this answer: it waits with the others, at the end of the turn."""
+        """A client call of this answer: it waits with the others, at the end of the turn.
+        It has no `tool_start` (the server never starts it): its `client_tool_call` is its
+        start, and its receipt names the tool."""
         self._calls.append(call)
-        self._starts.append(ToolStart(call_id=call.call_id, tool=call.name,
-                                      arguments=call.arguments).new())
 
     def dropped(self) -> list[EntryDraft]:
         """Results for the collected calls of an answer cut short before they were written
         (an interrupt, a cancel): without them the history is broken."""
         never = ToolResult.failure("interrupted before it started", 0, interrupted=True)
         out = [tool_result_entry(c.call_id, c.name, never) for c in self._calls]
-        self._calls, self._starts = [], []
+        self._calls = []
         return out
 
     async def wait(self) -> None:
@@ -83,7 +81,7 @@ class ClientTools:
         if self._calls:
             calls = [ClientCall(c.call_id, c.name, dict(c.arguments),
                                 self._timeouts.get(c.name)) for c in self._calls]
-            await self.writes.await_client_tools(calls, self._starts)
+            await self.writes.await_client_tools(calls)
 
     async def records(self) -> list[Approval]:
         if self._records is None:
@@ -106,7 +104,8 @@ class ClientTools:
             record = by_call.get(call.call_id)
             if record is not None and record.decision is not None:
                 result = _result_of(record)
-                receipt = msgspec.structs.replace(result.ended(call.call_id), tool=call.name)
+                receipt = msgspec.structs.replace(result.ended(call.call_id), tool=call.name,
+                                                  client=True)
                 self.writes.hold([tool_result_entry(call.call_id, call.name, result)],
                                  [receipt.new()])
             elif record is not None or self.takes(call):

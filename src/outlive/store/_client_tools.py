@@ -16,7 +16,7 @@ from typing import Any
 from ..domain.approvals import EXPIRED, Approval, Decision
 from ..domain.client_tools import NO_TIMEOUT, ClientCall, ClientToolResultConflict
 from ..domain.errors import InvalidInput, NotFound
-from ..domain.events import ClientToolCall
+from ..domain.events import ClientToolCall, ClientToolResult
 from ..domain.model import Lease, NewEvent, Status, new_id
 from ..domain.status import Action, transition
 from ._approvals import ApprovalOps
@@ -78,6 +78,8 @@ class ClientToolOps(ApprovalOps):
                 if record.kind != "client_tool" or record.decision is not None:
                     raise InvalidInput(f"call {call.call_id} does not wait on its client")
                 waiting.append(record)
+            if written:  # the projections close the wait's calls at the last one
+                written[-1] = NewEvent(written[-1].type, {**written[-1].data, "last": True})
             await self._apply(tx, row, out.state, attention="tool", **columns)
             await self._append(tx, lease.session_id, [*events, *written], fenced=None,
                                stamp=lease)
@@ -136,12 +138,19 @@ class ClientToolOps(ApprovalOps):
         })
         decided = self._to_approval(updated[0])
         left = await tx.fetch(self.q.pending_client_calls, {"sid": row["id"]})
-        if int(left[0]["n"]) == 0 and row["attention"] == "tool" and row["lease_worker"] is None:
+        resumes = (int(left[0]["n"]) == 0 and row["attention"] == "tool"
+                   and row["lease_worker"] is None)
+        if resumes:
             out = transition(lifecycle(row), Action.DECIDE_APPROVAL)
             await self._apply(tx, row, out.state, attention=None)
             await self._owner_event(tx, row["owner_id"], row["id"],
                                     status_event(Status.RUNNING, int(row["attempt"])))
-            st.notify(row["id"], row["owner_id"], work=True, owner=True)
+        ok = decided.result is not None and "output" in decided.result
+        await self._append(tx, row["id"], [ClientToolResult(
+            call_id=decided.call_id, name=decided.tool, ok=ok,
+            reason=None if decided.result is not None else reason, resumed=resumes).new()],
+            fenced=None)
+        st.notify(row["id"], row["owner_id"], work=resumes, events=True, owner=resumes)
         return decided
 
     async def _expire_one(self, tx: Tx, st: TxState, row: Row, item: Row) -> int:

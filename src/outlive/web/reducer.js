@@ -24,7 +24,7 @@
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
 // * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
 //   it to "approval" and `approval_decided` clears it; `client_tool_call` (a marker) sets it
-//   to "tool" until the next `session_resumed`.
+//   to "tool" until a `client_tool_result` with `resumed` (or a `session_end`).
 // * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
 //   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
 //   "cancelled".
@@ -68,6 +68,7 @@ export const EVENT_TYPES = [
   "child_started",
   "child_ended",
   "client_tool_call",
+  "client_tool_result",
 ];
 
 
@@ -158,7 +159,6 @@ function onSessionStart(txn, seq, data) {
 function onSessionResumed(txn, seq, data) {
   closeOpenItems(txn, "interrupted", "interrupted");
   txn.state.status = "running";
-  if (txn.state.attention === "tool") txn.state.attention = null;
   const attempt = int(get(data, "attempt"));
   if (attempt !== null) txn.state.attempt = attempt;
   txn.topList("resumed").push({
@@ -417,6 +417,13 @@ function onClientToolCall(txn, seq, data) {
   marker(txn, seq, "client_tool_call", data);
 }
 
+function onClientToolResult(txn, seq, data) {
+  if (get(data, "resumed") === true && txn.state.attention === "tool") {
+    txn.state.attention = null;
+  }
+  marker(txn, seq, "client_tool_result", data);
+}
+
 function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
@@ -450,4 +457,5 @@ const HANDLERS = {
   child_started: onChildStarted,
   child_ended: onChildEnded,
   client_tool_call: onClientToolCall,
+  client_tool_result: onClientToolResult,
 };
