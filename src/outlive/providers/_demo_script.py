@@ -250,9 +250,8 @@ def _woken(ctx: Context) -> DemoTurn:
 def _call_named(ctx: Context, found: re.Match[str], calls: CallScope,
                 client: frozenset[str] = frozenset()) -> DemoTurn:
     """`call <tool> {json}`: a tool the agent offers (MCP tools included), by name, when
-    `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to. The
-    session's client tools (`client`) may always be called: their client runs them, not the
-    server."""
+    `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to. Client
+    tools (`client`) may always be called: their client runs them, not the server."""
     name, raw = found.group(1), found.group(2).strip()
     if name not in client and (calls == "none" or (calls == "demo" and name not in DEMO_TOOLS)):
         return DemoTurn(CALLS_OFF.format(name=name), "stop") if ctx.step == 0 else done(ctx)
