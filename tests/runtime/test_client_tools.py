@@ -180,3 +180,36 @@ async def test_the_wait_survives_a_crash_of_every_worker(store, workers, owner):
     done = await settled(store, s.id)
     assert done.status is Status.SUCCEEDED
     assert "rain" in (await all_events(store, s.id))[-2].data["text"]
+
+
+class ReusingModel:
+    """Calls `get_weather` under the same call id in every answer that has no result yet."""
+
+    async def stream(self, messages: list[Message], tools: list[Any],
+                     settings: ModelSettings) -> AsyncIterator[ProviderEvent]:
+        last = messages[-1]
+        if last.role == "user":
+            yield ToolCallEvent(ToolCall("c_same", "get_weather", {"city": "Oslo"}))
+            yield Finish("tool_calls")
+            return
+        yield TextDelta(f"got: {last.text}")
+        yield Finish("stop")
+
+
+async def test_a_model_that_reuses_a_call_id_gets_an_error_not_the_old_result(
+        store, workers, owner):
+    registry = default_registry(demo_speed=0.0)
+    registry.register("reuse", ReusingModel)
+    agents = AgentRegistry([demo_agent(0.0), Agent(name="reuser", system_prompt="R",
+                                                   model="reuse:m")])
+    await workers.start(agents=agents, providers=registry)
+    s = await store.create_session(owner, agent="reuser", model="reuse:m", prompt="one",
+                                   client_tools=WEATHER)
+    await _waiting(store, s.id)
+    await store.submit_tool_result(owner, s.id, "c_same", {"output": "sunny"})
+    await settled(store, s.id)
+    await store.post_message(owner, s.id, "two")
+    done = await settled(store, s.id)
+    assert done.status is Status.SUCCEEDED and done.attention is None
+    assert "reused the id" in (await all_events(store, s.id))[-2].data["text"]
+    assert len(await store.client_tool_calls(s.id)) == 1

@@ -67,6 +67,18 @@ class ClientTools:
         start, and its receipt names the tool."""
         self._calls.append(call)
 
+    async def collect_new(self, call: ToolCall) -> None:
+        """A client call of a new answer. A call id has one record: a model that reuses the
+        id of an earlier call gets an error result rather than that call's result."""
+        if not any(r.call_id == call.call_id for r in await self.records()):
+            self.collect(call)
+            return
+        result = ToolResult(False, None, {"message": "the model reused the id of an earlier "
+                                                     "tool call; call it again under a new id",
+                                          "retryable": False}, 0)
+        receipt = msgspec.structs.replace(result.ended(call.call_id), tool=call.name)
+        self.writes.hold([tool_result_entry(call.call_id, call.name, result)], [receipt.new()])
+
     def dropped(self) -> list[EntryDraft]:
         """Results for the collected calls of an answer cut short before they were written
         (an interrupt, a cancel): without them the history is broken."""

@@ -462,7 +462,7 @@ class Run:
                 await self.delegator.collect(call)
                 continue
             if self.clients.takes(call):  # its client runs it: waited on with the others
-                self.clients.collect(call)
+                await self.clients.collect_new(call)
                 continue
             ruling = await self.gate.rule(call)
             if ruling.verdict is Verdict.ASK:
