@@ -73,6 +73,9 @@ class _OneAgent:
     def model_prefixes(self) -> list[str]:
         return ["lab"]
 
+    def tool_names(self, agent: str) -> frozenset[str]:
+        return frozenset()
+
 
 async def test_any_catalog_decides_agents_and_models(harness: Harness):
     client = await _serve(harness, _OneAgent())

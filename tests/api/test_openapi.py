@@ -25,6 +25,9 @@ ENDPOINTS = {
     ("/v1/budget", "put"): {"200", "400", "401", "422"},
     ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {
         "200", "400", "401", "404", "409", "422"},
+    ("/v1/sessions/{session_id}/tool-calls", "get"): {"200", "401", "404", "422"},
+    ("/v1/sessions/{session_id}/tool-results", "post"): {
+        "200", "400", "401", "404", "409", "422"},
     ("/v1/events", "get"): {"200", "400", "401"},
     ("/v1/login", "post"): {"200", "401", "422"},
     ("/v1/logout", "post"): {"200"},

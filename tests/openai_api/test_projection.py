@@ -100,6 +100,12 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
     # A delegation call is its `tool_start`/`tool_end` (an mcp_call); its child is no item.
     "child_started": ({"call_id": "c1", "child_id": "ses_c", "agent": "researcher"}, []),
     "child_ended": ({"call_id": "c1", "child_id": "ses_c", "status": "succeeded"}, []),
+    # A client tool call is a function_call item; the wait's last call completes the response.
+    "client_tool_call": ({"call_id": "c1", "name": "get_weather", "args": {"city": "Oslo"},
+                          "last": True},
+                         [ADDED, "response.function_call_arguments.delta",
+                          "response.function_call_arguments.done", DONE, "response.completed"]),
+    "client_tool_result": ({"call_id": "c1", "name": "get_weather", "ok": True}, []),
     "session_end": ({"status": "succeeded"}, ["response.completed"]),
 }
 

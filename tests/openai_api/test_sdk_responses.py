@@ -159,8 +159,9 @@ def test_errors_come_in_openais_shape(server: Server) -> None:
         "type": "invalid_request_error", "param": None, "code": None}
     refusals: list[tuple[dict[str, Any], str]] = [
         ({"model": "no-such-model", "input": "x"}, "model"),
-        ({"model": "demo", "input": "x", "tools": [{"type": "function", "name": "f",
-                                                    "parameters": {}}]}, "tools"),
+        ({"model": "demo", "input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"model": "demo", "input": "x", "tools": [{"type": "function", "name": "f g"}]},
+         "tools"),
         ({"model": "demo", "input": [{"role": "assistant", "content": "x"}]}, "input[0]"),
         ({"model": "demo", "input": [{"type": "mcp_approval_response",
                                       "approval_request_id": "a", "approve": True}]},

@@ -53,6 +53,8 @@ def samples(store: Any) -> dict[str, Any]:
         # approvals.sql
         "args": d.json({}), "call_id": "call_1", "tool": "t", "decision": "approve",
         "reason": None, "always": False,
+        # client tools (approvals.sql, sessions.sql)
+        "result": d.json({"output": 1}), "client_tools": d.json([]),
         # webhooks (webhooks.sql)
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",

@@ -47,3 +47,8 @@ class AgentCatalog(Protocol):
     def model_prefixes(self) -> list[str]:
         """Route prefixes that can serve a session now, sorted (`["demo", "openai"]`)."""
         ...
+
+    def tool_names(self, agent: str) -> frozenset[str]:
+        """The names of agent `agent`'s own tools: a client tool may not take one
+        (docs/client-tools.md)."""
+        ...

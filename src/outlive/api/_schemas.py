@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..domain.client_tools import tools_to_json
 from ..domain.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -73,6 +74,26 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ClientToolIn(_Request):
+    """A tool the client runs (docs/client-tools.md): the model sees it beside the agent's."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = Field(default="", max_length=4000)
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="A JSON Schema object of its arguments (default: none).")
+    timeout: float | None = Field(
+        default=None, gt=0, le=366 * 86400, allow_inf_nan=False,
+        description="Seconds a call may wait for its result; then the model gets a tool "
+        "error (default: it waits on).")
+    strict: bool = Field(default=False, description="Ask the model for arguments that match "
+                         "`parameters` exactly (OpenAI's strict mode, on routes that have it).")
+
+
+_CLIENT_TOOLS = ("Tools the client runs (docs/client-tools.md), offered to the model beside "
+                 "the agent's own (a name the agent has is 400). A call of one stops the run "
+                 "until its result is posted to `POST /v1/sessions/{id}/tool-results`.")
+
+
 class CreateSession(_Request):
     prompt: str = Field(
         min_length=1,
@@ -119,6 +140,8 @@ class CreateSession(_Request):
         "delete of the parent goes on to it; docs/subagents.md); another owner's, or a "
         "missing one, is 404.",
     )
+    client_tools: list[ClientToolIn] | None = Field(
+        default=None, max_length=64, description=_CLIENT_TOOLS)
 
 
 class PatchSession(_Request):
@@ -157,6 +180,10 @@ class PostMessage(_Request):
         default=None, min_length=1, max_length=200,
         description="Idempotency key: the same id twice gives the same answer, one message.",
     )
+    client_tools: list[ClientToolIn] | None = Field(
+        default=None, max_length=64,
+        description=_CLIENT_TOOLS + " Given, they replace the session's for its runs from "
+        "this message on (an empty list: none).")
 
 
 class ErrorInfoOut(BaseModel):
@@ -210,12 +237,13 @@ class SessionOut(BaseModel):
     metadata: dict[str, Any]
     cancel_requested: bool
     abandon_after: float | None
-    attention: Literal["question", "approval", "budget"] | None = Field(
+    attention: Literal["question", "approval", "budget", "tool"] | None = Field(
         default=None,
         description="What the session waits on a person for: `question` when its run ended "
         "on a question (cleared by the next message), `approval` while a tool call waits "
         "for a decision (cleared by it), `budget` when its run stopped at its budget "
-        "(cleared by a message or a budget that allows more).",
+        "(cleared by a message or a budget that allows more), `tool` while its run waits "
+        "for the results of client tool calls (cleared by the last one).",
     )
     compacted_through: int = Field(
         0, description="Deltas at or below this seq may have been compacted away; a stream "
@@ -237,6 +265,8 @@ class SessionOut(BaseModel):
         "its child through the API (null: a root; docs/subagents.md).")
     root_id: str | None = Field(
         default=None, description="The root of its tree (null for a root itself).")
+    client_tools: list[dict[str, Any]] = Field(
+        default_factory=list, description="The tools its client runs (docs/client-tools.md).")
 
 
 class SessionsPage(BaseModel):
@@ -335,6 +365,7 @@ def session_out(s: Session) -> SessionOut:
         budget=None if s.budget is None else s.budget.to_dict(),
         parent_id=s.parent_id,
         root_id=s.root_id,
+        client_tools=tools_to_json(s.client_tools),
     )
 
 

@@ -10,20 +10,24 @@ so a refused request changes nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Response
 
 from ..domain.budget import parse_budget
+from ..domain.client_tools import ClientTool, check_no_clash, parse_client_tools
 from ..domain.errors import TooLarge
 from ..domain.model import Status
 from ..store import check_metadata, check_string
 from ._auth import CurrentOwner
 from ._context import Ctx, TraceParent
 from ._errors import ApiError, error_responses
+from ._path_ids import refuse_unstorable
 from ._schemas import (
     MAX_METADATA_BYTES,
     CancelOut,
+    ClientToolIn,
     CreateSession,
     DeletedOut,
     PatchSession,
@@ -58,6 +62,18 @@ def resolve_agent(ctx: Ctx, agent: str | None, model: str | None) -> tuple[str, 
             agent=agent_name, known=known,
         )
     return found.name, ctx.catalog.check_model(model if model is not None else found.model)
+
+
+def client_tools_of(ctx: Ctx, agent: str, given: Sequence[ClientToolIn] | None
+                    ) -> tuple[ClientTool, ...] | None:
+    """The client tools of a request, checked: a name of the agent's own tools is 400."""
+    if given is None:
+        return None
+    raw = [t.model_dump(exclude_none=True) for t in given]
+    refuse_unstorable(raw, "client_tools")
+    tools = parse_client_tools(raw)
+    check_no_clash(tools, ctx.catalog.tool_names(agent))
+    return tools
 
 
 @router.post(
@@ -96,8 +112,10 @@ async def create_session(
                 f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
                 limit=MAX_METADATA_BYTES,
             )
+    tools = client_tools_of(ctx, agent, body.client_tools)
     session = await ctx.store.create_session(
         owner.id,
+        client_tools=tools,
         agent=agent,
         model=model,
         prompt=body.prompt,
@@ -129,9 +147,9 @@ async def list_sessions(
         str | None, Query(max_length=100, description="`next_cursor` of the previous page.")
     ] = None,
     attention: Annotated[
-        Literal["question", "approval", "budget"] | None,
+        Literal["question", "approval", "budget", "tool"] | None,
         Query(description="Only sessions waiting on a person for this (`question`, "
-              "`approval`, `budget`)."),
+              "`approval`, `budget`), or on their client's tool results (`tool`)."),
     ] = None,
     parent_id: Annotated[
         str | None, Query(max_length=100, description="Only the children of this session.")
@@ -222,9 +240,14 @@ async def post_message(
         at = None if body.deliver_at is None else body.deliver_at.timestamp()
         return scheduled_out(await ctx.store.schedule_message(
             owner.id, session_id, body.text, mode=body.mode, deliver_at=at, delay=body.delay))
+    tools = None
+    if body.client_tools is not None:
+        found = await ctx.store.get_session(owner.id, session_id)  # 404 before any check
+        tools = client_tools_of(ctx, found.agent, body.client_tools)
     result = await ctx.store.post_message(
         owner.id, session_id, body.text, mode=body.mode,
         client_request_id=body.client_request_id, traceparent=traceparent,
+        client_tools=tools,
     )
     return post_out(result)
 

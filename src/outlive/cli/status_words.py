@@ -11,13 +11,16 @@ def status_word(status: str, attention: str | None = None, error_code: str | Non
     """`waiting for you` (the run ended on a question), `waiting on approval` (a tool call
     waits for a decision; no worker holds the session), `incomplete` (failed at the model's
     length limit or the turn limit), `budget reached` (the run stopped at the session's
-    budget), else the status itself."""
+    budget), `waiting on client tools` (its client's tool results; no worker holds it), else
+    the status itself."""
     if attention == "question":
         return "waiting for you"
     if attention == "approval":
         return "waiting on approval"
     if attention == "budget":
         return "budget reached"
+    if attention == "tool":
+        return "waiting on client tools"
     if status == "failed" and error_code == "incomplete":
         return "incomplete"
     return status

@@ -65,6 +65,7 @@ from ._models import (
 )
 from ._sse import SSEMessage, SSEParser
 from ._sync_client import Client
+from ._tool_calls import ToolCallInfo, client_tool
 from ._view import SessionView
 from ._watcher import SessionWatcher
 
@@ -112,6 +113,7 @@ __all__ = [
     "SnapshotFrame",
     "StreamItem",
     "Timer",
+    "ToolCallInfo",
     "TransportError",
     "UnauthorizedError",
     "UsageCall",
@@ -119,6 +121,7 @@ __all__ = [
     "UsageReport",
     "UsageTotals",
     "ValidationFailedError",
+    "client_tool",
     "find_api_key",
     "key_file_for",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -132,12 +132,15 @@ def create_session(
     abandon_after: float | None = None,
     client_request_id: str | None = None,
     budget: Mapping[str, Any] | None = None,
+    client_tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> Call[SessionInfo]:
     body = _drop_none(
         {"prompt": prompt, "agent": agent, "model": model, "title": title,
          "metadata": dict(metadata) if metadata is not None else None,
          "abandon_after": abandon_after, "client_request_id": client_request_id,
-         "budget": dict(budget) if budget is not None else None}
+         "budget": dict(budget) if budget is not None else None,
+         "client_tools": [dict(t) for t in client_tools] if client_tools is not None
+         else None}
     )
     return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
 
@@ -175,8 +178,11 @@ def send_message(
     *,
     mode: str | None = None,
     client_request_id: str | None = None,
+    client_tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> Call[PostResult]:
-    body = _drop_none({"text": text, "mode": mode, "client_request_id": client_request_id})
+    body = _drop_none({"text": text, "mode": mode, "client_request_id": client_request_id,
+                       "client_tools": [dict(t) for t in client_tools]
+                       if client_tools is not None else None})
     return Call("POST", session_path(session_id, "/messages"), PostResult.model_validate,
                 json=body)
 

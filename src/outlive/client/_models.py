@@ -164,7 +164,8 @@ class SessionInfo(_Model):
     cancel_requested: bool = False
     abandon_after: float | None = None
     attention: str | None = None
-    """What the session waits on a person for: `question` or `approval` (None: nobody)."""
+    """What the session waits on a person for: `question` or `approval`, or `tool` while it
+    waits on client tool results (None: nothing)."""
     context: ContextUse | None = None
     """The context use at the last model call (None: none measured yet, or an older server)."""
     compact_requested: bool = False
@@ -177,6 +178,8 @@ class SessionInfo(_Model):
     """The session it is a child of (docs/subagents.md); None: a root."""
     root_id: str | None = None
     """The root of its tree (None for a root itself)."""
+    client_tools: list[dict[str, Any]] = Field(default_factory=list)
+    """The tools its client runs (docs/client-tools.md)."""
 
     @property
     def terminal(self) -> bool:

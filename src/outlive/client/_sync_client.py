@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
@@ -14,12 +14,12 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from . import _calls, _schedule_calls
+from . import _calls, _schedule_calls, _tool_calls
 from ._async_client import PAGE_SIZE
 from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
-from ._errors import ClientError, ProtocolError, TransportError, api_error, is_transient
+from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_error, is_transient
 from ._frames import SessionCursor, decode_session
 from ._models import (
     Approval,
@@ -36,6 +36,7 @@ from ._models import (
     UsageReport,
 )
 from ._sse import SSEParser
+from ._tool_calls import _UNSET, ToolCallInfo, ToolFunction
 
 __all__ = ["Client"]
 
@@ -100,11 +101,14 @@ class Client:
         abandon_after: float | None = None,
         client_request_id: str | None = None,
         budget: Mapping[str, Any] | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> SessionInfo:
+        """`client_tools`: tools this client runs (docs/client-tools.md; `client_tool(fn)`
+        declares a function), offered to the model beside the agent's."""
         return self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
             abandon_after=abandon_after, client_request_id=client_request_id,
-            budget=budget,
+            budget=budget, client_tools=client_tools,
         ))
 
     def list_sessions(
@@ -154,10 +158,55 @@ class Client:
         *,
         mode: str | None = None,
         client_request_id: str | None = None,
+        client_tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> PostResult:
+        """`client_tools` (not None) replace the session's for its runs from this message
+        on."""
         return self._call(_calls.send_message(
-            session_id, text, mode=mode, client_request_id=client_request_id
+            session_id, text, mode=mode, client_request_id=client_request_id,
+            client_tools=client_tools,
         ))
+
+    def tool_calls(self, session_id: str) -> list[ToolCallInfo]:
+        """The session's client tool calls, waiting and decided, oldest first."""
+        return self._call(_tool_calls.tool_calls(session_id))
+
+    def submit_tool_result(self, session_id: str, call_id: str, *, output: Any = _UNSET,
+                           error: str | None = None) -> ToolCallInfo:
+        """Deliver the result of a client tool call (exactly one of `output`, any JSON
+        value, and `error`, what the model is told went wrong). The first result wins and
+        the session's last waiting one resumes the run; the same again answers the same; a
+        different one raises ApiError 409 TOOL_RESULT_CONFLICT."""
+        return self._call(_tool_calls.submit_result(session_id, call_id, output=output,
+                                                       error=error))
+
+    def run_client_tools(
+        self, session_id: str, functions: Mapping[str, ToolFunction] | Sequence[ToolFunction],
+        *, poll: float = 0.25, timeout: float | None = None,
+    ) -> SessionInfo:
+        """Run the session's client tool calls with local Python functions (a list, each
+        the tool of its name, or a mapping of tool names) until the session ends, and
+        return it. A call of another tool is left to another client; a call another client
+        answered first is skipped. `timeout`: give up (TimeoutError) after that long."""
+        _, named = _tool_calls.declarations(functions)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            for call in self.tool_calls(session_id):
+                fn = named.get(call.name)
+                if not call.pending or fn is None:
+                    continue
+                result = _tool_calls.result_of_sync(fn, call.args)
+                try:
+                    self.submit_tool_result(session_id, call.call_id, **result)
+                except ApiError as exc:
+                    if exc.code != "TOOL_RESULT_CONFLICT":
+                        raise
+            session = (self.get_session(session_id)).session
+            if session.terminal:
+                return session
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"session {session_id} did not end in {timeout} s")
+            time.sleep(poll)
 
     def approvals(self, session_id: str) -> list[Approval]:
         """The session's approvals, pending and decided, oldest first."""

@@ -74,6 +74,11 @@ class Approval:
     reason: str | None = None
     always: bool = False
     decided_at: datetime | None = None
+    kind: str = "approval"
+    """`approval`, or `client_tool`: a client tool call waiting on its result, decided by
+    the first result (`approve`, with `result`), its timeout or a cancel (`deny`)."""
+    result: dict[str, Any] | None = None
+    """A client tool call's result: `{"output": ...}` or `{"error": {"message": ...}}`."""
 
     @property
     def pending(self) -> bool:

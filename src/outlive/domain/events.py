@@ -22,20 +22,23 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .event_payload import ErrorBody, NewEvent, Payload, Usage
 from .payload_convert import convert
 
 __all__ = [
     "EVENT_TYPES", "OWNER_EVENT_TYPES", "OWNER_PAYLOAD_TYPES", "PAYLOADS",
-    "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "SESSION_PAYLOAD_TYPES", "UNSET",
+    "RESUMED_AFTER_CHILDREN", "RESUMED_AFTER_DECISION", "RESUMED_AFTER_TOOL_RESULTS",
+    "SESSION_PAYLOAD_TYPES", "UNSET",
     "ApprovalDecided", "ApprovalRequested", "BudgetReached", "ChildEnded", "ChildStarted",
-    "ContextCompacted", "Error", "ErrorBody", "Event", "EventPayload", "Incomplete", "MessageEnd",
+    "ClientToolCall", "ClientToolResult", "ContextCompacted", "Error", "ErrorBody", "Event",
+    "EventPayload", "Incomplete", "MessageEnd",
     "NewEvent", "OwnerPayload", "Payload", "ScheduleFired", "SessionActiveStage",
     "SessionCancelRequested", "SessionCreated", "SessionDeleted", "SessionEnd",
     "SessionInterrupted", "SessionResumed", "SessionStart", "SessionStatus", "SessionTitle",
@@ -43,45 +46,6 @@ __all__ = [
     "TurnStart", "Unknown", "UnsetType", "Usage", "UserMessage", "UserQuestion", "parse",
     "parse_owner",
 ]
-
-
-class Payload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """The `data` of one event type. `TYPE` is the event's `type` on the wire.
-
-    Fields without a default are written on every event of the type; fields with a default
-    are left out of `data` while they hold it (`UNSET` where `None` is a value of its own)."""
-
-    TYPE: ClassVar[str]
-
-    def new(self) -> NewEvent:
-        """The event to append, with this payload as its `data`."""
-        return NewEvent(self.TYPE, self.data())
-
-    def data(self) -> dict[str, Any]:
-        """This payload as the JSON object it is on the wire."""
-        return typing.cast(dict[str, Any], msgspec.to_builtins(self))
-
-
-# ---- nested values ------------------------------------------------------------------------
-
-
-class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a run failed, as a `session_end` or an owner `session_status` carries it."""
-
-    code: str | None = None
-    message: str | None = None
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What one model call used, as its provider reported it: `input_tokens` counts the
-    `cached_input_tokens` read from its prompt cache too, `output_tokens` the
-    `reasoning_tokens`; `estimated` when the counts are not the provider's own."""
-
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
-    estimated: bool = False
 
 
 # ---- the session log ----------------------------------------------------------------------
@@ -98,6 +62,9 @@ class SessionStart(Payload, frozen=True, kw_only=True):
 RESUMED_AFTER_DECISION = "approval"
 """`SessionResumed.reason` of the first claim after a person decided an approval: the run that
 waited goes on (no worker was lost, nothing was repaired); else the claim's reason."""
+RESUMED_AFTER_TOOL_RESULTS = "tool_results"
+"""`SessionResumed.reason` of the first claim after the client delivered every result of the
+client tool calls the run waited on (docs/client-tools.md)."""
 RESUMED_AFTER_CHILDREN = "children"
 """`SessionResumed.reason` of the first claim after the children a run waited on ended."""
 
@@ -182,6 +149,33 @@ class ChildStarted(Payload, frozen=True, kw_only=True):
     agent: str
 
 
+class ClientToolCall(Payload, frozen=True, kw_only=True):
+    """The model called a tool the client runs (docs/client-tools.md): the run stopped at the
+    call and waits for its result (`POST /v1/sessions/{id}/tool-results`)."""
+
+    TYPE: ClassVar[str] = "client_tool_call"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    expires_at: str | None = None
+    """When an unanswered call becomes a tool error the model sees (None: it waits on)."""
+    last: bool = False
+    """The last call of the run's wait (its calls are written together, in call order)."""
+
+
+class ClientToolResult(Payload, frozen=True, kw_only=True):
+    """A client tool call was decided: its client's result came (`ok` says whether it was an
+    output or an error), or it timed out (`reason` `expired`). `resumed`: it was the last
+    the run waited on, so the run carries on (a Responses response opens here)."""
+
+    TYPE: ClassVar[str] = "client_tool_result"
+    call_id: str
+    name: str
+    ok: bool
+    reason: str | None = None
+    resumed: bool = False
+
+
 class ChildEnded(Payload, frozen=True, kw_only=True):
     """A child session a delegation call started ended first (its outcome is the call's)."""
 
@@ -260,6 +254,9 @@ class ToolEnd(Payload, frozen=True, kw_only=True):
     interrupted: bool = False
     tool: str | None = None
     """The tool's name on the receipt of a call that had no `tool_start` (a denial)."""
+    client: bool = False
+    """The receipt of a client tool call (docs/client-tools.md): its client ran it and has
+    its result; the protocol projections showed the call as the client's and skip it."""
 
     @property
     def succeeded(self) -> bool:
@@ -411,7 +408,8 @@ EventPayload = (
     SessionStart | SessionResumed | SessionInterrupted | SessionEnd | UserMessage | UserQuestion
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
-    | BudgetReached | ChildStarted | ChildEnded
+    | BudgetReached | ChildStarted | ChildEnded | ClientToolCall
+    | ClientToolResult
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage
@@ -430,14 +428,6 @@ OWNER_EVENT_TYPES = frozenset(_OWNER_PAYLOADS)
 
 
 # ---- the envelopes ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    """An event to append: the store gives it its seq, time, attempt and fence."""
-
-    type: str
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

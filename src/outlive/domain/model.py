@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .budget import Budget
+from .client_tools import ClientTool
 from .events import (
     EVENT_TYPES,
     OWNER_EVENT_TYPES,
@@ -32,6 +33,7 @@ __all__ = [
     "OWNER_EVENT_TYPES",
     "TERMINAL",
     "TRUNCATION_KEY",
+    "WAITING_ATTENTION",
     "Claim",
     "ClaimReason",
     "Delivery",
@@ -85,10 +87,14 @@ class Delivery(enum.StrEnum):
     START = "start"
 
 
-ATTENTION = frozenset({"question", "approval", "budget"})
+ATTENTION = frozenset({"question", "approval", "budget", "tool"})
 """What a session can wait on a person for (`Session.attention`): an answer to a question
-(the run ended), a decision on a tool call (the run waits, `Lifecycle.awaiting`), or a
-larger budget (the run ended before a model call its budget did not allow)."""
+(the run ended), a decision on a tool call (the run waits, `Lifecycle.awaiting`), a
+larger budget (the run ended before a model call its budget did not allow), or the results
+of the client tool calls its run stopped at (`tool`: the run waits, as for an approval)."""
+
+WAITING_ATTENTION = frozenset({"approval", "tool"})
+"""The attention of a session whose run waits without a lease (`Lifecycle.awaiting`)."""
 
 
 class ClaimReason(enum.StrEnum):
@@ -176,6 +182,9 @@ class Session:
     """The parent's delegation tool call this child answers (None: made through the API)."""
     depth: int = 0
     """How far below its root: 0 for a root, 1 for its children, ..."""
+    client_tools: tuple[ClientTool, ...] = ()
+    """The tools its client runs (docs/client-tools.md), offered to the model beside the
+    agent's own: from the create, or the latest message that declared some."""
 
     @property
     def cancel_requested(self) -> bool:

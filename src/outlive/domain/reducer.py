@@ -42,6 +42,8 @@ work as still in flight (or as a success) after the run that did it is gone:
   before it stay as they were: only the model's view changed (docs/context.md).
 * `child_started` and `child_ended` (a delegation call's child session started, ended) are
   markers with their data verbatim (docs/subagents.md); the call's own item is its tool's.
+* `client_tool_call` and `client_tool_result` (docs/client-tools.md) are markers; a call sets
+  `attention` to "tool" until the result that resumes the run (`resumed`) or a `session_end`.
 """
 
 from __future__ import annotations
@@ -446,27 +448,24 @@ def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]
     _marker(txn, seq, "incomplete", data)
 
 
-def _on_budget_reached(txn: Txn, seq: int, p: ev.BudgetReached,
-                       data: Mapping[str, Any]) -> None:
-    _marker(txn, seq, "budget", data)
+def _as_marker(kind: str) -> Handler:
+    """An event shown as a marker of type `kind`, its data verbatim."""
+    def handle(txn: Txn, seq: int, p: Any, data: Mapping[str, Any]) -> None:
+        _marker(txn, seq, kind, data)
+    return handle
 
 
-def _on_child_started(txn: Txn, seq: int, p: ev.ChildStarted,
-                      data: Mapping[str, Any]) -> None:
-    _marker(txn, seq, "child_started", data)
+def _on_client_tool_call(txn: Txn, seq: int, p: ev.ClientToolCall,
+                         data: Mapping[str, Any]) -> None:
+    txn.state["attention"] = "tool"
+    _marker(txn, seq, "client_tool_call", data)
 
 
-def _on_child_ended(txn: Txn, seq: int, p: ev.ChildEnded, data: Mapping[str, Any]) -> None:
-    _marker(txn, seq, "child_ended", data)
-
-
-def _on_error(txn: Txn, seq: int, p: ev.Error, data: Mapping[str, Any]) -> None:
-    _marker(txn, seq, "error", data)
-
-
-def _on_context_compacted(txn: Txn, seq: int, p: ev.ContextCompacted,
-                          data: Mapping[str, Any]) -> None:
-    _marker(txn, seq, "compacted", data)
+def _on_client_tool_result(txn: Txn, seq: int, p: ev.ClientToolResult,
+                           data: Mapping[str, Any]) -> None:
+    if p.resumed is True and txn.state["attention"] == "tool":
+        txn.state["attention"] = None
+    _marker(txn, seq, "client_tool_result", data)
 
 
 _HANDLERS: dict[str, Handler] = {
@@ -488,11 +487,13 @@ _HANDLERS: dict[str, Handler] = {
     "stage": _on_stage,
     "title": _on_title,
     "incomplete": _on_incomplete,
-    "error": _on_error,
-    "context_compacted": _on_context_compacted,
-    "budget_reached": _on_budget_reached,
-    "child_started": _on_child_started,
-    "child_ended": _on_child_ended,
+    "error": _as_marker("error"),
+    "context_compacted": _as_marker("compacted"),
+    "budget_reached": _as_marker("budget"),
+    "child_started": _as_marker("child_started"),
+    "child_ended": _as_marker("child_ended"),
+    "client_tool_call": _on_client_tool_call,
+    "client_tool_result": _on_client_tool_result,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

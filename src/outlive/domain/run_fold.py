@@ -25,6 +25,8 @@ The rules (the transcript reducer, `reducer.py`, shares the ones that are the sa
   call re-issued under its id) is started `again` under a unique id. `interrupted` wins over
   `ok`.
 * An `error` the run retries is not the run's error.
+* A `client_tool_call` is a step of its own (its client runs the call); the receipt the
+  resumed run writes for it (`tool_end` with `client`) steps nothing.
 * A `context_compacted` is a step of its own where it happened (between turns: the run makes
   the model's view smaller before a call); it opens or closes nothing.
 * At the run's end (`close_open`, which `session_end` applies first) open parts are cut short
@@ -49,6 +51,7 @@ from .run_steps import (
     ApprovalAsked,
     ChildBegan,
     ChildFinished,
+    ClientCallAsked,
     Closing,
     Compacted,
     PartClosed,
@@ -313,6 +316,9 @@ def _on_child_ended(f: RunFold, seq: int, p: ev.ChildEnded) -> None:
 
 def _on_tool_end(f: RunFold, seq: int, p: ev.ToolEnd) -> None:
     call_id = _call_id(p.call_id, seq)
+    if p.client is True and call_id not in f._running:
+        f._seen.add(call_id)  # the client ran it: its call was the client's step, not a tool
+        return
     if call_id not in f._running:
         if call_id in f._seen:
             return  # already closed (a duplicate receipt)
@@ -333,6 +339,12 @@ def _on_question(f: RunFold, seq: int, p: ev.UserQuestion) -> None:
 def _on_approval_requested(f: RunFold, seq: int, p: ev.ApprovalRequested) -> None:
     f._out.append(ApprovalAsked(text_of(p.approval_id) or f"approval_{seq}", text_of(p.call_id),
                                 text_of(p.tool), p.args or {}, p.expires_at))
+
+
+def _on_client_call(f: RunFold, seq: int, p: ev.ClientToolCall) -> None:
+    call_id = text_of(p.call_id) or f"client_{seq}"
+    f._seen.add(call_id)
+    f._out.append(ClientCallAsked(call_id, text_of(p.name), p.args or {}, p.last is True))
 
 
 def _on_approval_decided(f: RunFold, seq: int, p: ev.ApprovalDecided) -> None:
@@ -382,6 +394,7 @@ _HANDLERS: dict[type, Callable[[RunFold, int, Any], None]] = {
     ev.UserQuestion: _on_question,
     ev.ApprovalRequested: _on_approval_requested,
     ev.ApprovalDecided: _on_approval_decided,
+    ev.ClientToolCall: _on_client_call,
     ev.Stage: _on_state,
     ev.Title: _on_state,
     ev.Incomplete: _on_incomplete,

@@ -19,6 +19,7 @@ __all__ = [
     "ApprovalAsked",
     "ChildBegan",
     "ChildFinished",
+    "ClientCallAsked",
     "Closing",
     "Compacted",
     "PartClosed",
@@ -155,6 +156,17 @@ class ApprovalAsked:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientCallAsked:
+    """A call of a client tool (docs/client-tools.md): its client runs it; `last` is the last
+    call the run waits on (the run stops there until their results come)."""
+
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalAnswered:
     approval_id: str
     call_id: str
@@ -212,8 +224,8 @@ class RunEnded:
 Step = (
     PartOpened | PartDelta | PartClosed | TurnBegan | RunClaimed | ToolBegan | ToolProgressed
     | ChildBegan | ChildFinished | ToolFinished | QuestionAsked | ApprovalAsked
-    | ApprovalAnswered | StateChanged | UsageReported | Compacted | RunIncomplete | RunError
-    | RunEnded
+    | ApprovalAnswered | ClientCallAsked | StateChanged | UsageReported | Compacted
+    | RunIncomplete | RunError | RunEnded
 )
 
 

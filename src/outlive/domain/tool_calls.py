@@ -29,3 +29,9 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False
+    """Ask the model for arguments that match `parameters` exactly (OpenAI's strict mode;
+    providers without it ignore it)."""
+    client: bool = False
+    """A client tool (docs/client-tools.md): its calls are run by the session's client, not
+    by the server (providers describe it to the model like any other)."""

@@ -247,11 +247,13 @@ def _woken(ctx: Context) -> DemoTurn:
     return done(ctx)
 
 
-def _call_named(ctx: Context, found: re.Match[str], calls: CallScope) -> DemoTurn:
+def _call_named(ctx: Context, found: re.Match[str], calls: CallScope,
+                client: frozenset[str] = frozenset()) -> DemoTurn:
     """`call <tool> {json}`: a tool the agent offers (MCP tools included), by name, when
-    `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to."""
+    `calls` lets it run (`DemoProvider.call_scope`); else an answer saying how to. Client
+    tools (`client`) may always be called: their client runs them, not the server."""
     name, raw = found.group(1), found.group(2).strip()
-    if calls == "none" or (calls == "demo" and name not in DEMO_TOOLS):
+    if name not in client and (calls == "none" or (calls == "demo" and name not in DEMO_TOOLS)):
         return DemoTurn(CALLS_OFF.format(name=name), "stop") if ctx.step == 0 else done(ctx)
     if ctx.step == 0:
         if name not in ctx.offered:
@@ -314,7 +316,7 @@ def plan_turn(messages: list[Message], tools: list[ToolSpec], *,
     if kind == "call":
         named = _CALL.match(ctx.prompt)
         assert named is not None
-        turn = _call_named(ctx, named, calls)
+        turn = _call_named(ctx, named, calls, frozenset(t.name for t in tools if t.client))
     elif kind == "markdown":
         turn = DemoTurn(MARKDOWN_ANSWER, "stop") if ctx.step == 0 else done(ctx)
     elif kind is not None:

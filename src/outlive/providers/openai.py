@@ -171,6 +171,7 @@ def to_chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
                 "name": t.name,
                 "description": t.description,
                 "parameters": t.parameters,
+                **({"strict": True} if t.strict else {}),
             },
         }
         for t in tools

@@ -45,3 +45,8 @@ class Catalog:
 
     def model_prefixes(self) -> list[str]:
         return self._providers.prefixes()
+
+    def tool_names(self, agent: str) -> frozenset[str]:
+        found = self._agents.get(agent)
+        return frozenset([*found.tools.names(), *(f"agent__{s}" for s in found.subagents),
+                          "ask_user"])

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.approvals import Approval, ApprovalRequest
+from ..domain.client_tools import ClientCall
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 from ..domain.subagents import ChildSpawn
 from ..store import Commit, RunnerStore, Settle
@@ -168,6 +169,15 @@ class GroupCommitter:
     ) -> list[str] | None:
         return await self.store.await_children(lease, spawns, entries=entries, events=events,
                                                context=context, compacted=compacted)
+
+    async def await_client_tools(
+        self, lease: Lease, calls: Sequence[ClientCall], *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
+    ) -> list[Approval] | None:
+        return await self.store.await_client_tools(lease, calls, entries=entries,
+                                                   events=events, context=context,
+                                                   compacted=compacted)
 
     async def start_detached(
         self, lease: Lease, spawn: ChildSpawn, *,

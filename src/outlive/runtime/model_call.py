@@ -96,6 +96,8 @@ class ModelCaller:
         self.activity = activity
         self._log = MessageLog(agent.system_prompt)
         self._tools: list[ToolSpec] | None = None
+        self.client_tools: tuple[ToolSpec, ...] = ()
+        """The session's client tools, offered beside the agent's (docs/client-tools.md)."""
         self._settings: ModelSettings | None = None
 
     async def call(self, message_id: str) -> TurnBuffer:
@@ -326,7 +328,8 @@ class ModelCaller:
     def _request(self) -> tuple[list[ToolSpec], ModelSettings]:
         """The tools and settings of every call of the run (the agent does not change)."""
         if self._tools is None or self._settings is None:
-            self._tools = self.agent.tools.specs() if len(self.agent.tools) else []
+            own = self.agent.tools.specs() if len(self.agent.tools) else []
+            self._tools = [*own, *self.client_tools]
             self._settings = ModelSettings(
                 model=self.model_name,
                 max_tokens=self.agent.max_tokens,

@@ -20,8 +20,6 @@ from .. import metrics, tracing
 from ..domain.approvals import ApprovalRequest
 from ..domain.errors import LeaseLost, PendingInput, StoreUnavailable
 from ..domain.events import (
-    RESUMED_AFTER_CHILDREN,
-    RESUMED_AFTER_DECISION,
     Incomplete,
     MessageEnd,
     SessionResumed,
@@ -51,6 +49,7 @@ from .activity import Abort, Supervisor
 from .agents import Agent
 from .approval_gate import ApprovalGate, Verdict, denial
 from .child_progress import ProgressRelay
+from .client_tools import ClientTools
 from .context import Compactor, SummarizerResolver
 from .history import assistant_entry, tool_result_entry, user_entry
 from .inputs import Inbox, delivery, to_deliver
@@ -62,6 +61,7 @@ from .subagents import Delegator
 from .tool_call import ToolRunner, never_started
 from .tree_budgets import TreeBudgets
 from .usage import CallMeter, PriceResolver
+from .waits import wait_ended
 from .writes import LeaseState, LeaseWrites, RunWrites, Stopped
 
 __all__ = ["Run"]
@@ -141,10 +141,11 @@ class Run:
                                       self.relay.tell if self.relay.active else None)
         self.gate = ApprovalGate(store, self.session_id, agent.tools, self.lease.fence)
         self.delegator = Delegator(store, claim.session, agent, self.writes)
+        self.clients = ClientTools(store, claim.session, agent.tools, self.writes)
+        self.model_caller.client_tools = self.clients.specs
         self._check = _Check.IDLE
         self._checker: asyncio.Task[None] | None = None
-        self._asked = False
-        """The last answer asked the person a question: a settle now waits on them."""
+        self._asked = False  # the last answer asked a question: a settle waits on the answer
         self._title_pending = claim.session.title_state is TitleState.PENDING
         """The automatic title is still to be set (from the first message delivered); a
         flag of the run's own rather than a copy of the whole session when it is set."""
@@ -268,20 +269,11 @@ class Run:
         attempt = self.session.attempt
         dangling = [ToolCall(c.call_id, c.name, dict(c.arguments)) for c in plan.dangling]
         if reason in (ClaimReason.CRASH, ClaimReason.HANDOFF):
-            # The first claim after a person decided an approval continues the run that
-            # waited: no worker was lost and nothing is repaired (`ApprovalGate.fresh`).
-            decided = (reason is ClaimReason.HANDOFF and bool(dangling)
-                       and await self.gate.fresh(dangling))
-            if decided:
-                await self.gate.trace_waits()
-            # So does the first claim after the children it waited on ended.
-            children = (reason is ClaimReason.HANDOFF and bool(dangling) and not decided
-                        and await self.delegator.ended_children(dangling))
+            # The first claim after a wait ended continues the run that waited (`waits`).
+            why = await wait_ended(self.gate, self.delegator, self.clients, reason, dangling)
             self.writes.hold(events=[SessionResumed(
-                reason=(RESUMED_AFTER_DECISION if decided else
-                        RESUMED_AFTER_CHILDREN if children else reason.value), attempt=attempt,
-                repaired_tool_calls=([] if decided or children
-                                     else [c.call_id for c in dangling])).new()])
+                reason=why or reason.value, attempt=attempt,
+                repaired_tool_calls=[] if why else [c.call_id for c in dangling]).new()])
         elif not self.claim.started:  # else the claim wrote it: durable already
             self.writes.hold(events=[SessionStart(reason=reason.value, attempt=attempt).new()])
         if dangling:
@@ -315,7 +307,7 @@ class Run:
     async def _resume_calls(self, calls: Sequence[ToolCall]) -> None:
         """The dangling calls of the last answer, in order: see `ApprovalGate.rule`; the
         delegation calls' are their children's (`Delegator.resume`)."""
-        calls = await self.delegator.resume(calls)
+        calls = await self.delegator.resume(await self.clients.resume(calls))
         fresh = await self.gate.fresh(calls)
         for i, tc in enumerate(calls):
             ruling = await self.gate.rule(tc, fresh=fresh)
@@ -323,7 +315,7 @@ class Run:
                 # As a cancel mid-tool settles it: the model learns the call did not run.
                 entry, event = denial(tc, ruling.reason)
                 self.writes.hold([entry, *never_started(list(calls[i + 1 :])),
-                                  *self.delegator.dropped()], [event])
+                                  *self.delegator.dropped(), *self.clients.dropped()], [event])
                 return
             if ruling.verdict is Verdict.ASK:
                 await self._await_approval(tc)
@@ -336,12 +328,13 @@ class Run:
                 entry, event, _ = await self.tool_runner.run(tc)
                 self.writes.hold([entry], [event])
         await self.delegator.wait()
+        await self.clients.wait()
 
     async def _await_approval(self, call: ToolCall) -> None:
         """Stop before `call` until a person decides; the worker slot is free meanwhile."""
-        request = ApprovalRequest(new_id("apv"), call.call_id, call.name,
-                                  dict(call.arguments), self.settings.approval_ttl)
-        await self.writes.await_approval(request)
+        await self.writes.await_approval(ApprovalRequest(new_id("apv"), call.call_id, call.name,
+                                                         dict(call.arguments),
+                                                         self.settings.approval_ttl))
 
     def _title_from(self, deliver: Sequence[Event]) -> str | None:
         """The automatic title, from the first message the run delivers, set once."""
@@ -468,6 +461,9 @@ class Run:
             if self.delegator.takes(call):  # started with the answer's others, below
                 await self.delegator.collect(call)
                 continue
+            if self.clients.takes(call):  # its client runs it: waited on with the others
+                await self.clients.collect_new(call)
+                continue
             ruling = await self.gate.rule(call)
             if ruling.verdict is Verdict.ASK:
                 await self._await_approval(call)
@@ -479,13 +475,15 @@ class Run:
             if not interrupted:
                 self.writes.hold([entry], [event])
                 continue
-            rest = [*never_started(buf.tool_calls[i + 1 :]), *self.delegator.dropped()]
+            rest = [*never_started(buf.tool_calls[i + 1 :]), *self.delegator.dropped(),
+                    *self.clients.dropped()]
             if self.activity.cancelled:
                 await self.writes.settle(Status.CANCELLED, events=[event],
                                          entries=[entry, *rest])
             await self.writes.commit([entry, *rest], [event])
             return False
         await self.delegator.wait()  # the run stops here when a call delegated
+        await self.clients.wait()  # or when one is its client's to run
         return asked
 
     async def _ask(self, call: ToolCall) -> bool:

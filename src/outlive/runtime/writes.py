@@ -17,6 +17,7 @@ from typing import Any, NoReturn, Protocol
 
 from .. import metrics
 from ..domain.approvals import Approval, ApprovalRequest
+from ..domain.client_tools import ClientCall
 from ..domain.errors import LeaseLost, PendingInput
 from ..domain.model import Entry, ErrorInfo, Event, Lease, NewEvent, Session, Status
 from ..domain.subagents import ChildSpawn
@@ -75,6 +76,11 @@ class LeaseWrites(Protocol):
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
         context: tuple[int, int | None] | None = None, compacted: bool = False,
     ) -> list[str] | None: ...
+    async def await_client_tools(
+        self, lease: Lease, calls: Sequence[ClientCall], *,
+        entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
+        context: tuple[int, int | None] | None = None, compacted: bool = False,
+    ) -> list[Approval] | None: ...
     async def start_detached(
         self, lease: Lease, spawn: ChildSpawn, *,
         entries: Sequence[EntryDraft] = (), events: Sequence[NewEvent] = (),
@@ -246,6 +252,19 @@ class RunWrites:
         self._check_open()
         await asyncio.shield(self.sink.await_children(self.lease, spawns, entries=entries,
                                                       events=events, context=self.context_use))
+        observe(entries)
+        self.state = LeaseState.LOST  # let go on purpose: the notice of it is no loss
+        raise Stopped
+
+    async def await_client_tools(self, calls: Sequence[ClientCall],
+                                 events: Sequence[NewEvent] = ()) -> NoReturn:
+        """Let go of the lease until the client delivered a result for each of `calls`,
+        with the held steps and `events`, in one write (`ClientCallStore.await_client_tools`);
+        the run stops here, as for an approval."""
+        entries, events = self._take((), events)
+        self._check_open()
+        await asyncio.shield(self.sink.await_client_tools(
+            self.lease, calls, entries=entries, events=events, context=self.context_use))
         observe(entries)
         self.state = LeaseState.LOST  # let go on purpose: the notice of it is no loss
         raise Stopped

@@ -43,7 +43,8 @@ class ApprovalOps(StoreCore):
             requested_at=requested, expires_at=expires,
             decision=Decision(row["decision"]) if row["decision"] is not None else None,
             reason=row["reason"], always=bool(row["always"]),
-            decided_at=self.d.ts(row["decided_at"]),
+            decided_at=self.d.ts(row["decided_at"]), kind=row["kind"],
+            result=(None if row["result"] is None else dict(self.d.load_json(row["result"]))),
         )
 
     async def await_approval(
@@ -137,7 +138,7 @@ class ApprovalOps(StoreCore):
         reason: str | None, always: bool,
     ) -> Approval:
         found = await tx.fetch(self.q.approval_by_id, {"id": approval_id, "sid": row["id"]})
-        if not found:
+        if not found or found[0]["kind"] != "approval":
             raise NotFound(f"approval {approval_id} not found")
         current = self._to_approval(found[0])
         if current.decision is not None:
@@ -183,10 +184,14 @@ class ApprovalOps(StoreCore):
             n = 0
             for item in due:
                 row = await self._locked(tx, item["session_id"], None)
-                if row["attention"] != "approval":
-                    continue
-                await self._decide(tx, st, row, item["id"], Decision.DENY, EXPIRED, False)
-                n += 1
+                n += await self._expire_one(tx, st, row, item)
             return n
 
         return await self._write(op)
+
+    async def _expire_one(self, tx: Tx, st: TxState, row: Row, item: Row) -> int:
+        """Deny one approval past its time, if its session (locked) still waits on it."""
+        if row["attention"] != "approval" or item["kind"] != "approval":
+            return 0
+        await self._decide(tx, st, row, item["id"], Decision.DENY, EXPIRED, False)
+        return 1

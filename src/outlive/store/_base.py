@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol
 
 from ..domain.budget import parse_budget
-from ..domain.errors import LeaseLost
+from ..domain.client_tools import ClientTool, parse_client_tools
+from ..domain.errors import InvalidInput, LeaseLost
 from ..domain.model import (
+    WAITING_ATTENTION,
     Entry,
     ErrorInfo,
     Event,
@@ -154,7 +156,7 @@ def lifecycle(row: Row) -> Lifecycle:
         cancel_requested=row["cancel_requested_at"] is not None,
         deleted=row["deleted_at"] is not None,
         ever_claimed=int(row["fence"]) > 0,
-        awaiting=(row["attention"] == "approval" or bool(row["awaiting_children"]))
+        awaiting=(row["attention"] in WAITING_ATTENTION or bool(row["awaiting_children"]))
         and lease is LeaseState.NONE,
         awaiting_children=bool(row["awaiting_children"]) and lease is LeaseState.NONE,
         compact_requested=row["compact_requested_at"] is not None,
@@ -208,7 +210,16 @@ def to_session(d: Dialect, row: Row) -> Session:
         budget=parse_budget(d.load_json(row["budget"])),
         parent_id=row["parent_id"], root_id=row["root_id"],
         parent_call_id=row["parent_call_id"], depth=int(row["depth"]),
+        client_tools=client_tools_of(d.load_json(row["client_tools"])),
     )
+
+
+def client_tools_of(raw: object) -> tuple[ClientTool, ...]:
+    """A row's client tools (checked when written; an unreadable value reads as none)."""
+    try:
+        return parse_client_tools(raw)
+    except InvalidInput:
+        return ()
 
 
 def to_event(d: Dialect, row: Row) -> Event:

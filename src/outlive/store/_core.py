@@ -478,7 +478,7 @@ class StoreCore(Outbox, abc.ABC):
         """A session that ends while it waits on an approval settles it (a denial with reason
         `cancelled`): nobody can decide it later, and a follow-up's run tells the model the
         call did not run instead of asking again."""
-        if row["attention"] == "approval":
+        if row["attention"] in ("approval", "tool"):
             await tx.execute(self.q.cancel_pending_approvals,
                              {"sid": row["id"], "reason": CANCELLED})
 

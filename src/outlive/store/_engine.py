@@ -10,8 +10,8 @@ dialect-specific statement.
 
 from __future__ import annotations
 
-from ._approvals import ApprovalOps
 from ._budgets import BudgetOps
+from ._client_tools import ClientToolOps
 from ._commits import CommitOps
 from ._eventlog import EventLogOps
 from ._firing import FiringOps
@@ -27,7 +27,7 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(
-    FiringOps, SessionOps, EventLogOps, ApprovalOps, RunOps, CommitOps, KeyOps, RetentionOps,
+    FiringOps, SessionOps, EventLogOps, ClientToolOps, RunOps, CommitOps, KeyOps, RetentionOps,
     WebhookOps, TraceOps,
     UsageOps, BudgetOps,
 ):

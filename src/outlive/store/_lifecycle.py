@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..domain.events import ErrorBody, SessionEnd, SessionStatus
-from ..domain.model import ErrorInfo, NewEvent, Status
+from ..domain.model import WAITING_ATTENTION, ErrorInfo, NewEvent, Status
 from ..domain.status import LeaseState, Lifecycle
 from ._base import Row
 
@@ -27,7 +27,7 @@ def held(row: Row) -> Lifecycle:
         cancel_requested=row["cancel_requested_at"] is not None,
         deleted=row["deleted_at"] is not None,
         ever_claimed=fence > 0,
-        awaiting=(row["attention"] == "approval" or bool(row["awaiting_children"]))
+        awaiting=(row["attention"] in WAITING_ATTENTION or bool(row["awaiting_children"]))
         and row["lease_worker"] is None,
         awaiting_children=bool(row["awaiting_children"]) and row["lease_worker"] is None,
         compact_requested=row["compact_requested_at"] is not None,

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..domain.approvals import Approval, ApprovalRequest, Decision
 from ..domain.budget import Budget, CallHold, OwnerBudget, TreeBudget
+from ..domain.client_tools import ClientTool
 from ..domain.errors import OutliveError
 from ..domain.model import (
     Claim,
@@ -31,6 +32,7 @@ from ..domain.model import (
 )
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
+from ._client_port import ClientCallStore, ClientResultStore
 from ._schedule_ports import (
     FireReport,
     FiringStore,
@@ -50,6 +52,7 @@ from ._webhook_ports import (
 
 __all__ = [
     "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore", "ChildStore",
+    "ClientCallStore", "ClientResultStore",
     "Commit", "CommitOutcome", "ConnectionStore", "CredentialStore", "DeliveryStore",
     "EventLogStore", "FireReport", "FiringStore", "HealthStore", "Held", "Notice", "Owner",
     "OwnerStore", "RetentionStore", "RunStore", "RunnerStore", "Schedule", "ScheduleRun",
@@ -239,6 +242,7 @@ class SessionStore(Protocol):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
@@ -286,7 +290,7 @@ class SessionStore(Protocol):
         *,
         mode: Delivery | str = Delivery.STEER,
         client_request_id: str | None = None,
-        traceparent: str | None = None,
+        traceparent: str | None = None, client_tools: Sequence[ClientTool] | None = None,
     ) -> PostResult:
         """`traceparent`: the request's W3C trace context, for the run the message starts
         (kept for the session's next run; a message that revives a finished session without
@@ -455,7 +459,8 @@ class RetentionStore(Protocol):
 
 
 class RunnerStore(
-    RunStore, EventLogStore, ApprovalStore, BudgetStore, AdmissionStore, ChildStore, Protocol,
+    RunStore, EventLogStore, ApprovalStore, BudgetStore, AdmissionStore, ChildStore,
+    ClientCallStore, ClientResultStore, Protocol,
 ):
     """What one run uses: its fenced writes, its session's head, its approvals, its
     owner's budget, its children."""
@@ -467,7 +472,7 @@ class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, FiringStore, Proto
 
 class ApiStore(
     CredentialStore, SessionStore, EventLogStore, ApprovalStore, WebhookStore, HealthStore,
-    BudgetStore, ScheduleStore, Protocol,
+    BudgetStore, ScheduleStore, ClientResultStore, Protocol,
 ):
     """What the API process uses: never a lease's writes, the outbox or housekeeping."""
 
@@ -475,7 +480,8 @@ class ApiStore(
 class Store(
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore, ChildStore, ScheduleStore, FiringStore, Protocol,
+    AdmissionStore, ChildStore, ScheduleStore, FiringStore, ClientCallStore, ClientResultStore,
+    Protocol,
 ):
     """Every port: what an adapter implements and a composition root holds. Callers name
     the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
@@ -485,6 +491,6 @@ class Store(
 PORTS: tuple[type[Any], ...] = (
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
-    AdmissionStore, ChildStore, ScheduleStore, FiringStore,
+    AdmissionStore, ChildStore, ScheduleStore, FiringStore, ClientCallStore, ClientResultStore,
 )
 """Every port, each operation in exactly one (tests/store/test_ports.py)."""

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..domain.budget import Budget, parse_budget
+from ..domain.client_tools import ClientTool, tools_to_json
 from ..domain.errors import InvalidInput, NotFound, SessionBusy
 from ..domain.events import (
     SessionCancelRequested,
@@ -61,6 +62,7 @@ class SessionOps(ChildOps):
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None,
         parent_id: str | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
@@ -91,6 +93,8 @@ class SessionOps(ChildOps):
                 title=clean_title, metadata=metadata, abandon_after=abandon_after,
                 client_request_id=client_request_id, traceparent=traceparent, budget=caps,
                 parent_id=parent_id, parent=parent)
+            if client_tools:
+                await self._set_client_tools(tx, sid, client_tools)
             # The new row comes back with the COMMIT: on PostgreSQL everything from the
             # INSERT on goes out in one flush, so the session is queued (and workers told)
             # with no round trip after its `created_at`.
@@ -150,6 +154,10 @@ class SessionOps(ChildOps):
         else:
             owner_events.append((owner_id, sid, created))
         st.notify(sid, owner_id, work=True, events=prompt is not None, owner=True)
+
+    async def _set_client_tools(self, tx: Tx, sid: str, tools: Sequence[ClientTool]) -> None:
+        await tx.execute(self.q.set_client_tools, {
+            "id": sid, "client_tools": self.d.json(tools_to_json(tools)) if tools else None})
 
     async def get_session(self, owner_id: str, session_id: str) -> Session:
         async def op(tx: Tx) -> Session:
@@ -303,7 +311,10 @@ class SessionOps(ChildOps):
         mode: Delivery | str = Delivery.STEER,
         client_request_id: str | None = None,
         traceparent: str | None = None,
+        client_tools: Sequence[ClientTool] | None = None,
     ) -> PostResult:
+        """`client_tools` (not None): the client tools of the session's runs from this
+        message on (an empty list: none any more)."""
         check_text(text)
         tp = valid_traceparent(traceparent)
         wanted = parse_mode(mode)
@@ -311,6 +322,8 @@ class SessionOps(ChildOps):
 
         async def op(tx: Tx, st: TxState) -> PostResult:
             row = await self._locked(tx, session_id, owner_id)
+            if client_tools is not None:
+                await self._set_client_tools(tx, session_id, client_tools)
             return await self._post_locked(tx, st, row, text, wanted, client_request_id, tp)
 
         return await self._write(op)

@@ -44,8 +44,9 @@ def checked_settle(s: Settle) -> Settle:
     except ValueError as exc:  # not a status at all
         raise InvalidInput(f"cannot settle with status {s.status!r}") from exc
     check_attention(s.attention)
-    if s.attention == "approval":
-        raise InvalidInput("a run waits on an approval through await_approval, not settle")
+    if s.attention in ("approval", "tool"):
+        raise InvalidInput("a run waits on an approval or a client tool through its await, "
+                           "not settle")
     check_event_types(s.events)
     check_context(s.context)
     return s if status is s.status else replace(s, status=status)

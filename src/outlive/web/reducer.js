@@ -23,7 +23,8 @@
 //   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
 // * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
-//   it to "approval" and `approval_decided` clears it.
+//   it to "approval" and `approval_decided` clears it; `client_tool_call` (a marker) sets it
+//   to "tool" until a `client_tool_result` with `resumed` (or a `session_end`).
 // * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
 //   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
 //   "cancelled".
@@ -66,6 +67,8 @@ export const EVENT_TYPES = [
   "budget_reached",
   "child_started",
   "child_ended",
+  "client_tool_call",
+  "client_tool_result",
 ];
 
 
@@ -409,6 +412,18 @@ function onChildEnded(txn, seq, data) {
   marker(txn, seq, "child_ended", data);
 }
 
+function onClientToolCall(txn, seq, data) {
+  txn.state.attention = "tool";
+  marker(txn, seq, "client_tool_call", data);
+}
+
+function onClientToolResult(txn, seq, data) {
+  if (get(data, "resumed") === true && txn.state.attention === "tool") {
+    txn.state.attention = null;
+  }
+  marker(txn, seq, "client_tool_result", data);
+}
+
 function onError(txn, seq, data) {
   marker(txn, seq, "error", data);
 }
@@ -441,4 +456,6 @@ const HANDLERS = {
   budget_reached: onBudgetReached,
   child_started: onChildStarted,
   child_ended: onChildEnded,
+  client_tool_call: onClientToolCall,
+  client_tool_result: onClientToolResult,
 };

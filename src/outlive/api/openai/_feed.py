@@ -29,7 +29,7 @@ from ._errors import not_found
 from ._projection import OPENERS, ResponseHeader, ResponseProjection
 from ._requests import OWN_PREFIX, display_model, truncation_of
 
-__all__ = ["ResponseFeed", "ResponseRef", "decision_seq", "open_feed"]
+__all__ = ["ResponseFeed", "ResponseRef", "decision_seq", "open_feed", "resumed_seq"]
 
 _ID = re.compile(r"^resp_([0-9A-HJKMNP-TV-Z]{26})_([1-9][0-9]{0,17})$")
 _PAGE = 200
@@ -122,7 +122,22 @@ async def open_feed(ctx: ApiContext, owner_id: str, response_id: str, *, live: b
 
 
 def _opens_a_response(event: Event) -> bool:
+    if event.type == "client_tool_result":
+        return event.data.get("resumed") is True
     return opens_a_run(event) or event.type in OPENERS[1:]
+
+
+async def resumed_seq(ctx: ApiContext, session_id: str, *, after: int) -> int | None:
+    """Seq of the first `client_tool_result` after `after` that resumed the run (the last
+    result of a wait): where the response that carries the run on opens."""
+    while True:
+        batch = await ctx.store.read_events(session_id, after=after, limit=_PAGE)
+        for ev in batch:
+            if ev.type == "client_tool_result" and ev.data.get("resumed") is True:
+                return ev.seq
+        if len(batch) < _PAGE:
+            return None
+        after = batch[-1].seq
 
 
 async def decision_seq(ctx: ApiContext, session_id: str, approval_id: str, *, after: int,
@@ -150,6 +165,11 @@ async def _previous_start(ctx: ApiContext, session: Session, start: int) -> int 
     items = state.get("items", [])
     user = next((int(i["seq"]) for i in reversed(items)
                  if i.get("kind") == "user" and i.get("delivery") == Delivery.START.value), None)
+    resumed = next((int(i["seq"]) for i in reversed(items)
+                    if i.get("kind") == "marker" and i.get("type") == "client_tool_result"
+                    and (i.get("data") or {}).get("resumed") is True), None)
+    if resumed is not None and resumed > (user or 0):
+        user = resumed  # the client's results carried a run on: that response opened there
     decided = next((i for i in reversed(items)
                     if i.get("kind") == "approval" and i.get("status") in _DECIDED), None)
     if decided is not None and int(decided["seq"]) > (user or 0):

@@ -11,10 +11,10 @@ The rules (what is abandoned, cut short or interrupted, the tail of a `message_e
 item ids) are the run fold's (`domain/run_fold.py`); this module only renders its steps. How
 our events map (the rest, `stage`, `title`, `context_compacted`, `budget_reached`,
 `child_started`, `child_ended` (a delegation call shows as its own `mcp_call`, the child's
-progress as the call's) and later user messages, have no Responses counterpart and emit
-nothing: a compaction changes only what the model is sent, which OpenAI's own `truncation:
-"auto"` does silently too; a budget stop ends the response with what it has, as its
-`session_end` says):
+progress as the call's), a `client_tool_result` inside a response and later user messages,
+have no Responses counterpart and emit nothing: a compaction changes only what the model is
+sent, which OpenAI's own `truncation: "auto"` does silently too; a budget stop ends the
+response with what it has, as its `session_end` says):
 
 * the opening `user_message`: `response.created` and `response.queued` (status `queued`);
   the first `session_start`/`session_resumed`: `response.in_progress`;
@@ -26,6 +26,11 @@ nothing: a compaction changes only what the model is sent, which OpenAI's own `t
   (a field of outlive's own, which the SDKs keep) is the report;
 * `user_question`: an assistant `message` item holding the question (and its options), after
   which the response completes: the answer is the next request's input;
+* `client_tool_call` (a tool the client runs, docs/client-tools.md): a `function_call` item
+  (`response.function_call_arguments.delta`/`.done`); the response completes at the last
+  call of the run's wait, and the next request's `function_call_output` items are the results.
+  The `client_tool_result` that resumed the run opens the next response; the resumed run's
+  receipts of those calls emit nothing (the client has the results);
 * `approval_requested`: an `mcp_approval_request` item (its id is the approval id) for the
   tool call that waits, and the response completes there, as OpenAI's does: the decision (an
   `mcp_approval_response` input item, or any other surface) is the next request. Its
@@ -59,9 +64,10 @@ __all__ = ["OPENERS", "SERVER_LABEL", "ResponseHeader", "ResponseProjection", "p
 
 SERVER_LABEL = "outlive"
 
-OPENERS = ("user_message", "approval_decided")
-"""What a response's slice opens with: the user message that started a run, or the decision
-that carries on a run which waited for an approval (and ended the previous response)."""
+OPENERS = ("user_message", "approval_decided", "client_tool_result")
+"""What a response's slice opens with: the user message that started a run, the decision
+that carries on a run which waited for an approval (and ended the previous response), or the
+client tool result that carries on a run which waited on its client (`resumed`)."""
 
 _INCOMPLETE_REASONS = {"length": "max_output_tokens"}
 """Our `incomplete` reasons in OpenAI's words; others (`max_turns`) are passed through."""
@@ -115,6 +121,8 @@ class ResponseProjection:
         """call id -> the `approval_decided` that opened the slice."""
         self.awaiting: str | None = None
         """The approval id of the `mcp_approval_request` the response ended on, if it did."""
+        self.calls: list[str] = []
+        """The call ids of the `function_call` items the response ended on (its client's)."""
         self._next = 0
         self._event: Event | None = None
         self._out: list[dict[str, Any]] = []
@@ -344,6 +352,25 @@ def _approval(p: ResponseProjection, s: rs.ApprovalAsked) -> None:
     p.awaiting = s.approval_id
     _render.render(p, p.fold.close_open())
     p._complete()  # the run waits for a person: completed, as OpenAI's
+
+
+@_render.of(rs.ClientCallAsked)
+def _client_call(p: ResponseProjection, s: rs.ClientCallAsked) -> None:
+    """A client tool call: a `function_call` item, the client's to run; the response
+    completes at the last of the run's wait, and the results are the next request's."""
+    arguments = json_text(s.args)
+    ident = "fc_" + s.call_id
+    index = p._add({"id": ident, "type": "function_call", "call_id": s.call_id,
+                    "name": s.name, "arguments": "", "status": "in_progress"})
+    ids = {"item_id": ident, "output_index": index}
+    p._emit("response.function_call_arguments.delta", **ids, delta=arguments)
+    p._emit("response.function_call_arguments.done", **ids, arguments=arguments)
+    p.items[index].update(arguments=arguments, status="completed")
+    p._done(index)
+    p.calls.append(s.call_id)
+    if s.last:
+        _render.render(p, p.fold.close_open())
+        p._complete()  # the run waits on its client: completed, as OpenAI's
 
 
 @_render.of(rs.UsageReported)

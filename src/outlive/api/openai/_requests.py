@@ -2,9 +2,11 @@
 
 The body is OpenAI's: unknown fields are accepted and ignored (the SDKs send what the caller
 set, and a drop-in backend must not choke on `temperature`), but a field outlive cannot honour
-is refused with a 400 naming it, never silently dropped: client-side `tools`, a forced
-`tool_choice`, structured `text.format`, `conversation`, `prompt` templates, and input other
-than text or one `mcp_approval_response` item (which decides an approval, `_approval`).
+is refused with a 400 naming it, never silently dropped: hosted `tools` (any type but
+`function`), a forced `tool_choice`, structured `text.format`, `conversation`, `prompt`
+templates, and input other than text, one `mcp_approval_response` item (which decides an
+approval, `_approval`) or `function_call_output` items (the results of the client's own
+`function` tools, `_function_calls`, with the `function_call` items they answer sent back).
 
 `truncation` is honoured: `auto` is what outlive does anyway (it compacts the model's view of
 a long conversation, docs/context.md); `disabled` is kept in the session's metadata
@@ -25,7 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...domain.errors import UnknownRoute
+from ...domain.client_tools import ClientTool, parse_client_tools
+from ...domain.errors import InvalidInput, UnknownRoute
 from ...domain.model import TRUNCATION_KEY, Session
 from .._catalog import AgentCatalog
 from ._errors import OpenAIError, bad_request
@@ -33,10 +36,12 @@ from ._errors import OpenAIError, bad_request
 __all__ = [
     "ApprovalAnswer",
     "CreateResponse",
+    "FunctionOutput",
     "RequestInput",
     "check_same_model",
     "check_same_truncation",
     "display_model",
+    "function_tools",
     "read_input",
     "resolve_model",
     "session_metadata",
@@ -74,14 +79,17 @@ class CreateResponse(BaseModel):
 
     def check_supported(self) -> None:
         """Refuse what outlive cannot do, before anything is stored."""
-        if self.tools:
-            raise bad_request(
-                "Client-side tools are not supported: outlive agents run their own tools "
-                "(they appear as mcp_call items). Leave 'tools' empty.", "tools",
-                "unsupported_parameter")
-        if self.tool_choice not in (None, "auto"):
-            raise bad_request("Only tool_choice 'auto' is supported.", "tool_choice",
-                              "unsupported_parameter")
+        for i, t in enumerate(self.tools or []):
+            kind = t.get("type") if isinstance(t, Mapping) else None
+            if kind != "function":
+                raise bad_request(
+                    f"Tools of type {kind!r} are not supported: outlive agents run their own "
+                    "tools (they appear as mcp_call items); a client may add tools of type "
+                    "'function', which it runs itself.", f"tools[{i}].type",
+                    "unsupported_parameter")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise bad_request("Only tool_choice 'auto' and 'none' are supported.",
+                              "tool_choice", "unsupported_parameter")
         fmt = (self.text or {}).get("format")
         if isinstance(fmt, Mapping) and fmt.get("type", "text") != "text":
             raise bad_request("Only plain text output is supported.", "text.format",
@@ -126,10 +134,36 @@ class ApprovalAnswer:
 
 
 @dataclass(frozen=True)
+class FunctionOutput:
+    """A `function_call_output` input item: the client's result of a `function_call`."""
+
+    where: str
+    call_id: str
+    output: Any
+
+
+@dataclass(frozen=True)
 class RequestInput:
     text: str | None
-    """The user message this request sends; None only beside an approval answer."""
+    """The user message this request sends; None only beside an approval answer or
+    function call outputs."""
     answer: ApprovalAnswer | None = None
+    outputs: tuple[FunctionOutput, ...] = ()
+    echoed: frozenset[str] = frozenset()
+    """Call ids of `function_call` items sent back (the previous response's own output)."""
+
+
+def function_tools(body: CreateResponse) -> tuple[ClientTool, ...]:
+    """The request's `function` tools as the session's client tools (docs/client-tools.md);
+    none with `tool_choice: "none"`."""
+    if body.tool_choice == "none" or not body.tools:
+        return ()
+    declared = [{k: t[k] for k in ("name", "description", "parameters", "strict") if k in t}
+                for t in body.tools]
+    try:
+        return parse_client_tools(declared)
+    except InvalidInput as exc:
+        raise bad_request(exc.message, "tools", "invalid_value") from None
 
 
 def read_input(body: CreateResponse) -> RequestInput:
@@ -139,6 +173,8 @@ def read_input(body: CreateResponse) -> RequestInput:
     preamble = [body.instructions] if body.instructions else []
     said: list[str] = []
     answer: ApprovalAnswer | None = None
+    outputs: list[FunctionOutput] = []
+    echoed: set[str] = set()
     if isinstance(body.input, str):
         said.append(body.input)
     else:
@@ -150,6 +186,12 @@ def read_input(body: CreateResponse) -> RequestInput:
                     raise bad_request("Only one mcp_approval_response per request: a run waits "
                                       "for one approval at a time.", where, "unsupported_input")
                 answer = _approval_answer(item, where)
+                continue
+            if kind == "function_call_output":
+                outputs.append(_function_output(item, where))
+                continue
+            if kind == "function_call" and isinstance(item.get("call_id"), str):
+                echoed.add(item["call_id"])
                 continue
             if kind not in (None, "message"):
                 raise _unsupported_item(str(kind), where)
@@ -165,11 +207,31 @@ def read_input(body: CreateResponse) -> RequestInput:
                     "Continue it with previous_response_id.", where, "unsupported_input")
             else:
                 raise bad_request(f"Unknown role {role!r}.", f"{where}.role", "invalid_value")
+    if answer is not None and outputs:
+        raise bad_request("An mcp_approval_response and function_call_output items cannot go "
+                          "in one request: a run waits on one of them at a time.", "input",
+                          "unsupported_input")
+    found = (tuple(outputs), frozenset(echoed))
     if not any(s.strip() for s in said):
-        if answer is not None and not said:
-            return RequestInput(None, answer)
+        if (answer is not None or outputs) and not said:
+            return RequestInput(None, answer, *found)
         raise bad_request("The input must contain some user text.", "input", "invalid_value")
-    return RequestInput("\n\n".join(p for p in (*preamble, *said) if p), answer)
+    return RequestInput("\n\n".join(p for p in (*preamble, *said) if p), answer, *found)
+
+
+def _function_output(item: Mapping[str, Any], where: str) -> FunctionOutput:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise bad_request("A function_call_output needs call_id: the call_id of the "
+                          "function_call it answers.", f"{where}.call_id",
+                          "missing_required_parameter")
+    output = item.get("output")
+    if isinstance(output, list):
+        output = _content_text(output, f"{where}.output")
+    if not isinstance(output, str):
+        raise bad_request("A function_call_output's output must be a string.",
+                          f"{where}.output", "invalid_value")
+    return FunctionOutput(where, call_id, output)
 
 
 def _approval_answer(item: Mapping[str, Any], where: str) -> ApprovalAnswer:
@@ -192,9 +254,6 @@ def _approval_answer(item: Mapping[str, Any], where: str) -> ApprovalAnswer:
 
 
 def _unsupported_item(kind: str, where: str) -> OpenAIError:
-    if kind == "function_call_output":
-        return bad_request("outlive runs its tools itself: there is no client-side function "
-                           "call to answer.", where, "unsupported_input")
     return bad_request(f"Input items of type {kind!r} are not supported.", where,
                        "unsupported_input")
 

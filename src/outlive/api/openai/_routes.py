@@ -11,6 +11,9 @@
   is refused with a 400; cancel it or wait).
 * An `mcp_approval_response` input item answers the approval request the previous response
   ended with (`_approval`); the request's response opens at the decision.
+* `function_call_output` input items answer the `function_call` items (the client's own
+  `tools` of type `function`) the previous response ended with (`_function_calls`); the
+  request's response opens where the last result resumed the run.
 * `store: false` (foreground only, first request of a conversation) deletes the session once
   the response is over, so it cannot be retrieved or continued afterwards.
 """
@@ -25,7 +28,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from ...domain.errors import AlreadyTerminal, NotFound, SessionBusy
+from ...domain.client_tools import ClientTool, check_no_clash
+from ...domain.errors import AlreadyTerminal, InvalidInput, NotFound, SessionBusy
 from ...domain.model import Delivery
 from ...store import check_string
 from .._auth import CurrentOwner
@@ -37,10 +41,12 @@ from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
+from ._function_calls import answer_calls, refuse_unanswered_calls
 from ._requests import (
     CreateResponse,
     check_same_model,
     check_same_truncation,
+    function_tools,
     read_input,
     resolve_model,
     session_metadata,
@@ -63,18 +69,27 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
     given = read_input(body)
     if body.model is not None:
         check_string(body.model, "model")
+    tools = function_tools(body)
     if given.answer is not None:
         ref = await answer_approval(ctx, owner.id, body.previous_response_id, body.model,
                                     given.answer, given.text, truncation=body.truncation)
+    elif given.outputs:
+        ref = await answer_calls(ctx, owner.id, body.previous_response_id, body.model, given,
+                                 tools, truncation=body.truncation)
+    elif given.echoed:
+        raise bad_request("function_call items can only be sent back beside their "
+                          "function_call_output items.", "input", "unsupported_input")
     elif body.previous_response_id:
         assert given.text is not None
-        ref = await _follow_up(ctx, owner.id, body, given.text, traceparent)
+        ref = await _follow_up(ctx, owner.id, body, given.text, traceparent, tools)
     else:
         assert given.text is not None
         agent, route = resolve_model(ctx.catalog, body.model)
+        _check_tools(ctx, agent, tools)
         session = await ctx.store.create_session(
             owner.id, agent=agent, model=route, prompt=given.text,
-            metadata=session_metadata(body), traceparent=traceparent)
+            metadata=session_metadata(body), traceparent=traceparent,
+            client_tools=tools or None)
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False
     if body.stream:
@@ -92,8 +107,15 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
     return JSONResponse(response)
 
 
+def _check_tools(ctx: ApiContext, agent: str, tools: tuple[ClientTool, ...]) -> None:
+    try:
+        check_no_clash(tools, ctx.catalog.tool_names(agent))
+    except InvalidInput as exc:
+        raise bad_request(exc.message, "tools", "invalid_value") from None
+
+
 async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text: str,
-                     traceparent: str | None) -> ResponseRef:
+                     traceparent: str | None, tools: tuple[ClientTool, ...]) -> ResponseRef:
     assert body.previous_response_id is not None
     param = "previous_response_id"
     previous = await open_feed(ctx, owner_id, body.previous_response_id, live=False,
@@ -109,6 +131,8 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
             "previous_response_in_progress")
     if previous.projection.awaiting is not None:
         await refuse_unanswered(ctx, owner_id, previous)
+    if previous.projection.calls:
+        await refuse_unanswered_calls(ctx, owner_id, previous)
     session = await ctx.store.get_session(owner_id, previous.ref.session_id)
     if session.last_input_seq > previous.last_seq:
         raise bad_request(
@@ -117,9 +141,10 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
             "previous_response_not_latest")
     check_same_model(ctx.catalog, body.model, session)
     check_same_truncation(body.truncation, session)
-    try:
+    _check_tools(ctx, session.agent, tools)
+    try:  # each request declares its function tools, as OpenAI's: none given, none offered
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
-                                              traceparent=traceparent)
+                                              traceparent=traceparent, client_tools=tools)
     except SessionBusy:
         raise bad_request(
             "The conversation is busy with another response; wait for it or cancel it.",

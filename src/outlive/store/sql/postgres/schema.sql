@@ -73,6 +73,7 @@ CREATE TABLE sessions (
     parent_report       JSONB,
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
+    client_tools        JSONB,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 
@@ -81,7 +82,7 @@ CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_a
 -- may take by the end of their lease (no lease: minus infinity); and the abandon sweep's.
 CREATE INDEX sessions_queued ON sessions (id) WHERE status = 'queued';
 CREATE INDEX sessions_lease_ends ON sessions ((COALESCE(lease_expires_at, '-infinity')))
-    WHERE status = 'running' AND (attention IS NULL OR attention <> 'approval')
+    WHERE status = 'running' AND (attention IS NULL OR attention NOT IN ('approval', 'tool'))
       AND awaiting_children = 0;
 -- A delegation tool call starts one child (0017); a parent's children are found by it too.
 CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
@@ -181,6 +182,8 @@ CREATE TABLE approvals (
     reason       TEXT,
     always       BOOLEAN NOT NULL DEFAULT FALSE,
     decided_at   TIMESTAMPTZ,
+    kind         TEXT NOT NULL DEFAULT 'approval' CHECK (kind IN ('approval', 'client_tool')),
+    result       JSONB,
     UNIQUE (session_id, call_id)
 );
 

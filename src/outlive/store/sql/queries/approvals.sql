@@ -21,7 +21,30 @@ UPDATE approvals SET decision = 'deny', reason = :reason, decided_at = {now}
 WHERE session_id = :sid AND decision IS NULL
 
 -- name: approvals_of_session
-SELECT * FROM approvals WHERE session_id = :sid ORDER BY requested_at, id
+SELECT * FROM approvals WHERE session_id = :sid AND kind = 'approval'
+ORDER BY requested_at, id
+
+-- name: client_calls_of_session
+-- A session's client tool calls (docs/client-tools.md), oldest first.
+SELECT * FROM approvals WHERE session_id = :sid AND kind = 'client_tool'
+ORDER BY requested_at, id
+
+-- name: insert_client_call
+INSERT INTO approvals (id, session_id, call_id, tool, args, fence, requested_at, expires_at,
+                       kind)
+VALUES (:id, :sid, :call_id, :tool, :args, :fence, {now}, {now} + {secs(:ttl)},
+        'client_tool')
+
+-- name: decide_client_call
+-- The first result of a client tool call (or its timeout): it decides the call once.
+UPDATE approvals SET decision = :decision, reason = :reason, result = :result,
+  decided_at = {now}
+WHERE id = :id AND decision IS NULL
+RETURNING *
+
+-- name: pending_client_calls
+SELECT COUNT(*) AS n FROM approvals
+WHERE session_id = :sid AND kind = 'client_tool' AND decision IS NULL
 
 -- name: decide_approval
 UPDATE approvals SET decision = :decision, reason = :reason, always = :always,
@@ -31,7 +54,7 @@ RETURNING *
 
 -- name: expired_approvals
 -- Pending approvals past their time whose session still waits on them.
-SELECT a.id, a.session_id FROM approvals a JOIN sessions s ON s.id = a.session_id
+SELECT a.id, a.session_id, a.kind FROM approvals a JOIN sessions s ON s.id = a.session_id
 WHERE a.decision IS NULL AND a.expires_at < {now}
-  AND s.status = 'running' AND s.attention = 'approval'
+  AND s.status = 'running' AND s.attention IN ('approval', 'tool')
 ORDER BY a.expires_at LIMIT :limit

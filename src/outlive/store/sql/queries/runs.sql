@@ -6,7 +6,7 @@
 SELECT {session_row} FROM sessions s
 WHERE s.status = 'queued'
    OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
-       AND (s.attention IS NULL OR s.attention <> 'approval') AND s.awaiting_children = 0)
+       AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool')) AND s.awaiting_children = 0)
 ORDER BY s.id LIMIT :limit {skip_locked}
 
 -- name: claimed_sessions
@@ -230,7 +230,7 @@ WHERE id = :id
 -- approval waits on a person, not on a watcher (its approval expires instead).
 SELECT id, owner_id FROM sessions
 WHERE status = 'running' AND abandon_after IS NOT NULL AND cancel_requested_at IS NULL
-  AND (attention IS NULL OR attention <> 'approval') AND awaiting_children = 0
+  AND (attention IS NULL OR attention NOT IN ('approval', 'tool')) AND awaiting_children = 0
   AND COALESCE(watched_at, created_at) + {secs(abandon_after)} < {now}
 ORDER BY id {skip_locked}
 
@@ -272,7 +272,7 @@ WITH q AS (
   ORDER BY s.id LIMIT :limit {skip_locked}
 ), o AS (
   SELECT {session_row} FROM sessions s
-  WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention <> 'approval')
+  WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool'))
     AND s.awaiting_children = 0 AND COALESCE(s.lease_expires_at, '-infinity') < now()
   ORDER BY COALESCE(s.lease_expires_at, '-infinity') LIMIT :limit {skip_locked}
 ), c AS (

@@ -79,3 +79,7 @@ SELECT 1 AS one
 
 -- name: set_budget
 UPDATE sessions SET budget = :budget, updated_at = {now} WHERE id = :id
+
+-- name: set_client_tools
+-- The client tools of the session's runs from now on (docs/client-tools.md).
+UPDATE sessions SET client_tools = :client_tools WHERE id = :id

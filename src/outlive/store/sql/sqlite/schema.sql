@@ -72,7 +72,8 @@ CREATE TABLE sessions (
     awaiting_children   INTEGER NOT NULL DEFAULT 0,
     parent_report       TEXT,
     detached            INTEGER NOT NULL DEFAULT 0,
-    report_posted       INTEGER NOT NULL DEFAULT 0
+    report_posted       INTEGER NOT NULL DEFAULT 0,
+    client_tools        TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
@@ -170,6 +171,8 @@ CREATE TABLE approvals (
     reason       TEXT,
     always       INTEGER NOT NULL DEFAULT 0,
     decided_at   REAL,
+    kind         TEXT NOT NULL DEFAULT 'approval' CHECK (kind IN ('approval', 'client_tool')),
+    result       TEXT,
     UNIQUE (session_id, call_id)
 );
 
