@@ -68,8 +68,10 @@ def test_tail_show_and_tree_show_a_delegations_children(served: Served) -> None:
     lines = shown.stdout.splitlines()
     calls = [i for i, line in enumerate(lines) if line.startswith("  → agent__helper ")]
     assert len(calls) == 2
-    for at, kid in zip(calls, kids, strict=True):  # each child under its own call
-        assert lines[at + 1] == f"    ↳ sub-agent helper {kid['id']}: succeeded"
+    ends = [*calls[1:], len(lines)]
+    for at, end, kid in zip(calls, ends, kids, strict=True):  # each child under its own call
+        block = lines[at + 1:end]  # the child's marker, and its progress as the call's
+        assert f"    ↳ sub-agent helper {kid['id']}: succeeded" in block, block
 
     tree = outlive("sessions", "tree", parent, *common, cwd=folder)
     assert tree.returncode == 0, tree.stderr
