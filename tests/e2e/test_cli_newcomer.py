@@ -185,7 +185,7 @@ def test_a_number_out_of_range_is_sent_as_typed(served) -> None:
 # ---- row 11: `call <tool>` only where the server allows it -----------------------------------
 
 AGENTS = """
-[agents.helper]
+[agents.other]
 system_prompt = "A test agent with the demo tools."
 model = "demo:scripted"
 demo_tools = true
@@ -220,7 +220,7 @@ def test_call_by_name_runs_another_agents_tools_only_with_demo_calls(
         key = asyncio.run(proc.key())
         call = 'call counter {"name": "x"}'
         assert _answer(proc.url, key, "demo", call)["tools"] == ["counter"]  # always
-        other = _answer(proc.url, key, "helper", call)
+        other = _answer(proc.url, key, "other", call)
         if allow == "off":
             assert other["tools"] == []
             assert "--demo-calls" in other["text"] and "OUTLIVE_DEMO_CALLS=1" in other["text"]

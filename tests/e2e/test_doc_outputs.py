@@ -382,6 +382,8 @@ ELSEWHERE = {
     # the test that provokes it (the file must name it)
     "STORE_UNAVAILABLE": ("tests/api/test_store_outage.py", "STORE_UNAVAILABLE"),
     "INTERNAL": ("tests/api/test_store_outage.py", '"INTERNAL"'),
+    # a second, different result for a client tool call already answered
+    "TOOL_RESULT_CONFLICT": ("tests/api/test_client_tools_http.py", "TOOL_RESULT_CONFLICT"),
     "CROSS_ORIGIN_REQUEST": ("tests/api/test_login_sessions.py", "CROSS_ORIGIN_REQUEST"),
     # provoking it here would lock this module's own address out
     "TOO_MANY_FAILED_LOGINS": ("tests/api/test_hardening.py", "TOO_MANY_FAILED_LOGINS"),
