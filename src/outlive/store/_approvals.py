@@ -21,7 +21,7 @@ from ..domain.approvals import (
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.events import ApprovalRequested
 from ..domain.model import Lease, NewEvent, Status
-from ..domain.status import Action, transition
+from ..domain.status import Action, Outcome, transition
 from ._base import Row, Tx, TxState, lifecycle
 from ._core import StoreCore
 from ._lifecycle import context_columns, held, status_event
@@ -64,16 +64,8 @@ class ApprovalOps(StoreCore):
             raise InvalidInput("an approval needs a positive ttl")
 
         async def op(tx: Tx, st: TxState) -> Approval | None:
-            row = await self._fenced(tx, lease)
-            out = transition(held(row), Action.AWAIT_APPROVAL)
-            await self._insert_entries(tx, row, lease, entries)
-            if out.cancelled_now:
-                await self._apply(tx, row, out.state, st=st, **columns)
-                await self._end_events(tx, row, Status.CANCELLED, None,
-                                       row["cancel_reason"] or "user", events, stamp=lease,
-                                       dropped=await self._dropped_inputs(tx, row))
-                await self._consume_inputs(tx, lease.session_id)
-                st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+            row, out = await self._await_person(tx, st, lease, entries, events, columns)
+            if out is None:
                 return None
             approval = await self._approval_for(tx, lease, request)
             await self._apply(tx, row, out.state, attention="approval", **columns)
@@ -89,6 +81,26 @@ class ApprovalOps(StoreCore):
             return approval
 
         return await self._write(op)
+
+    async def _await_person(
+        self, tx: Tx, st: TxState, lease: Lease, entries: Sequence[tuple[str, dict[str, Any]]],
+        events: Sequence[NewEvent], columns: dict[str, Any],
+    ) -> tuple[Row, Outcome | None]:
+        """The first step of a wait on a person or a client (no lease until an answer): the
+        run's held steps written and the wait's transition, or, when a cancel came first,
+        the session ended cancelled (None: nothing to wait for)."""
+        row = await self._fenced(tx, lease)
+        out = transition(held(row), Action.AWAIT_APPROVAL)
+        await self._insert_entries(tx, row, lease, entries)
+        if not out.cancelled_now:
+            return row, out
+        await self._apply(tx, row, out.state, st=st, **columns)
+        await self._end_events(tx, row, Status.CANCELLED, None,
+                               row["cancel_reason"] or "user", events, stamp=lease,
+                               dropped=await self._dropped_inputs(tx, row))
+        await self._consume_inputs(tx, lease.session_id)
+        st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+        return row, None
 
     async def _approval_for(self, tx: Tx, lease: Lease, request: ApprovalRequest) -> Approval:
         """The approval `request`'s call waits on: a new one, or the pending one a run asked

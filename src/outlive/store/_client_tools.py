@@ -21,7 +21,7 @@ from ..domain.model import Lease, NewEvent, Status, new_id
 from ..domain.status import Action, transition
 from ._approvals import ApprovalOps
 from ._base import Row, Tx, TxState, lifecycle
-from ._lifecycle import context_columns, held, status_event
+from ._lifecycle import context_columns, status_event
 from ._validation import check_context, check_event_types
 
 __all__ = ["ClientToolOps"]
@@ -45,16 +45,8 @@ class ClientToolOps(ApprovalOps):
         columns = context_columns(context, compacted)
 
         async def op(tx: Tx, st: TxState) -> list[Approval] | None:
-            row = await self._fenced(tx, lease)
-            out = transition(held(row), Action.AWAIT_APPROVAL)
-            await self._insert_entries(tx, row, lease, entries)
-            if out.cancelled_now:
-                await self._apply(tx, row, out.state, st=st, **columns)
-                await self._end_events(tx, row, Status.CANCELLED, None,
-                                       row["cancel_reason"] or "user", events, stamp=lease,
-                                       dropped=await self._dropped_inputs(tx, row))
-                await self._consume_inputs(tx, lease.session_id)
-                st.notify(lease.session_id, row["owner_id"], events=True, owner=True)
+            row, out = await self._await_person(tx, st, lease, entries, events, columns)
+            if out is None:
                 return None
             waiting: list[Approval] = []
             written: list[NewEvent] = []
