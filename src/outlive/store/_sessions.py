@@ -238,6 +238,7 @@ class SessionOps(ChildOps):
             raise InvalidInput("purge_in must be zero or more seconds")
 
         async def op(tx: Tx, st: TxState) -> None:
+            await tx.fetch(self.q.lock_tree_below, {"id": session_id, "owner": owner_id})
             row = await self._locked(tx, session_id, owner_id)
             if purge_in is not None:
                 await tx.execute(self.q.set_purge_after, {"grace": purge_in, "id": session_id})
@@ -261,6 +262,7 @@ class SessionOps(ChildOps):
         self, owner_id: str, session_id: str, *, reason: str = "user"
     ) -> Session:
         async def op(tx: Tx, st: TxState) -> str:
+            await tx.fetch(self.q.lock_tree_below, {"id": session_id, "owner": owner_id})
             row = await self._locked(tx, session_id, owner_id)
             out = transition(lifecycle(row), Action.REQUEST_CANCEL)
             if out.changed:

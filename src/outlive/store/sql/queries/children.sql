@@ -50,3 +50,16 @@ WHERE s.parent_id {in_ids} AND s.deleted_at IS NULL ORDER BY s.id {for_update}
 SELECT data FROM session_entries
 WHERE session_id = :sid AND kind = 'assistant' AND seq <= :upto
 ORDER BY seq DESC LIMIT 1
+
+-- name: lock_tree_below
+-- The sessions below a session of the owner, locked deepest first, before the session's own
+-- row: a child's end and a relayed report lock the child, then its parent, so a cancel or
+-- a delete that locked the parent first and then went down made each the other side of a
+-- deadlock (a lost second of the server's deadlock_timeout, then a retry). The lock follows
+-- the ORDER BY (PostgreSQL locks the rows as the sort hands them up).
+WITH RECURSIVE tree(id, depth) AS (
+  SELECT id, 1 FROM sessions WHERE parent_id = :id AND owner_id = :owner
+  UNION ALL
+  SELECT s.id, t.depth + 1 FROM sessions s JOIN tree t ON s.parent_id = t.id)
+SELECT s.id FROM sessions s JOIN tree t ON t.id = s.id
+ORDER BY t.depth DESC, s.id {for_update}
