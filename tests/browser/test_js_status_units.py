@@ -31,6 +31,8 @@ STATUS_WORDS_JS = """async () => {
     {status: 'running', cancel_requested: true},
     {status: 'succeeded', attention: 'approval'},   // stale: a finished run waits on nothing
     {status: 'running', attention: 'question'},     // stale: the answer revived it
+    {status: 'running', attention: 'tool'},         // a client tool call, no worker
+    {status: 'succeeded', attention: 'tool'},       // stale: the result resumed it
     {status: 'cancelled', attention: 'question'},
     {status: 'queued'},
     {status: 'succeeded'},
@@ -46,7 +48,7 @@ async def test_status_words(browser: Browser, static_origin: str) -> None:
     assert out["words"] == [
         "waiting for you", "waiting on approval", "waiting on approval", "incomplete",
         "failed", "failed", "running", "running · cancelling", "succeeded", "running",
-        "cancelled", "queued", "succeeded", "",
+        "waiting on client tools", "succeeded", "cancelled", "queued", "succeeded", "",
     ]
     assert out["labels"] == {"all": "All", "waiting": "Waiting for you", "live": "Running",
                              "failed": "Failed or incomplete", "finished": "Finished"}

@@ -172,6 +172,25 @@ def _logs() -> list[list[Ev]]:
         ("approval_requested", 8, {"approval_id": "a3", "call_id": "c3", "tool": "x"}),
         ("session_end", 9, {"status": "cancelled", "reason": "user"}),
     ])
+    # Client tool calls: two of one turn, answered and failed, resumed; one expired; one
+    # cancelled while it waits.
+    logs.append([
+        ("user_message", 1, {"text": "call get_weather {}", "delivery": "start"}),
+        ("session_start", 2, {"attempt": 1}),
+        ("client_tool_call", 3, {"call_id": "k1", "name": "get_weather",
+                                 "args": {"city": "Oslo"}, "expires_at": None}),
+        ("client_tool_call", 4, {"call_id": "k2", "name": "get_weather", "args": {},
+                                 "expires_at": "2026-12-01T00:00Z", "last": True}),
+        ("client_tool_result", 5, {"call_id": "k1", "name": "get_weather", "ok": True}),
+        ("client_tool_result", 6, {"call_id": "k2", "name": "get_weather", "ok": False,
+                                   "resumed": True}),
+        ("session_resumed", 7, {"reason": "approval", "attempt": 1, "repaired_tool_calls": []}),
+        ("client_tool_call", 8, {"call_id": "k3", "name": "x", "args": {}}),
+        ("client_tool_result", 9, {"call_id": "k3", "name": "x", "ok": False,
+                                   "reason": "expired", "resumed": True}),
+        ("client_tool_call", 10, {"call_id": "k4", "name": "x", "args": {}}),
+        ("session_end", 11, {"status": "cancelled", "reason": "user"}),
+    ])
     return logs
 
 

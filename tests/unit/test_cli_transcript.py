@@ -231,3 +231,17 @@ def test_a_session_tree_is_indented_under_its_root() -> None:
         "   └─ …",
     ]
     assert tree_lines(TreeNode("ses_X", "demo", "queued")) == ["ses_X  demo  queued"]
+
+
+def test_a_client_tool_call_says_what_it_waits_for() -> None:
+    call = {"call_id": "c1", "name": "get_weather", "args": {"city": "Oslo"}}
+    waiting = ['? client tool get_weather {"city":"Oslo"}',
+               '  waiting for its client: POST /v1/sessions/SESSION/tool-results '
+               '{"call_id": "c1", "output": …}']
+    assert feed_all([("client_tool_call", call),
+                     ("client_tool_result", {"call_id": "c1", "name": "get_weather",
+                                             "ok": True, "resumed": True})]) == (
+        "\n".join(waiting) + "\n  answered by its client\n")
+    assert item_lines({"kind": "client_tool", "status": "pending", **call}) == waiting
+    assert item_lines({"kind": "client_tool", "status": "expired", **call}) == [
+        waiting[0], "  expired: nobody answered in time"]

@@ -199,9 +199,9 @@ def test_the_reader_sees_the_reads_it_checks() -> None:
     assert markers == {"resumed": "session_resumed", "interrupted": "session_interrupted",
                        "incomplete": "incomplete", "error": "error",
                        "compacted": "context_compacted", "budget": "budget_reached",
-                       "child_started": "child_started", "child_ended": "child_ended",
-                       "client_tool_call": "client_tool_call",
-                       "client_tool_result": "client_tool_result"}
+                       "child_started": "child_started", "child_ended": "child_ended"}
+    assert {"name", "args", "expires_at"} <= reads["client_tool_call"]["newClientCall"]
+    assert {"ok", "reason", "resumed"} <= reads["client_tool_result"]["onClientToolResult"]
     compaction = functions(tokenize(_sources()["compaction.js"]))
     assert {"tokens_before", "tokens_after", "window"} <= reads_of(
         compaction["compactionTokens"].body, "d")

@@ -38,7 +38,9 @@ def test_every_stored_event_reads_as_its_type_and_encodes_back(path: Path) -> No
 def test_the_reducer_and_projections_render_old_logs_as_before(path: Path) -> None:
     events, expected = load(path)
     got = without_progress(golden(events))
-    assert got["reducer"] == expected["reducer"]
+    # Version 3 changed how client tool calls fold, which these logs have none of.
+    assert got["reducer"]["version"] == 3 and expected["reducer"]["version"] == 2
+    assert {**got["reducer"], "version": 2} == expected["reducer"]
     assert got["aisdk"] == expected["aisdk"]
     assert got["agui"] == expected["agui"]
     assert got["openai"] == now_said(expected["openai"])

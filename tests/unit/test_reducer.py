@@ -45,7 +45,7 @@ def test_empty_state_shape() -> None:
         "incomplete": None,
         "resumed": [],
     }
-    assert REDUCER_VERSION == 2
+    assert REDUCER_VERSION == 3
     assert empty_state() is not empty_state()
 
 
@@ -740,3 +740,30 @@ def test_approval_items_and_attention() -> None:
     assert denied["items"][-1]["status"] == "denied"
     ended = fold([("session_end", 3, {"status": "cancelled"})], state)
     assert ended["items"][-1]["status"] == "cancelled" and ended["attention"] is None
+
+
+def test_client_tool_items_and_attention() -> None:
+    called = {"call_id": "c1", "name": "get_weather", "args": {"city": "Oslo"},
+              "expires_at": None, "last": True}
+    state = fold([("session_start", 1, {"attempt": 1}), ("client_tool_call", 2, called)])
+    assert state["attention"] == "tool"
+    assert state["items"][-1] == {"kind": "client_tool", "seq": 2, "call_id": "c1",
+                                  "name": "get_weather", "args": {"city": "Oslo"},
+                                  "expires_at": None, "status": "pending"}
+    # The same call again (a re-read log) is still one item.
+    assert fold([("client_tool_call", 2, called)], state)["items"] == state["items"]
+    answered = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
+                                                "ok": True, "resumed": True})], state)
+    assert (answered["items"][-1]["status"], answered["attention"]) == ("answered", None)
+    failed = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
+                                              "ok": False})], state)
+    assert (failed["items"][-1]["status"], failed["attention"]) == ("failed", "tool")
+    expired = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
+                                               "ok": False, "reason": "expired",
+                                               "resumed": True})], state)
+    assert expired["items"][-1]["status"] == "expired"
+    ended = fold([("session_end", 3, {"status": "cancelled"})], state)
+    assert ended["items"][-1]["status"] == "cancelled" and ended["attention"] is None
+    # A result whose call the log lacks (a log read from the middle) is an item of its own.
+    alone = fold([("client_tool_result", 5, {"call_id": "c9", "name": "x", "ok": True})])
+    assert alone["items"][-1]["status"] == "answered"

@@ -28,6 +28,8 @@ from ..domain.events import (
     ApprovalRequested,
     ChildEnded,
     ChildStarted,
+    ClientToolCall,
+    ClientToolResult,
     ContextCompacted,
     Error,
     ErrorBody,
@@ -83,6 +85,18 @@ def _approval_asked(tool: Any, args: Any, approval_id: Any) -> list[str]:
     """A call waiting for a decision, with the command that makes it."""
     return [f"? approve {tool or 'tool'} {_short(args or {})}",
             f"  outlive sessions approve|deny SESSION {approval_id}"]
+
+
+def _client_call(name: Any, args: Any, call_id: Any) -> list[str]:
+    """A call the session's client runs, waiting for its result (docs/client-tools.md)."""
+    return [f"? client tool {name or 'tool'} {_short(args or {})}",
+            f"  waiting for its client: POST /v1/sessions/SESSION/tool-results "
+            f"{{\"call_id\": \"{call_id}\", \"output\": …}}"]
+
+
+_CLIENT_STATUS = {"answered": "  answered by its client", "failed": "  its client: error",
+                  "expired": "  expired: nobody answered in time",
+                  "cancelled": "  cancelled with the session"}
 
 
 def _approval_decided(decided: ApprovalDecided) -> str:
@@ -244,6 +258,11 @@ class TranscriptWriter:
                 return self._block(*_approval_asked(tool, args, approval_id))
             case ApprovalDecided():
                 return self._block(_approval_decided(event))
+            case ClientToolCall(name=name, args=args, call_id=call_id):
+                return self._block(*_client_call(name, args, call_id))
+            case ClientToolResult(ok=ok, reason=reason):
+                status = "answered" if ok else "expired" if reason == "expired" else "failed"
+                return self._block(_CLIENT_STATUS[status])
             case ToolStart(call_id=call_id, tool=tool, arguments=arguments):
                 name = tool or "tool"
                 self._tools[str(call_id)] = name
@@ -392,6 +411,10 @@ def item_lines(item: Mapping[str, Any], link: Mapping[str, str] | None = None,
             lines.append(f"  {item.get('status')}"
                          + (f": {item['reason']}" if item.get("reason") else ""))
         return lines
+    if kind == "client_tool":
+        lines = _client_call(item.get("name"), item.get("args"), item.get("call_id"))
+        said = _CLIENT_STATUS.get(str(item.get("status")))
+        return [lines[0], said] if said else lines
     if kind == "marker":
         # A marker item carries its event's data: read it as that event's payload.
         event = parse(_MARKER_EVENTS.get(str(item.get("type")), ""), item.get("data"))

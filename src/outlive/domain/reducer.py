@@ -42,8 +42,10 @@ work as still in flight (or as a success) after the run that did it is gone:
   before it stay as they were: only the model's view changed (docs/context.md).
 * `child_started` and `child_ended` (a delegation call's child session started, ended) are
   markers with their data verbatim (docs/subagents.md); the call's own item is its tool's.
-* `client_tool_call` and `client_tool_result` (docs/client-tools.md) are markers; a call sets
-  `attention` to "tool" until the result that resumes the run (`resumed`) or a `session_end`.
+* A `client_tool_call` (docs/client-tools.md) is a `client_tool` item, "pending" until its
+  `client_tool_result` makes it "answered" (`ok`), "expired" (reason `expired`) or "failed";
+  a `session_end` marks a pending one "cancelled". A call sets `attention` to "tool" until
+  the result that resumes the run (`resumed`) or a `session_end`.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ from .transcript_state import State, Txn, as_int, as_text, ident, plain_json
 
 __all__ = ["HANDLED_TYPES", "REDUCER_VERSION", "apply", "empty_state", "fold"]
 
-REDUCER_VERSION = 2
-"""2: delivery is explicit (`turn_start.inputs`, `session_end.dropped_inputs`); `attention`."""
+REDUCER_VERSION = 3
+"""2: delivery is explicit (`turn_start.inputs`, `session_end.dropped_inputs`); `attention`.
+3: a client tool call is a `client_tool` item, no longer a marker (a stored snapshot of 2
+is refolded from its log)."""
 
 EventTuple = tuple[str, int, Mapping[str, Any]]
 
@@ -230,7 +234,8 @@ def _on_session_end(txn: Txn, seq: int, p: ev.SessionEnd, data: Mapping[str, Any
         txn.state["error"] = None
     txn.state["attention"] = p.attention if isinstance(p.attention, str) else None
     for i in range(len(txn.items)):
-        if txn.items[i]["kind"] == "approval" and txn.items[i]["status"] == "pending":
+        if (txn.items[i]["kind"] in ("approval", "client_tool")
+                and txn.items[i]["status"] == "pending"):
             txn.item(i)["status"] = "cancelled"
     dropped = _seqs(p.dropped_inputs)
     if dropped:
@@ -455,17 +460,39 @@ def _as_marker(kind: str) -> Handler:
     return handle
 
 
+def _new_client_call(seq: int, call_id: Any, p: ev.ClientToolCall | ev.ClientToolResult
+                     ) -> dict[str, Any]:
+    called = p if isinstance(p, ev.ClientToolCall) else None
+    return {
+        "kind": "client_tool",
+        "seq": seq,
+        "call_id": call_id,
+        "name": plain_json(_given(p.name)),
+        "args": plain_json(_given(called.args) or {}) if called else {},
+        "expires_at": plain_json(_given(called.expires_at)) if called else None,
+        "status": "pending",
+    }
+
+
 def _on_client_tool_call(txn: Txn, seq: int, p: ev.ClientToolCall,
                          data: Mapping[str, Any]) -> None:
+    call_id = ident(_given(p.call_id))
+    if txn.find("client_tool", call_id) is None:
+        txn.add(_new_client_call(seq, call_id, p))
     txn.state["attention"] = "tool"
-    _marker(txn, seq, "client_tool_call", data)
 
 
 def _on_client_tool_result(txn: Txn, seq: int, p: ev.ClientToolResult,
                            data: Mapping[str, Any]) -> None:
+    call_id = ident(_given(p.call_id))
+    i = txn.find("client_tool", call_id)
+    if i is None:
+        i = txn.add(_new_client_call(seq, call_id, p))
+    reason = _given(p.reason)
+    txn.item(i)["status"] = ("answered" if p.ok is True
+                             else "expired" if reason == "expired" else "failed")
     if p.resumed is True and txn.state["attention"] == "tool":
         txn.state["attention"] = None
-    _marker(txn, seq, "client_tool_result", data)
 
 
 _HANDLERS: dict[str, Handler] = {

@@ -13,7 +13,8 @@ __all__ = ["ID_FIELD", "State", "Txn", "as_int", "as_text", "ident", "plain_json
 
 State = dict[str, Any]
 
-ID_FIELD = {"assistant": "message_id", "tool": "call_id", "approval": "approval_id"}
+ID_FIELD = {"assistant": "message_id", "tool": "call_id", "approval": "approval_id",
+            "client_tool": "call_id"}
 
 
 class Txn:

@@ -72,6 +72,7 @@ export const api = {
   cancel: (id) => request("POST", `/v1/sessions/${enc(id)}/cancel`),
   decide: (id, approvalId, decision) =>
     request("POST", `/v1/sessions/${enc(id)}/approvals/${enc(approvalId)}`, { decision }),
+  toolResult: (id, body) => request("POST", `/v1/sessions/${enc(id)}/tool-results`, body),
   eventsPage: (id, after, limit = 1000) =>
     request("GET", `/v1/sessions/${enc(id)}/events?after=${after}&limit=${limit}`),
   sessionStreamUrl: (id, after) =>

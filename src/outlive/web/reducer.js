@@ -23,8 +23,11 @@
 //   (`inputs`, or `inputs_through` in older logs), or the `session_end` that cancelled it
 //   names it in `dropped_inputs` (its item is then marked `dropped`).
 // * `attention` is the `session_end`'s until the next user message; `approval_requested` sets
-//   it to "approval" and `approval_decided` clears it; `client_tool_call` (a marker) sets it
-//   to "tool" until a `client_tool_result` with `resumed` (or a `session_end`).
+//   it to "approval" and `approval_decided` clears it; `client_tool_call` sets it to "tool"
+//   until a `client_tool_result` with `resumed` (or a `session_end`).
+// * A `client_tool_call` is a `client_tool` item, "pending" until its `client_tool_result`
+//   makes it "answered" (`ok`), "expired" (reason `expired`) or "failed"; a `session_end`
+//   marks a pending one "cancelled".
 // * An approval item is "pending" until its `approval_decided` makes it "approved", "denied"
 //   or "expired" (a denial with reason `expired`); a `session_end` marks a pending one
 //   "cancelled".
@@ -39,7 +42,7 @@ import { Txn, get, has, ident, int, isMapping, json, text, truthy } from "./tran
 
 export { pyStr } from "./transcript_state.js";
 
-export const REDUCER_VERSION = 2;
+export const REDUCER_VERSION = 3;
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -192,7 +195,8 @@ function onSessionEnd(txn, seq, data) {
   const attention = get(data, "attention");
   txn.state.attention = typeof attention === "string" ? attention : null;
   for (let i = 0; i < txn.items.length; i++) {
-    if (txn.items[i].kind === "approval" && txn.items[i].status === "pending") {
+    const kind = txn.items[i].kind;
+    if ((kind === "approval" || kind === "client_tool") && txn.items[i].status === "pending") {
       txn.item(i).status = "cancelled";
     }
   }
@@ -412,16 +416,36 @@ function onChildEnded(txn, seq, data) {
   marker(txn, seq, "child_ended", data);
 }
 
+function newClientCall(seq, callId, data, called) {
+  return {
+    kind: "client_tool",
+    seq,
+    call_id: callId,
+    name: json(get(data, "name")),
+    args: called && truthy(get(data, "args")) ? json(data.args) : {},
+    expires_at: called ? json(get(data, "expires_at")) : null,
+    status: "pending",
+  };
+}
+
 function onClientToolCall(txn, seq, data) {
+  const callId = ident(get(data, "call_id"));
+  if (txn.find("client_tool", callId) === null) {
+    txn.add(newClientCall(seq, callId, data, true));
+  }
   txn.state.attention = "tool";
-  marker(txn, seq, "client_tool_call", data);
 }
 
 function onClientToolResult(txn, seq, data) {
+  const callId = ident(get(data, "call_id"));
+  let i = txn.find("client_tool", callId);
+  if (i === null) i = txn.add(newClientCall(seq, callId, data, false));
+  const reason = get(data, "reason");
+  txn.item(i).status = get(data, "ok") === true ? "answered"
+    : reason === "expired" ? "expired" : "failed";
   if (get(data, "resumed") === true && txn.state.attention === "tool") {
     txn.state.attention = null;
   }
-  marker(txn, seq, "client_tool_result", data);
 }
 
 function onError(txn, seq, data) {

@@ -5,6 +5,7 @@
 // changed one is updated in place (a growing message only gets its text node reset, an open
 // <details> stays open).
 
+import { createClientTool, updateClientTool } from "./client_tool_card.js";
 import { compactionTitle, createCompaction, updateCompaction } from "./compaction.js";
 import {
   childLinks, createDelegation, delegationChild, isDelegation, updateDelegation,
@@ -348,6 +349,7 @@ const KINDS = {
   tool: [createTool, updateTool],
   question: [createQuestion, updateQuestion],
   approval: [createApproval, updateApproval],
+  client_tool: [createClientTool, updateClientTool],
   marker: [createMarker, updateMarker],
 };
 

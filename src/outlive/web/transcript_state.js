@@ -2,7 +2,9 @@
 // same split as outlive/domain/transcript_state.py. Kept apart from the event handlers
 // (reducer.js) so each file says one thing.
 
-const ID_FIELD = { assistant: "message_id", tool: "call_id", approval: "approval_id" };
+const ID_FIELD = {
+  assistant: "message_id", tool: "call_id", approval: "approval_id", client_tool: "call_id",
+};
 
 /** Copy-on-write view of a state: each part is copied once, the first time it is written. */
 export class Txn {
