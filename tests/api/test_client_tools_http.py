@@ -132,3 +132,56 @@ async def test_a_cancel_while_waiting_settles_the_call(api: Api):
     err(await api.client.post(f"/v1/sessions/{s['id']}/tool-results",
                               json={"call_id": call["call_id"], "output": 1}), 409,
         "TOOL_RESULT_CONFLICT")
+
+
+async def test_a_tool_choice_forces_the_answer_to_a_message_and_is_kept(api: Api):
+    """`tool_choice` on a create makes the model's answer to the prompt call the named tool
+    (here a message the demo answers with no tool); the answer after its result is the
+    model's own; a message can change the choice, and `none` keeps `call` from calling."""
+    s = await api.create("show me markdown", client_tools=TOOLS,
+                         tool_choice={"name": "get_weather"})
+    assert s["tool_choice"] == {"name": "get_weather"}
+    call = await _pending(api, s["id"])
+    assert (call["name"], call["args"]) == ("get_weather", {})
+    r = await api.client.post(f"/v1/sessions/{s['id']}/tool-results",
+                              json={"call_id": call["call_id"], "output": {"temp_c": 2}})
+    assert r.status_code == 200, r.text
+    await api.wait_status(s["id"], "succeeded")
+    types = [e["type"] for e in await api.events(s["id"])]
+    assert types.count("client_tool_call") == 1  # the choice held for one call only
+
+    msg = f"/v1/sessions/{s['id']}/messages"
+    r = await api.client.post(msg, json={"text": "call get_weather {}", "tool_choice": "none"})
+    assert r.status_code == 202, r.text
+    done = await api.wait_status(s["id"], "succeeded")
+    assert done["session"]["tool_choice"] == "none"
+    types = [e["type"] for e in await api.events(s["id"])]
+    assert types.count("client_tool_call") == 1
+    # The agent's own tools may be named too, and `auto` clears the choice.
+    r = await api.client.post(msg, json={"text": "markdown", "tool_choice": {"name": "lookup"}})
+    assert r.status_code == 202, r.text
+    await api.wait_status(s["id"], "succeeded")
+    names = [e["data"].get("tool") for e in await api.events(s["id"]) if e["type"] == "tool_start"]
+    assert names[-1] == "lookup"
+    r = await api.client.post(msg, json={"text": "markdown", "tool_choice": "auto"})
+    assert r.status_code == 202, r.text
+    after = await api.wait_status(s["id"], "succeeded")
+    assert after["session"]["tool_choice"] == "auto"
+
+
+async def test_a_bad_tool_choice_is_a_4xx(api: Api):
+    err(await api.client.post("/v1/sessions", json={
+        "prompt": "hi", "client_tools": TOOLS, "tool_choice": {"name": "nope"}}), 400,
+        "INVALID_INPUT")
+    for bad in ("sometimes", {"name": ""}, {"name": "a b"}, {"name": "x", "type": "tool"}, 5,
+                {"name": "a\u0000"}):
+        r = await api.client.post("/v1/sessions", json={"prompt": "hi", "tool_choice": bad})
+        assert 400 <= r.status_code < 500, (bad, r.status_code, r.text)
+    plain = await api.create("hello")
+    r = await api.client.post(f"/v1/sessions/{plain['id']}/messages",
+                              json={"text": "x", "tool_choice": {"name": "get_weather"}})
+    err(r, 400, "INVALID_INPUT")  # not one of its tools: it has no client tools
+    other_key, _ = await make_key(api.store)
+    other = api.harness.client(api.server, other_key)
+    err(await other.post(f"/v1/sessions/{plain['id']}/messages",
+                         json={"text": "x", "tool_choice": "required"}), 404, "NOT_FOUND")

@@ -68,7 +68,8 @@ def test_the_sdk_function_calling_loop(server: Server) -> None:
     # The conversation goes on from the carried-on response, and is linear.
     follow = client.responses.create(model="demo", previous_response_id=done.id,
                                      input="thanks")
-    assert follow.status == "completed"
+    assert follow.status == "completed" and follow.previous_response_id == done.id
+    assert client.responses.retrieve(follow.id).previous_response_id == done.id
     with pytest.raises(openai.BadRequestError) as stale:
         client.responses.create(model="demo", previous_response_id=first.id, input="hm")
     assert stale.value.code == "previous_response_not_latest"
@@ -109,10 +110,13 @@ def test_refusals_are_openai_errors(server: Server) -> None:
         client.responses.create(model="demo", input="hi", tools=[
             {"type": "function", "name": "a b"}])
     assert bad.value.param == "tools"
-    with pytest.raises(openai.BadRequestError) as forced:
-        client.responses.create(model="demo", input="hi", tools=[WEATHER],
-                                tool_choice="required")
-    assert forced.value.param == "tool_choice"
+    for choice in ({"type": "web_search_preview"}, {"type": "allowed_tools", "tools": []},
+                   {"type": "function"}, "sometimes",
+                   {"type": "function", "name": "not_offered"}):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="demo", input="hi", tools=[WEATHER],
+                                    tool_choice=choice)  # type: ignore[arg-type]
+        assert refused.value.param == "tool_choice", choice
 
     first = client.responses.create(model="demo", input=PROMPT, tools=[WEATHER])
     call = first.output[-1]
@@ -151,3 +155,44 @@ def test_refusals_are_openai_errors(server: Server) -> None:
     plain = client.responses.create(model="demo", input=PROMPT, tools=[WEATHER],
                                     tool_choice="none")
     assert not [i for i in plain.output if i.type == "function_call"]
+
+
+def test_tool_choice_forces_a_call_and_the_response_echoes_tools_and_choice(
+        server: Server) -> None:
+    """A message is made to call a tool: the named function, or (`required`) a tool;
+    `none` keeps even `call get_weather` from calling.
+    The Response says which tools and choice it ran with; the answer after the forced
+    call's result is the model's own (no second forced call)."""
+    client = server.client()
+    forced = client.responses.create(
+        model="demo", input="hello", tools=[WEATHER],
+        tool_choice={"type": "function", "name": "get_weather"})
+    assert forced.status == "completed"
+    assert [i.type for i in forced.output][-1] == "function_call"
+    assert forced.output[-1].name == "get_weather"  # type: ignore[union-attr]
+    assert forced.tool_choice.type == "function"  # type: ignore[union-attr]
+    assert forced.tool_choice.name == "get_weather"  # type: ignore[union-attr]
+    (tool,) = forced.tools
+    assert (tool.type, tool.name, tool.strict) == ("function", "get_weather", True)
+    after = client.responses.create(model="demo", previous_response_id=forced.id,
+                                    input=[output(forced.output[-1], {"temp_c": 3})],
+                                    tools=[WEATHER])
+    assert [i.type for i in after.output] == ["message"]
+
+    # `required`: a message the demo answers without a tool ("markdown") calls one, here
+    # the demo agent's first own tool (run on the server: an mcp_call item), then the
+    # model answers from its result.
+    required = client.responses.create(model="demo", input="show me markdown",
+                                       tools=[WEATHER], tool_choice="required")
+    assert required.tool_choice == "required"
+    assert [i.type for i in required.output] == ["message", "mcp_call", "message"]
+    # A follow-up without a choice is back to auto: the model answers without a call.
+    plain = client.responses.create(model="demo", previous_response_id=required.id,
+                                    input="markdown again", tools=[WEATHER])
+    assert plain.tool_choice == "auto"
+    assert [i.type for i in plain.output] == ["message"]
+
+    none = client.responses.create(model="demo", input=PROMPT, tools=[WEATHER],
+                                   tool_choice="none")
+    assert none.tool_choice == "none" and none.tools == []
+    assert [i.type for i in none.output] == ["message"]

@@ -17,6 +17,7 @@ from outlive.providers import (
     ThinkingDelta,
     ToolCall,
     ToolCallEvent,
+    ToolChoice,
     ToolSpec,
     TransientProviderError,
     Usage,
@@ -233,3 +234,17 @@ async def test_cache_reads_are_counted_in_the_input_and_as_cached(
     server.script(Reply(fixture="anthropic/cached.sse"))
     events = await events_of(provider(server), [Message.user("Hi")], model="claude-fake-1")
     assert events[-1] == Finish("stop", Usage(2038, 21, cached_input_tokens=1800))
+
+
+@pytest.mark.parametrize(("choice", "sent"), [
+    (ToolChoice("required"), {"type": "any"}), (ToolChoice("none"), {"type": "none"}),
+    (ToolChoice("tool", "lookup"), {"type": "tool", "name": "lookup"}),
+    (ToolChoice("auto"), None), (None, None),
+])
+async def test_a_tool_choice_is_sent_as_the_messages_api_says(
+    server: FakeServer, provider: Make, choice: ToolChoice | None, sent: object
+) -> None:
+    server.script(Reply(fixture="anthropic/text.sse"))
+    await collect(provider(server).stream([Message.user("hi")], [LOOKUP],
+                                           ModelSettings("m", tool_choice=choice)))
+    assert server.requests[0].body.get("tool_choice") == sent

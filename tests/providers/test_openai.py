@@ -16,6 +16,7 @@ from outlive.providers import (
     ThinkingDelta,
     ToolCall,
     ToolCallEvent,
+    ToolChoice,
     ToolSpec,
     TransientProviderError,
     Usage,
@@ -226,3 +227,20 @@ async def test_cached_and_reasoning_tokens_come_with_the_usage(
                                                  ModelSettings(model="o4-mini")))
     assert done.usage == Usage(2041, 19, cached_input_tokens=1536, reasoning_tokens=12)
     assert done.usage is not None and not done.usage.estimated
+
+
+@pytest.mark.parametrize(("choice", "sent"), [
+    (ToolChoice("required"), "required"), (ToolChoice("none"), "none"),
+    (ToolChoice("tool", "lookup"), {"type": "function", "function": {"name": "lookup"}}),
+    (ToolChoice("auto"), None), (None, None),
+])
+async def test_a_tool_choice_is_sent_as_chat_completions_says(
+    server: FakeServer, provider: Make, choice: ToolChoice | None, sent: object
+) -> None:
+    server.script(Reply(fixture="openai/text.sse"), Reply(fixture="openai/text.sse"))
+    p = provider(server)
+    await collect(p.stream([Message.user("hi")], [LOOKUP], ModelSettings("m", tool_choice=choice)))
+    assert server.requests[0].body.get("tool_choice") == sent
+    # Without tools there is nothing to choose: no tool_choice (the API refuses one).
+    await collect(p.stream([Message.user("hi")], [], ModelSettings("m", tool_choice=choice)))
+    assert "tool_choice" not in server.requests[1].body

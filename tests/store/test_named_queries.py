@@ -55,6 +55,7 @@ def samples(store: Any) -> dict[str, Any]:
         "reason": None, "always": False,
         # client tools (approvals.sql, sessions.sql)
         "result": d.json({"output": 1}), "client_tools": d.json([]),
+        "choice": d.json({"mode": "required", "name": None}),
         # webhooks (webhooks.sql)
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",

@@ -755,9 +755,11 @@ def test_client_tool_items_and_attention() -> None:
     answered = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
                                                 "ok": True, "resumed": True})], state)
     assert (answered["items"][-1]["status"], answered["attention"]) == ("answered", None)
+    assert answered["items"][-1]["resumed_seq"] == 3
     failed = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
                                               "ok": False})], state)
     assert (failed["items"][-1]["status"], failed["attention"]) == ("failed", "tool")
+    assert "resumed_seq" not in failed["items"][-1]
     expired = fold([("client_tool_result", 3, {"call_id": "c1", "name": "get_weather",
                                                "ok": False, "reason": "expired",
                                                "resumed": True})], state)

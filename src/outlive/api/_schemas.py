@@ -89,6 +89,19 @@ class ClientToolIn(_Request):
                          "`parameters` exactly (OpenAI's strict mode, on routes that have it).")
 
 
+class ToolChoiceIn(_Request):
+    """A tool the model must call."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+ToolChoiceField = Literal["auto", "required", "none"] | ToolChoiceIn | None
+_TOOL_CHOICE = ("What the model must do with its tools when it answers a user message "
+                "(docs/client-tools.md#tool-choice): `auto` (it decides), `required` (call "
+                "at least one), `none` (call none), or `{\"name\": TOOL}` (call that one, a "
+                "tool it is offered). Kept for the session's later messages until another is "
+                "given; the calls that see a forced call's result decide for themselves.")
+
 _CLIENT_TOOLS = ("Tools the client runs (docs/client-tools.md), offered to the model beside "
                  "the agent's own (a name the agent has is 400). A call of one stops the run "
                  "until its result is posted to `POST /v1/sessions/{id}/tool-results`.")
@@ -142,6 +155,7 @@ class CreateSession(_Request):
     )
     client_tools: list[ClientToolIn] | None = Field(
         default=None, max_length=64, description=_CLIENT_TOOLS)
+    tool_choice: ToolChoiceField = Field(default=None, description=_TOOL_CHOICE)
 
 
 class PatchSession(_Request):
@@ -184,6 +198,7 @@ class PostMessage(_Request):
         default=None, max_length=64,
         description=_CLIENT_TOOLS + " Given, they replace the session's for its runs from "
         "this message on (an empty list: none).")
+    tool_choice: ToolChoiceField = Field(default=None, description=_TOOL_CHOICE)
 
 
 class ErrorInfoOut(BaseModel):
@@ -267,6 +282,9 @@ class SessionOut(BaseModel):
         default=None, description="The root of its tree (null for a root itself).")
     client_tools: list[dict[str, Any]] = Field(
         default_factory=list, description="The tools its client runs (docs/client-tools.md).")
+    tool_choice: str | dict[str, str] = Field(
+        default="auto", description="What the model must do with its tools when it answers "
+        "a user message (docs/client-tools.md#tool-choice).")
 
 
 class SessionsPage(BaseModel):
@@ -366,6 +384,7 @@ def session_out(s: Session) -> SessionOut:
         parent_id=s.parent_id,
         root_id=s.root_id,
         client_tools=tools_to_json(s.client_tools),
+        tool_choice="auto" if s.tool_choice is None else s.tool_choice.to_json(),
     )
 
 

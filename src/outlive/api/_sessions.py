@@ -19,6 +19,7 @@ from ..domain.budget import parse_budget
 from ..domain.client_tools import ClientTool, check_no_clash, parse_client_tools
 from ..domain.errors import TooLarge
 from ..domain.model import Status
+from ..domain.tool_calls import ToolChoice, parse_tool_choice
 from ..store import check_metadata, check_string
 from ._auth import CurrentOwner
 from ._context import Ctx, TraceParent
@@ -38,6 +39,7 @@ from ._schemas import (
     SessionOut,
     SessionsPage,
     SnapshotOut,
+    ToolChoiceIn,
     post_out,
     scheduled_out,
     session_out,
@@ -62,6 +64,17 @@ def resolve_agent(ctx: Ctx, agent: str | None, model: str | None) -> tuple[str, 
             agent=agent_name, known=known,
         )
     return found.name, ctx.catalog.check_model(model if model is not None else found.model)
+
+
+def tool_choice_of(ctx: Ctx, agent: str, given: str | ToolChoiceIn | None,
+                   tools: Sequence[ClientTool]) -> ToolChoice | None:
+    """The tool choice of a request, checked: a tool named must be one the model is offered
+    (the agent's own, or the client's)."""
+    if given is None:
+        return None
+    raw = given if isinstance(given, str) else given.model_dump()
+    offered = [*ctx.catalog.tool_names(agent), *(t.name for t in tools)]
+    return parse_tool_choice(raw, offered)
 
 
 def client_tools_of(ctx: Ctx, agent: str, given: Sequence[ClientToolIn] | None
@@ -116,6 +129,7 @@ async def create_session(
     session = await ctx.store.create_session(
         owner.id,
         client_tools=tools,
+        tool_choice=tool_choice_of(ctx, agent, body.tool_choice, tools or ()),
         agent=agent,
         model=model,
         prompt=body.prompt,
@@ -240,14 +254,16 @@ async def post_message(
         at = None if body.deliver_at is None else body.deliver_at.timestamp()
         return scheduled_out(await ctx.store.schedule_message(
             owner.id, session_id, body.text, mode=body.mode, deliver_at=at, delay=body.delay))
-    tools = None
-    if body.client_tools is not None:
+    tools = choice = None
+    if body.client_tools is not None or body.tool_choice is not None:
         found = await ctx.store.get_session(owner.id, session_id)  # 404 before any check
         tools = client_tools_of(ctx, found.agent, body.client_tools)
+        choice = tool_choice_of(ctx, found.agent, body.tool_choice,
+                                found.client_tools if tools is None else tools)
     result = await ctx.store.post_message(
         owner.id, session_id, body.text, mode=body.mode,
         client_request_id=body.client_request_id, traceparent=traceparent,
-        client_tools=tools,
+        client_tools=tools, tool_choice=choice,
     )
     return post_out(result)
 

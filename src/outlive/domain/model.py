@@ -22,6 +22,7 @@ from .events import (
     Unknown,
     parse_owner,
 )
+from .tool_calls import ToolChoice
 from .usage import UsageTotals
 
 __all__ = [
@@ -185,6 +186,9 @@ class Session:
     client_tools: tuple[ClientTool, ...] = ()
     """The tools its client runs (docs/client-tools.md), offered to the model beside the
     agent's own: from the create, or the latest message that declared some."""
+    tool_choice: ToolChoice | None = None
+    """What the model must do with its tools on the first call of each run (None: it
+    decides); from the create, or the latest message or result that set one."""
 
     @property
     def cancel_requested(self) -> bool:

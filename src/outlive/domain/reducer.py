@@ -58,8 +58,14 @@ import msgspec
 from . import events as ev
 from .events import PAYLOADS, UNSET, Payload
 from .model import TERMINAL, Event
-from .run_fold import ABANDONING_STOP, decision_status, settled_status, tool_outcome
-from .transcript_state import State, Txn, as_int, as_text, ident, plain_json
+from .reducer_waits import (
+    on_approval_decided,
+    on_approval_requested,
+    on_client_tool_call,
+    on_client_tool_result,
+)
+from .run_fold import ABANDONING_STOP, settled_status, tool_outcome
+from .transcript_state import State, Txn, as_int, as_text, given, ident, plain_json
 
 __all__ = ["HANDLED_TYPES", "REDUCER_VERSION", "apply", "empty_state", "fold"]
 
@@ -146,11 +152,6 @@ def _as_stored(cls: type[Payload], data: Mapping[str, Any]) -> Payload:
     return cls(**{name: data.get(name, UNSET) for name in cls.__struct_fields__})
 
 
-def _given(value: Any) -> Any:
-    """A field's value, None when the event had none."""
-    return None if value is UNSET else value
-
-
 def _missing(value: Any) -> bool:
     """Whether a malformed event had no such field."""
     return value is UNSET
@@ -205,7 +206,7 @@ def _on_session_resumed(txn: Txn, seq: int, p: ev.SessionResumed,
         txn.state["attempt"] = attempt
     repaired = [] if _missing(p.repaired_tool_calls) else p.repaired_tool_calls
     txn.top_list("resumed").append(
-        {"seq": seq, "reason": _given(p.reason), "repaired_tool_calls": plain_json(repaired)}
+        {"seq": seq, "reason": given(p.reason), "repaired_tool_calls": plain_json(repaired)}
     )
     _marker(txn, seq, "resumed", data)
 
@@ -223,7 +224,7 @@ def _on_session_end(txn: Txn, seq: int, p: ev.SessionEnd, data: Mapping[str, Any
     status = settled_status(p.status) if isinstance(p.status, str) else "failed"
     _close_open_items(txn, "cancelled" if status == "cancelled" else "interrupted", "interrupted")
     txn.state["status"] = status
-    error = _given(p.error)
+    error = given(p.error)
     if isinstance(error, ev.ErrorBody):
         txn.state["error"] = {"code": error.code, "message": error.message}
     elif isinstance(error, Mapping):
@@ -259,10 +260,10 @@ def _deliver(txn: Txn, delivered: Callable[[int], bool]) -> None:
 
 
 def _on_user_message(txn: Txn, seq: int, p: ev.UserMessage, data: Mapping[str, Any]) -> None:
-    text = as_text(_given(p.text))
-    delivery = _given(p.delivery) or "steer"
+    text = as_text(given(p.text))
+    delivery = given(p.delivery) or "steer"
     item: dict[str, Any] = {"kind": "user", "seq": seq, "text": text, "delivery": delivery}
-    if _given(p.client_request_id) is not None:
+    if given(p.client_request_id) is not None:
         item["client_request_id"] = p.client_request_id
     txn.add(item)
     txn.top_list("pending_inputs").append({"seq": seq, "text": text, "delivery": delivery})
@@ -273,47 +274,10 @@ def _on_user_message(txn: Txn, seq: int, p: ev.UserMessage, data: Mapping[str, A
 
 
 def _on_user_question(txn: Txn, seq: int, p: ev.UserQuestion, data: Mapping[str, Any]) -> None:
-    question = as_text(_given(p.question))
-    options = plain_json(_given(p.options) or [])
+    question = as_text(given(p.question))
+    options = plain_json(given(p.options) or [])
     txn.add({"kind": "question", "seq": seq, "question": question, "options": options})
     txn.state["question"] = {"question": question, "options": plain_json(options)}
-
-
-def _new_approval(seq: int, approval_id: Any,
-                  p: ev.ApprovalRequested | ev.ApprovalDecided) -> dict[str, Any]:
-    requested = p if isinstance(p, ev.ApprovalRequested) else None
-    return {
-        "kind": "approval",
-        "seq": seq,
-        "approval_id": approval_id,
-        "call_id": ident(_given(p.call_id)),
-        "tool": plain_json(_given(p.tool)),
-        "args": plain_json(_given(requested.args) or {}) if requested else {},
-        "expires_at": plain_json(_given(requested.expires_at)) if requested else None,
-        "status": "pending",
-    }
-
-
-def _on_approval_requested(txn: Txn, seq: int, p: ev.ApprovalRequested,
-                           data: Mapping[str, Any]) -> None:
-    approval_id = ident(_given(p.approval_id))
-    if txn.find("approval", approval_id) is None:
-        txn.add(_new_approval(seq, approval_id, p))
-    txn.state["attention"] = "approval"
-
-
-def _on_approval_decided(txn: Txn, seq: int, p: ev.ApprovalDecided,
-                         data: Mapping[str, Any]) -> None:
-    approval_id = ident(_given(p.approval_id))
-    i = txn.find("approval", approval_id)
-    if i is None:
-        i = txn.add(_new_approval(seq, approval_id, p))
-    decision, reason = _given(p.decision), _given(p.reason)
-    item = txn.item(i)
-    item["status"] = decision_status(decision if isinstance(decision, str) else None, reason)
-    item["reason"] = reason if isinstance(reason, str) else None
-    item["always"] = p.always is True
-    txn.state["attention"] = None
 
 
 def _new_message(message_id: Any) -> dict[str, Any]:
@@ -334,7 +298,7 @@ def _on_turn_start(txn: Txn, seq: int, p: ev.TurnStart, data: Mapping[str, Any])
         _deliver(txn, _seqs(p.inputs).__contains__)
     elif through is not None:
         _deliver(txn, lambda s: s <= through)
-    message_id = ident(_given(p.message_id))
+    message_id = ident(given(p.message_id))
     i = txn.find("assistant", message_id)
     if i is None:
         txn.add(_new_message(message_id))
@@ -351,8 +315,8 @@ def _on_turn_start(txn: Txn, seq: int, p: ev.TurnStart, data: Mapping[str, Any])
 def _delta(field: str) -> Handler:
     def handle(txn: Txn, seq: int, p: ev.TextDelta | ev.ThinkingDelta,
                data: Mapping[str, Any]) -> None:
-        message_id = ident(_given(p.message_id))
-        text = as_text(_given(p.text))
+        message_id = ident(given(p.message_id))
+        text = as_text(given(p.text))
         i = txn.find("assistant", message_id)
         if i is None:
             i = txn.add(_new_message(message_id))
@@ -369,17 +333,17 @@ _MESSAGE_END_STATUS = {"cancelled": "cancelled", ABANDONING_STOP: "interrupted"}
 
 
 def _on_message_end(txn: Txn, seq: int, p: ev.MessageEnd, data: Mapping[str, Any]) -> None:
-    message_id = ident(_given(p.message_id))
+    message_id = ident(given(p.message_id))
     i = txn.find("assistant", message_id)
     if i is None:
         i = txn.add(_new_message(message_id))
     if not _missing(p.text):
         txn.set_text(i, "text", as_text(p.text))
-    stop_reason = _given(p.stop_reason)
+    stop_reason = given(p.stop_reason)
     item = txn.item(i)
     item["status"] = _MESSAGE_END_STATUS.get(as_text(stop_reason), "complete")
     item["stop_reason"] = stop_reason
-    usage = _given(p.usage)
+    usage = given(p.usage)
     if usage is not None:
         item["usage"] = plain_json(msgspec.to_builtins(usage))
 
@@ -396,8 +360,8 @@ def _new_tool(call_id: Any, tool: Any, arguments: Any) -> dict[str, Any]:
 
 
 def _on_tool_start(txn: Txn, seq: int, p: ev.ToolStart, data: Mapping[str, Any]) -> None:
-    call_id = ident(_given(p.call_id))
-    tool, arguments = _given(p.tool), _given(p.arguments)
+    call_id = ident(given(p.call_id))
+    tool, arguments = given(p.tool), given(p.arguments)
     i = txn.find("tool", call_id)
     if i is None:
         txn.add(_new_tool(call_id, tool, arguments))
@@ -413,43 +377,43 @@ def _on_tool_start(txn: Txn, seq: int, p: ev.ToolStart, data: Mapping[str, Any])
 
 
 def _on_tool_progress(txn: Txn, seq: int, p: ev.ToolProgress, data: Mapping[str, Any]) -> None:
-    call_id = ident(_given(p.call_id))
+    call_id = ident(given(p.call_id))
     i = txn.find("tool", call_id)
     if i is None:
         i = txn.add(_new_tool(call_id, None, None))
-    txn.progress(i).append(plain_json(_given(p.message)))
+    txn.progress(i).append(plain_json(given(p.message)))
 
 
 _TOOL_STATUS = {"ok": "done", "error": "error", "interrupted": "interrupted"}
 
 
 def _on_tool_end(txn: Txn, seq: int, p: ev.ToolEnd, data: Mapping[str, Any]) -> None:
-    call_id = ident(_given(p.call_id))
+    call_id = ident(given(p.call_id))
     i = txn.find("tool", call_id)
     if i is None:
-        i = txn.add(_new_tool(call_id, _given(p.tool), None))
+        i = txn.add(_new_tool(call_id, given(p.tool), None))
     item = txn.item(i)
     for key in ("result", "error", "duration_ms"):
         item.pop(key, None)
     item["status"] = _TOOL_STATUS[tool_outcome(p)]
     if p.ok is True:
-        item["result"] = plain_json(_given(p.result))
+        item["result"] = plain_json(given(p.result))
     else:
-        item["error"] = plain_json(_given(p.error))
-    if _given(p.duration_ms) is not None:
+        item["error"] = plain_json(given(p.error))
+    if given(p.duration_ms) is not None:
         item["duration_ms"] = p.duration_ms
 
 
 def _on_stage(txn: Txn, seq: int, p: ev.Stage, data: Mapping[str, Any]) -> None:
-    txn.state["stage"] = _given(p.stage)
+    txn.state["stage"] = given(p.stage)
 
 
 def _on_title(txn: Txn, seq: int, p: ev.Title, data: Mapping[str, Any]) -> None:
-    txn.state["title"] = _given(p.title)
+    txn.state["title"] = given(p.title)
 
 
 def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]) -> None:
-    txn.state["incomplete"] = {"reason": _given(p.reason)}
+    txn.state["incomplete"] = {"reason": given(p.reason)}
     _marker(txn, seq, "incomplete", data)
 
 
@@ -460,41 +424,6 @@ def _as_marker(kind: str) -> Handler:
     return handle
 
 
-def _new_client_call(seq: int, call_id: Any, p: ev.ClientToolCall | ev.ClientToolResult
-                     ) -> dict[str, Any]:
-    called = p if isinstance(p, ev.ClientToolCall) else None
-    return {
-        "kind": "client_tool",
-        "seq": seq,
-        "call_id": call_id,
-        "name": plain_json(_given(p.name)),
-        "args": plain_json(_given(called.args) or {}) if called else {},
-        "expires_at": plain_json(_given(called.expires_at)) if called else None,
-        "status": "pending",
-    }
-
-
-def _on_client_tool_call(txn: Txn, seq: int, p: ev.ClientToolCall,
-                         data: Mapping[str, Any]) -> None:
-    call_id = ident(_given(p.call_id))
-    if txn.find("client_tool", call_id) is None:
-        txn.add(_new_client_call(seq, call_id, p))
-    txn.state["attention"] = "tool"
-
-
-def _on_client_tool_result(txn: Txn, seq: int, p: ev.ClientToolResult,
-                           data: Mapping[str, Any]) -> None:
-    call_id = ident(_given(p.call_id))
-    i = txn.find("client_tool", call_id)
-    if i is None:
-        i = txn.add(_new_client_call(seq, call_id, p))
-    reason = _given(p.reason)
-    txn.item(i)["status"] = ("answered" if p.ok is True
-                             else "expired" if reason == "expired" else "failed")
-    if p.resumed is True and txn.state["attention"] == "tool":
-        txn.state["attention"] = None
-
-
 _HANDLERS: dict[str, Handler] = {
     "session_start": _on_session_start,
     "session_resumed": _on_session_resumed,
@@ -502,8 +431,8 @@ _HANDLERS: dict[str, Handler] = {
     "session_end": _on_session_end,
     "user_message": _on_user_message,
     "user_question": _on_user_question,
-    "approval_requested": _on_approval_requested,
-    "approval_decided": _on_approval_decided,
+    "approval_requested": on_approval_requested,
+    "approval_decided": on_approval_decided,
     "turn_start": _on_turn_start,
     "text_delta": _delta("text"),
     "thinking_delta": _delta("thinking"),
@@ -519,8 +448,8 @@ _HANDLERS: dict[str, Handler] = {
     "budget_reached": _as_marker("budget"),
     "child_started": _as_marker("child_started"),
     "child_ended": _as_marker("child_ended"),
-    "client_tool_call": _on_client_tool_call,
-    "client_tool_result": _on_client_tool_result,
+    "client_tool_call": on_client_tool_call,
+    "client_tool_result": on_client_tool_result,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ID_FIELD", "State", "Txn", "as_int", "as_text", "ident", "plain_json"]
+from .events import UNSET
+
+__all__ = ["ID_FIELD", "State", "Txn", "as_int", "as_text", "given", "ident", "plain_json"]
 
 State = dict[str, Any]
 
@@ -158,3 +160,8 @@ def as_text(value: Any) -> str:
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def given(value: Any) -> Any:
+    """An event field's value, None when the event had none."""
+    return None if value is UNSET else value

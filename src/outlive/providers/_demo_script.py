@@ -50,7 +50,7 @@ from ._demo_texts import (
     CallScope,
 )
 from ._demo_tree import REPORT, delegate, reported, subtask
-from ._port import Message, ToolSpec
+from ._port import Message, ToolChoice, ToolSpec
 
 __all__ = [
     "ASK_USER", "CALLS_OFF", "COUNTER", "DEMO_TOOLS", "DEMO_WORDS", "FLAKY", "LONG_PARAGRAPHS",
@@ -298,10 +298,30 @@ def _thinking(ctx: Context, turn: DemoTurn) -> str:
 
 
 def plan_turn(messages: list[Message], tools: list[ToolSpec], *,
-              calls: CallScope = "none") -> DemoTurn:
+              calls: CallScope = "none", choice: ToolChoice | None = None) -> DemoTurn:
     """The next turn for this history. Only the latest user message chooses the scenario; the
     number of assistant messages after it is the step within that scenario. `calls`: which
-    tools `call <tool> {json}` may run (another: the answer says how to turn it on)."""
+    tools `call <tool> {json}` may run (another: the answer says how to turn it on). A
+    `choice` is honoured as a model would: a turn that calls no tool (or not the one named)
+    calls the one named, or the first offered, with no arguments; `none` calls nothing."""
+    turn = _planned(messages, tools, calls)
+    if choice is None or choice.mode == "auto" or not tools:
+        return turn
+    if choice.mode == "none":
+        if not turn.tool_calls:
+            return turn
+        return DemoTurn("I was asked to call no tool, so I answer without one.", "stop")
+    name = choice.name if choice.mode == "tool" else tools[0].name
+    if any(c.name == name or choice.mode == "required" for c in turn.tool_calls):
+        return turn
+    ctx = context_of(messages, tools)
+    if ctx is None or name not in ctx.offered:
+        return turn
+    return DemoTurn(f"Calling `{name}`, as asked.\n\n", "tool_calls",
+                    tool_calls=[ctx.call(name, {})])
+
+
+def _planned(messages: list[Message], tools: list[ToolSpec], calls: CallScope) -> DemoTurn:
     ctx = context_of(messages, tools)
     if ctx is None:
         return DemoTurn(f"Hello! Send me a message to start. {HINT}", "stop")

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkabl
 
 from ..domain.context import parse_overflow
 from ..domain.errors import InvalidInput, OutliveError
-from ..domain.tool_calls import ToolCall, ToolSpec
+from ..domain.tool_calls import ToolCall, ToolChoice, ToolSpec
 
 __all__ = [
     "Completion",
@@ -31,6 +31,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCall",
     "ToolCallEvent",
+    "ToolChoice",
     "ToolSpec",
     "TransientProviderError",
     "Usage",
@@ -103,6 +104,8 @@ class ModelSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tool_choice: ToolChoice | None = None
+    """What the model must do with the tools on this call (None: it decides)."""
 
 
 @dataclass(frozen=True)

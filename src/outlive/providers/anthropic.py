@@ -177,6 +177,11 @@ class AnthropicProvider(SdkClients):
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}
                 for t in tools
             ]
+            choice = settings.tool_choice
+            if choice is not None and choice.mode != "auto":  # "any" is OpenAI's "required"
+                params["tool_choice"] = (
+                    {"type": "tool", "name": choice.name} if choice.mode == "tool"
+                    else {"type": "any" if choice.mode == "required" else "none"})
         if settings.temperature is not None:
             params["temperature"] = settings.temperature
         apply_overrides(params, settings.extra.get("anthropic_params"))

@@ -171,7 +171,8 @@ class DemoProvider:
             turn = DemoTurn(summarize(messages, settings.max_tokens), "stop")
         else:
             self._simulate_failure(messages, settings)
-            turn = plan_turn(messages, tools, calls=self.call_scope(settings))
+            turn = plan_turn(messages, tools, calls=self.call_scope(settings),
+                             choice=settings.tool_choice)
         thinking = _deltas(turn.thinking, True)
         text = (tuple(TextDelta(p) for p in _split.__wrapped__(turn.text)) if summary
                 else _deltas(turn.text, False))  # a summary is streamed once: not cached

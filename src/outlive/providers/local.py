@@ -47,6 +47,7 @@ from ._port import (
     TextDelta,
     ToolCall,
     ToolCallEvent,
+    ToolChoice,
     ToolSpec,
     Usage,
     overflow_error,
@@ -92,12 +93,18 @@ def smollm2_path() -> str:
 # -- prompting -------------------------------------------------------------------------------
 
 
-def wants_tool(messages: list[Message], tools: list[ToolSpec]) -> list[ToolSpec]:
+def wants_tool(messages: list[Message], tools: list[ToolSpec],
+               choice: ToolChoice | None = None) -> list[ToolSpec]:
     """The tools a call should choose from, or [] for a plain-text answer.
 
     A small model cannot judge when to use a tool, so the person says so: the latest message
-    must be the user's and name a tool (or say "tool", which offers all of them).
+    must be the user's and name a tool (or say "tool", which offers all of them). A `choice`
+    decides instead: `required` offers every tool, one named only that one, `none` none.
     """
+    if choice is not None and choice.mode != "auto" and tools:
+        if choice.mode == "none":
+            return []
+        return [t for t in tools if choice.mode == "required" or t.name == choice.name]
     if not tools or not messages or messages[-1].role != "user":
         return []
     text = messages[-1].text.lower()
@@ -201,10 +208,11 @@ def render_chatml(turns: list[tuple[str, str]]) -> str:
     return out + "<|im_start|>assistant\n"
 
 
-def render_prompt(messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[ToolSpec]]:
+def render_prompt(messages: list[Message], tools: list[ToolSpec],
+                  choice: ToolChoice | None = None) -> tuple[str, list[ToolSpec]]:
     """The prompt the model is run on for this request, and the tools it is asked to choose
     from ([]: a plain-text answer). What `stream` generates from and `count_tokens` counts."""
-    choices = wants_tool(messages, tools)
+    choices = wants_tool(messages, tools, choice)
     history = chat_turns(messages)
     system = "\n\n".join(t for r, t in history if r == "system")
     turns = [("system", system)] if system else []
@@ -369,7 +377,7 @@ class LocalProvider:
     ) -> AsyncIterator[ProviderEvent]:
         path = self.model_path
         model, lock = await asyncio.to_thread(_load, path, self.n_ctx, self.n_threads)
-        prompt, choices = render_prompt(messages, tools)
+        prompt, choices = render_prompt(messages, tools, settings.tool_choice)
         grammar = None
         if choices:
             llama_cpp = importlib.import_module("llama_cpp")

@@ -288,6 +288,11 @@ class OpenAIProvider(SdkClients):
         }
         if tools:
             params["tools"] = to_chat_tools(tools)
+            choice = settings.tool_choice
+            if choice is not None and choice.mode != "auto":
+                params["tool_choice"] = (
+                    {"type": "function", "function": {"name": choice.name}}
+                    if choice.mode == "tool" else choice.mode)
         if settings.max_tokens is not None:
             params["max_tokens"] = settings.max_tokens
         if settings.temperature is not None:

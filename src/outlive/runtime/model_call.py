@@ -8,6 +8,7 @@ and the whole call, retries and backoff included, is cut at `turn_timeout`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import random
 import time
@@ -22,6 +23,7 @@ from ..domain.events import BudgetReached, Error, MessageEnd, TurnStart
 from ..domain.model import ErrorInfo, NewEvent, Status, new_id
 from ..domain.prices import cost_usd, to_nano
 from ..domain.subagents import delegate_tool
+from ..domain.tool_calls import ToolChoice
 from ..domain.usage import UsageTotals
 from ..providers import (
     ContextOverflow,
@@ -98,6 +100,10 @@ class ModelCaller:
         self._tools: list[ToolSpec] | None = None
         self.client_tools: tuple[ToolSpec, ...] = ()
         """The session's client tools, offered beside the agent's (docs/client-tools.md)."""
+        self.tool_choice: ToolChoice | None = None
+        """The session's tool choice: for a call that answers a user message only, not for
+        the calls that see what the calls it forced returned (a `required` on every call
+        would never end)."""
         self._settings: ModelSettings | None = None
 
     async def call(self, message_id: str) -> TurnBuffer:
@@ -113,6 +119,9 @@ class ModelCaller:
                 return buf
             await self._check_budget()
             tools, settings = self._request()
+            history = self.writes.history
+            if self.tool_choice is not None and history and history[-1].kind == "user":
+                settings = dataclasses.replace(settings, tool_choice=self.tool_choice)
             messages = await self._fit(self._log.messages(self.writes.history), tools)
             if self.activity.cancelled:  # it came during the summarizer
                 buf.aborted = Abort.CANCEL

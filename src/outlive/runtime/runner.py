@@ -143,6 +143,7 @@ class Run:
         self.delegator = Delegator(store, claim.session, agent, self.writes)
         self.clients = ClientTools(store, claim.session, agent.tools, self.writes)
         self.model_caller.client_tools = self.clients.specs
+        self.model_caller.tool_choice = claim.session.tool_choice
         self._check = _Check.IDLE
         self._checker: asyncio.Task[None] | None = None
         self._asked = False  # the last answer asked a question: a settle waits on the answer

@@ -29,6 +29,7 @@ from ..domain.model import (
 )
 from ..domain.prices import from_nano
 from ..domain.status import LeaseState, Lifecycle
+from ..domain.tool_calls import ToolChoice, parse_tool_choice
 from ..domain.usage import UsageTotals
 from ._port import Notice
 
@@ -211,7 +212,20 @@ def to_session(d: Dialect, row: Row) -> Session:
         parent_id=row["parent_id"], root_id=row["root_id"],
         parent_call_id=row["parent_call_id"], depth=int(row["depth"]),
         client_tools=client_tools_of(d.load_json(row["client_tools"])),
+        tool_choice=tool_choice_of(d.load_json(row["tool_choice"])),
     )
+
+
+def tool_choice_of(raw: object) -> ToolChoice | None:
+    """A row's tool choice (checked when written; an unreadable value reads as none)."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        choice = parse_tool_choice(raw.get("mode") if raw.get("mode") != "tool"
+                                   else {"name": raw.get("name")})
+    except InvalidInput:
+        return None
+    return None if choice.mode == "auto" else choice
 
 
 def client_tools_of(raw: object) -> tuple[ClientTool, ...]:

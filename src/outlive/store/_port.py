@@ -30,6 +30,7 @@ from ..domain.model import (
     Session,
     Status,
 )
+from ..domain.tool_calls import ToolChoice
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
 from ._client_port import ClientCallStore, ClientResultStore
@@ -243,6 +244,7 @@ class SessionStore(Protocol):
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:
@@ -288,14 +290,16 @@ class SessionStore(Protocol):
         session_id: str,
         text: str,
         *,
-        mode: Delivery | str = Delivery.STEER,
-        client_request_id: str | None = None,
+        mode: Delivery | str = Delivery.STEER, client_request_id: str | None = None,
         traceparent: str | None = None, client_tools: Sequence[ClientTool] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> PostResult:
         """`traceparent`: the request's W3C trace context, for the run the message starts
         (kept for the session's next run; a message that revives a finished session without
         one leaves the next run to start a trace of its own)."""
         ...
+    async def set_tool_choice(self, owner_id: str, session_id: str,
+                              choice: ToolChoice) -> None: ...
     async def purge_session(self, session_id: str) -> bool: ...
 
 

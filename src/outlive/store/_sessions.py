@@ -29,6 +29,7 @@ from ..domain.model import (
 )
 from ..domain.status import Action, transition
 from ..domain.subagents import detached_message
+from ..domain.tool_calls import ToolChoice
 from ..domain.trace_context import valid_traceparent
 from ._base import Row, Tx, TxState, lifecycle, to_session
 from ._children import ChildOps
@@ -63,6 +64,7 @@ class SessionOps(ChildOps):
         budget: Budget | dict[str, Any] | None = None,
         parent_id: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
@@ -95,6 +97,8 @@ class SessionOps(ChildOps):
                 parent_id=parent_id, parent=parent)
             if client_tools:
                 await self._set_client_tools(tx, sid, client_tools)
+            if tool_choice is not None and tool_choice.mode != "auto":
+                await self._set_tool_choice(tx, sid, tool_choice)
             # The new row comes back with the COMMIT: on PostgreSQL everything from the
             # INSERT on goes out in one flush, so the session is queued (and workers told)
             # with no round trip after its `created_at`.
@@ -158,6 +162,22 @@ class SessionOps(ChildOps):
     async def _set_client_tools(self, tx: Tx, sid: str, tools: Sequence[ClientTool]) -> None:
         await tx.execute(self.q.set_client_tools, {
             "id": sid, "client_tools": self.d.json(tools_to_json(tools)) if tools else None})
+
+    async def _set_tool_choice(self, tx: Tx, sid: str, choice: ToolChoice) -> None:
+        await tx.execute(self.q.set_tool_choice, {
+            "id": sid, "choice": None if choice.mode == "auto" else self.d.json(
+                {"mode": choice.mode, "name": choice.name})})
+
+    async def set_tool_choice(self, owner_id: str, session_id: str,
+                              choice: ToolChoice) -> None:
+        """What the model must do with its tools on the first call of the session's next
+        runs (`auto`: it decides), e.g. set with the results a run waits on."""
+
+        async def op(tx: Tx, st: TxState) -> None:
+            await self._locked(tx, session_id, owner_id)
+            await self._set_tool_choice(tx, session_id, choice)
+
+        await self._write(op)
 
     async def get_session(self, owner_id: str, session_id: str) -> Session:
         async def op(tx: Tx) -> Session:
@@ -314,9 +334,10 @@ class SessionOps(ChildOps):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> PostResult:
         """`client_tools` (not None): the client tools of the session's runs from this
-        message on (an empty list: none any more)."""
+        message on (an empty list: none any more); `tool_choice` (not None) likewise."""
         check_text(text)
         tp = valid_traceparent(traceparent)
         wanted = parse_mode(mode)
@@ -326,6 +347,8 @@ class SessionOps(ChildOps):
             row = await self._locked(tx, session_id, owner_id)
             if client_tools is not None:
                 await self._set_client_tools(tx, session_id, client_tools)
+            if tool_choice is not None:
+                await self._set_tool_choice(tx, session_id, tool_choice)
             return await self._post_locked(tx, st, row, text, wanted, client_request_id, tp)
 
         return await self._write(op)

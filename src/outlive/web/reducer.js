@@ -443,8 +443,9 @@ function onClientToolResult(txn, seq, data) {
   const reason = get(data, "reason");
   txn.item(i).status = get(data, "ok") === true ? "answered"
     : reason === "expired" ? "expired" : "failed";
-  if (get(data, "resumed") === true && txn.state.attention === "tool") {
-    txn.state.attention = null;
+  if (get(data, "resumed") === true) {
+    txn.item(i).resumed_seq = seq; // where the run its results resumed carried on
+    if (txn.state.attention === "tool") txn.state.attention = null;
   }
 }
 

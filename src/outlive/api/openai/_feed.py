@@ -28,6 +28,7 @@ from .._run_feed import RunFeed, decides, opens_a_run, watch_session
 from ._errors import not_found
 from ._projection import OPENERS, ResponseHeader, ResponseProjection
 from ._requests import OWN_PREFIX, display_model, truncation_of
+from ._tool_choice import function_tool_json, response_tool_choice
 
 __all__ = ["ResponseFeed", "ResponseRef", "decision_seq", "open_feed", "resumed_seq"]
 
@@ -165,9 +166,9 @@ async def _previous_start(ctx: ApiContext, session: Session, start: int) -> int 
     items = state.get("items", [])
     user = next((int(i["seq"]) for i in reversed(items)
                  if i.get("kind") == "user" and i.get("delivery") == Delivery.START.value), None)
-    resumed = next((int(i["seq"]) for i in reversed(items)
-                    if i.get("kind") == "marker" and i.get("type") == "client_tool_result"
-                    and (i.get("data") or {}).get("resumed") is True), None)
+    resumed = max((int(i["resumed_seq"]) for i in items
+                   if i.get("kind") == "client_tool" and i.get("resumed_seq") is not None),
+                  default=None)
     if resumed is not None and resumed > (user or 0):
         user = resumed  # the client's results carried a run on: that response opened there
     decided = next((i for i in reversed(items)
@@ -190,4 +191,6 @@ async def _header(ctx: ApiContext, session: Session, ref: ResponseRef) -> Respon
                 if not str(k).startswith(OWN_PREFIX)}
     return ResponseHeader(id=ref.id, model=display_model(ctx.catalog, session),
                           metadata=metadata, previous_response_id=previous,
-                          truncation=truncation_of(session))
+                          truncation=truncation_of(session),
+                          tools=tuple(function_tool_json(t) for t in session.client_tools),
+                          tool_choice=response_tool_choice(session.tool_choice))

@@ -86,6 +86,9 @@ class ResponseHeader:
     previous_response_id: str | None = None
     truncation: str = "auto"
     """`auto`: outlive compacts a long conversation's context; `disabled`: it must not."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The conversation's function tools (its session's client tools)."""
+    tool_choice: str | Mapping[str, str] = "auto"
 
 
 @dataclass
@@ -164,7 +167,7 @@ class ResponseProjection:
             previous_response_id=h.previous_response_id, status=self.status or "queued",
             created_at=self.created_at, completed_at=self.completed_at, error=self.error,
             incomplete_reason=self.incomplete_reason, usage=self.usage,
-            truncation=h.truncation,
+            truncation=h.truncation, tools=h.tools, tool_choice=h.tool_choice,
             output=[self._item_now(i) for i in range(len(self.items))],
         )
 

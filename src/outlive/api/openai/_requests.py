@@ -32,6 +32,7 @@ from ...domain.errors import InvalidInput, UnknownRoute
 from ...domain.model import TRUNCATION_KEY, Session
 from .._catalog import AgentCatalog
 from ._errors import OpenAIError, bad_request
+from ._tool_choice import check_tool_choice
 
 __all__ = [
     "ApprovalAnswer",
@@ -87,9 +88,7 @@ class CreateResponse(BaseModel):
                     "tools (they appear as mcp_call items); a client may add tools of type "
                     "'function', which it runs itself.", f"tools[{i}].type",
                     "unsupported_parameter")
-        if self.tool_choice not in (None, "auto", "none"):
-            raise bad_request("Only tool_choice 'auto' and 'none' are supported.",
-                              "tool_choice", "unsupported_parameter")
+        check_tool_choice(self.tool_choice)
         fmt = (self.text or {}).get("format")
         if isinstance(fmt, Mapping) and fmt.get("type", "text") != "text":
             raise bad_request("Only plain text output is supported.", "text.format",

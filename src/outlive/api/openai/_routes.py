@@ -51,6 +51,7 @@ from ._requests import (
     resolve_model,
     session_metadata,
 )
+from ._tool_choice import request_tool_choice
 
 __all__ = ["CANCEL_WAIT", "router"]
 
@@ -89,7 +90,8 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
         session = await ctx.store.create_session(
             owner.id, agent=agent, model=route, prompt=given.text,
             metadata=session_metadata(body), traceparent=traceparent,
-            client_tools=tools or None)
+            client_tools=tools or None, tool_choice=request_tool_choice(
+                body.tool_choice, tools, ctx.catalog.tool_names(agent)))
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False
     if body.stream:
@@ -142,9 +144,11 @@ async def _follow_up(ctx: ApiContext, owner_id: str, body: CreateResponse, text:
     check_same_model(ctx.catalog, body.model, session)
     check_same_truncation(body.truncation, session)
     _check_tools(ctx, session.agent, tools)
+    choice = request_tool_choice(body.tool_choice, tools, ctx.catalog.tool_names(session.agent))
     try:  # each request declares its function tools, as OpenAI's: none given, none offered
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
-                                              traceparent=traceparent, client_tools=tools)
+                                              traceparent=traceparent, client_tools=tools,
+                                              tool_choice=choice)
     except SessionBusy:
         raise bad_request(
             "The conversation is busy with another response; wait for it or cancel it.",

@@ -2,8 +2,9 @@
 
 Checked against the official SDK's own models (tests/openai_api/test_projection.py validates
 every event and Response with them). Fields outlive has no counterpart for carry OpenAI's
-defaults: `tools: []`, `tool_choice: "auto"`, plain `text`, `store: true`, and `null` for what
-is not recorded (`background`, `instructions`, `temperature`, …).
+defaults: plain `text`, `store: true`, and `null` for what is not recorded (`background`,
+`instructions`, `temperature`, …). `tools` and `tool_choice` are the conversation's function
+tools and choice as they are now (a later request may have changed them).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def response_object(
     usage: tuple[int, int] | None,
     output: Sequence[dict[str, Any]],
     truncation: str = "auto",
+    tools: Sequence[Mapping[str, Any]] = (),
+    tool_choice: str | Mapping[str, str] = "auto",
 ) -> dict[str, Any]:
     return {
         "id": id,
@@ -59,8 +62,8 @@ def response_object(
         "store": True,
         "temperature": None,
         "text": {"format": {"type": "text"}},
-        "tool_choice": "auto",
-        "tools": [],
+        "tool_choice": tool_choice if isinstance(tool_choice, str) else dict(tool_choice),
+        "tools": [dict(t) for t in tools],
         "top_p": None,
         "truncation": truncation,
         "usage": None if usage is None else usage_object(*usage),

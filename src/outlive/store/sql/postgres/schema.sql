@@ -74,6 +74,7 @@ CREATE TABLE sessions (
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        JSONB,
+    tool_choice         JSONB,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 

@@ -83,3 +83,8 @@ UPDATE sessions SET budget = :budget, updated_at = {now} WHERE id = :id
 -- name: set_client_tools
 -- The client tools of the session's runs from now on (docs/client-tools.md).
 UPDATE sessions SET client_tools = :client_tools WHERE id = :id
+
+-- name: set_tool_choice
+-- What the model must do with its tools on the first call of the session's next runs
+-- (NULL: it decides).
+UPDATE sessions SET tool_choice = :choice WHERE id = :id

@@ -73,7 +73,8 @@ CREATE TABLE sessions (
     parent_report       TEXT,
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
-    client_tools        TEXT
+    client_tools        TEXT,
+    tool_choice         TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
