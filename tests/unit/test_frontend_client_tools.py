@@ -41,7 +41,8 @@ def resumed(log: Log) -> Log:
 def test_ai_sdk_a_client_call_is_a_static_tool_part_and_the_message_ends_at_the_wait() -> None:
     chunks = project_chat(RUN, waiting().events)
     calls = [c for c in chunks if c.get("toolCallId")]
-    assert chunk_types(calls) == ["tool-input-start", "tool-input-delta", "tool-input-available"] * 2
+    assert chunk_types(calls) == [
+        "tool-input-start", "tool-input-delta", "tool-input-available"] * 2
     assert calls[2] == {"type": "tool-input-available", "toolCallId": "c1",
                         "toolName": "get_location", "input": {"precision": "city"}}
     assert not any("providerExecuted" in c or "dynamic" in c for c in calls), \
