@@ -1,0 +1,137 @@
+"""Client tools on the AI SDK and AG-UI surfaces over a real server and worker, on both
+databases (docs/frontends.md): every bad input on the new paths is a 4xx (bad tool
+declarations, a clash with the agent's tools, bad tool parts and tool messages, an unknown
+call or thread, a different result, a new message while the call waits), and a result given
+on one surface is the same result on the other (the store decides once)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.api.test_client_tools_http import _pending
+from tests.api.test_sessions_http import err
+from tests.support.api import Api
+
+TOOLS = [{"name": "get_location", "description": "Where the user is.",
+          "parameters": {"type": "object", "properties": {"precision": {"type": "string"}}}}]
+PROMPT = 'call get_location {"precision": "city"}'
+BAD_TOOLS: list[Any] = [
+    "x", [{"name": "a b"}], [{"name": "a", "parameters": {"type": "string"}}],
+    [{"name": "a"}, {"name": "a"}], [{"name": "lookup"}], [{"name": "a\u0000"}],
+    [{"name": f"t{i}"} for i in range(65)], [7]]
+
+
+def user(text: str, ident: str = "u1") -> dict[str, Any]:
+    return {"id": ident, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def answer(call_id: Any, **part: Any) -> dict[str, Any]:
+    fields = {"state": "output-available", "output": {"city": "Oslo"}, **part}
+    return {"id": "a1", "role": "assistant", "parts": [
+        {"type": "step-start"}, {"type": "tool-get_location", "toolCallId": call_id,
+                                 "input": {"precision": "city"}, **fields}]}
+
+
+async def _waiting_chat(api: Api, chat: str) -> tuple[str, dict[str, Any]]:
+    r = await api.client.post("/ai-sdk/chat", json={
+        "id": chat, "messages": [user(PROMPT)], "client_tools": TOOLS})
+    assert r.status_code == 200, r.text
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines()
+              if line.startswith("data: {")]
+    assert chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}
+    sid = r.headers["x-outlive-session-id"]
+    return sid, await _pending(api, sid)
+
+
+async def test_ai_sdk_bad_client_tool_input_is_a_4xx(api: Api) -> None:
+    for bad in BAD_TOOLS:
+        r = await api.client.post("/ai-sdk/chat", json={
+            "id": "bad-tools", "messages": [user("hi")], "client_tools": bad})
+        err(r, 400, "INVALID_INPUT")
+    sid, call = await _waiting_chat(api, "chat-a")
+    chat = "/ai-sdk/chat"
+    busy = await api.client.post(chat, json={"id": "chat-a", "messages": [user("hi", "u2")]})
+    err(busy, 409, "SESSION_BUSY")
+    for bad_part in ({"toolCallId": 7}, {"toolCallId": ""}, {"toolCallId": "x" * 201},
+                     {"state": "output-error"}, {"state": "output-error", "errorText": 3}):
+        r = await api.client.post(chat, json={
+            "id": "chat-a", "messages": [answer(call["call_id"], **bad_part)]})
+        err(r, 400, "INVALID_INPUT")
+    err(await api.client.post(chat, json={"id": "chat-a", "messages": [answer("nope")]}),
+        404, "NOT_FOUND")
+    err(await api.client.post(chat, json={"id": "no-such-chat",
+                                          "messages": [answer(call["call_id"])]}),
+        404, "NOT_FOUND")
+    err(await api.client.post(chat, json={"id": "chat-a", "message": answer(
+        call["call_id"], output="\u0000")}), 400, "INVALID_INPUT")
+    ok = await api.client.post(chat, json={"id": "chat-a", "message": answer(call["call_id"])})
+    assert ok.status_code == 200 and '"finishReason":"stop"' in ok.text
+    err(await api.client.post(chat, json={"id": "chat-a", "message": answer(
+        call["call_id"], state="output-error", errorText="no GPS")}),
+        409, "TOOL_RESULT_CONFLICT")
+    got = await api.client.get(f"/v1/sessions/{sid}/tool-calls")
+    assert got.json()["tool_calls"][0]["result"] == {"output": {"city": "Oslo"}}
+    # The result the page gave is the store's: /v1 agrees, another is a conflict there too.
+    v1 = f"/v1/sessions/{sid}/tool-results"
+    same = await api.client.post(v1, json={"call_id": call["call_id"],
+                                           "output": {"city": "Oslo"}})
+    assert same.status_code == 200
+    err(await api.client.post(v1, json={"call_id": call["call_id"], "output": 1}), 409,
+        "TOOL_RESULT_CONFLICT")
+
+
+def run_input(thread: str, messages: list[dict[str, Any]], tools: Any = None,
+              run_id: str = "r1") -> dict[str, Any]:
+    return {"threadId": thread, "runId": run_id, "state": {}, "messages": messages,
+            "tools": TOOLS if tools is None else tools, "context": [], "forwardedProps": {}}
+
+
+async def test_ag_ui_bad_front_end_tool_input_is_a_4xx(api: Api) -> None:
+    hi = [{"id": "m1", "role": "user", "content": "hi"}]
+    for bad in ([{"name": "a b", "description": ""}],
+                [{"name": "a", "description": "", "parameters": {"type": "string"}}],
+                [{"name": "lookup", "description": "mine"}],
+                [{"name": "a", "description": ""}, {"name": "a", "description": ""}],
+                [{"name": "a"}], "x"):
+        r = await api.client.post("/ag-ui", json=run_input("bad-tools", hi, bad))
+        assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_INPUT", r.text
+    first = await api.client.post("/ag-ui", json=run_input("thread-a", [
+        {"id": "m1", "role": "user", "content": PROMPT}]))
+    assert first.status_code == 200 and '"RUN_FINISHED"' in first.text
+    sid = first.headers["x-outlive-session-id"]
+    call = await _pending(api, sid)
+
+    def tool_msg(call_id: str, content: str = '{"city": "Oslo"}', **extra: Any
+                 ) -> list[dict[str, Any]]:
+        return [{"id": "m1", "role": "user", "content": PROMPT},
+                {"id": "t1", "role": "tool", "toolCallId": call_id, "content": content,
+                 **extra}]
+
+    busy = await api.client.post("/ag-ui", json=run_input("thread-a", [
+        {"id": "m2", "role": "user", "content": "hi"}], run_id="r2"))
+    err(busy, 409, "SESSION_BUSY")
+    for bad_id in ("", "x" * 201):
+        r = await api.client.post("/ag-ui", json=run_input("thread-a", tool_msg(bad_id),
+                                                           run_id="r3"))
+        assert r.status_code == 400, r.text
+    err(await api.client.post("/ag-ui", json=run_input("thread-a", tool_msg("nope"),
+                                                       run_id="r3")), 404, "NOT_FOUND")
+    err(await api.client.post("/ag-ui", json=run_input("no-such-thread",
+                                                       tool_msg(call["call_id"]))),
+        404, "NOT_FOUND")
+    ok = await api.client.post("/ag-ui", json=run_input("thread-a", tool_msg(call["call_id"]),
+                                                        run_id="r3"))
+    assert ok.status_code == 200 and '"RUN_FINISHED"' in ok.text, ok.text
+    err(await api.client.post("/ag-ui", json=run_input(
+        "thread-a", tool_msg(call["call_id"], "plain text"), run_id="r4")),
+        409, "TOOL_RESULT_CONFLICT")
+    err(await api.client.post("/ag-ui", json=run_input(
+        "thread-a", tool_msg(call["call_id"], error="no GPS"), run_id="r4")),
+        409, "TOOL_RESULT_CONFLICT")
+    got = await api.client.get(f"/v1/sessions/{sid}/tool-calls")
+    assert got.json()["tool_calls"][0]["result"] == {"output": {"city": "Oslo"}}
+    done = await api.wait_status(sid, "succeeded")
+    assert done["session"]["client_tools"][0]["name"] == "get_location"
+    types = [e["type"] for e in await api.events(sid)]
+    assert types.count("client_tool_result") == types.count("session_end") == 1
