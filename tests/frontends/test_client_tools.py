@@ -92,7 +92,8 @@ def test_ai_sdk_a_client_tool_answered_by_add_tool_output_completes_the_turn(
 
 def test_ai_sdk_a_page_reloaded_at_the_call_resumes_it_and_answers_it(frontends: World) -> None:
     chat = frontends.chat_id()
-    done = frontends.run("aisdk.mjs", "toolreload", chat, PROMPT)
+    d = frontends.driver("aisdk.mjs", "toolreload", chat, PROMPT)
+    done = d.done()
     assert done["errors"] == [] and done["status"] == "ready"
     assert [f["finishReason"] for f in done["firstFinishes"]] == ["tool-calls"]
     assert tool_part(done["before"])["state"] == "input-available"
@@ -106,6 +107,10 @@ def test_ai_sdk_a_page_reloaded_at_the_call_resumes_it_and_answers_it(frontends:
     events = check_one_call_answered_once(frontends, frontends.session_of_chat(chat))
     assert [p["text"] for p in assistant["parts"] if p["type"] == "text"][-1] == \
         final_text(events)
+    posted = [line["posted"] for line in d.lines if "posted" in line]
+    assert [sorted(p) for p in posted] == [["client_tools", "id", "message"]] * 2, \
+        "the documented prepareSendMessagesRequest: the last message and the body"
+    assert posted[1]["message"]["role"] == "assistant"
 
 
 # ---- AG-UI -----------------------------------------------------------------------------------

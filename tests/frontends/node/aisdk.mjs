@@ -108,7 +108,7 @@ const postingFetch = (inner) => async (url, init = {}) => {
   return inner(url, init);
 };
 
-function toolChat(id, messages = [], { answer = false } = {}) {
+function toolChat(id, messages = [], { answer = false, lastOnly = false } = {}) {
   const errors = [];
   const finishes = [];
   let onFinished = () => {};
@@ -117,6 +117,9 @@ function toolChat(id, messages = [], { answer = false } = {}) {
     state: new State(messages),
     transport: new DefaultChatTransport({
       api: `${BASE}/chat`, fetch: postingFetch(countingFetch()), body: { client_tools: CLIENT_TOOLS },
+      // docs/frontends.md's variant: only the last message, with the transport's body
+      ...(lastOnly ? { prepareSendMessagesRequest: ({ id: chatId, messages: all, body }) =>
+        ({ body: { ...body, id: chatId, message: all[all.length - 1] } }) } : {}),
     }),
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
     onToolCall: answer ? ({ toolCall }) => {
@@ -194,12 +197,12 @@ async function main() {
     await chat.sendMessage({ text });  // resolves after the automatic send of the result
     say({ done: { status: chat.status, errors, finishes, messages: chat.messages } });
   } else if (cmd === "toolreload") {
-    const first = toolChat(id);
+    const first = toolChat(id, [], { lastOnly: true });
     await first.chat.sendMessage({ text });  // the stream ends at the call: nobody answers it
     const before = lastAssistant(first.chat.messages);
     // The reloaded page knows the user's message; resuming brings back the waiting call.
     const userMessages = first.chat.messages.filter((m) => m.role === "user");
-    const second = toolChat(id, userMessages);
+    const second = toolChat(id, userMessages, { lastOnly: true });
     await second.chat.resumeStream();
     const resumed = structuredClone(lastAssistant(second.chat.messages) || null);
     const part = resumed && resumed.parts.find((p) => p.type === "tool-get_location");

@@ -41,7 +41,8 @@ part ids) are the run fold's (`domain/run_fold.py`); this module only renders it
   its output (`addToolOutput`) and sends: the next request's stream carries the run on from the
   `client_tool_result` that resumed it, under the same message id (`message_id`). The resumed
   run's receipt of the call (`tool_end` with `client`) is that part's output when this
-  projection showed the call (a replay through the wait, `passed_waits`), else nothing;
+  projection showed the call (a replay through the wait, `passed_waits`: such a call has no
+  `tool-input-available`, so the page's `onToolCall` does not run it again), else nothing;
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 
@@ -228,10 +229,15 @@ def _question(p: ChatProjection, s: rs.QuestionAsked) -> None:
 
 @_render.of(rs.ClientCallAsked)
 def _client_call(p: ChatProjection, s: rs.ClientCallAsked) -> None:
+    p._client_calls.add(s.call_id)
+    if s.call_id in p.passed:  # a replay of a call answered: no input-available, so the
+        p._open_step()          # page's onToolCall does not run it again; its output follows
+        p._emit("tool-input-start", toolCallId=s.call_id, toolName=s.name)
+        p._emit("tool-input-delta", toolCallId=s.call_id, inputTextDelta=_json_text(s.args))
+        return
     # left at input-available on purpose: the page runs it (a static part: tool-<name>)
     p._tool_input(s.call_id, s.name, s.args, {})
-    p._client_calls.add(s.call_id)
-    if s.last and s.call_id not in p.passed:
+    if s.last:
         _render.render(p, p.fold.close_open())
         p._close_step()
         p._emit("finish", finishReason="tool-calls")
@@ -305,17 +311,16 @@ def _ended(p: ChatProjection, s: rs.RunEnded) -> None:
 
 
 def passed_waits(events: Iterable[Event]) -> frozenset[str]:
-    """The last calls of the client tool waits a stored slice goes through: each followed by
+    """The calls of the client tool waits a stored slice goes through: each wait followed by
     the `client_tool_result` that resumed the run."""
-    waiting: str | None = None
+    waiting: list[str] = []
     passed: set[str] = set()
     for event in events:
-        if event.type == "client_tool_call" and event.data.get("last") is True:
-            waiting = str(event.data.get("call_id"))
-        elif (event.type == "client_tool_result" and event.data.get("resumed") is True
-              and waiting is not None):
-            passed.add(waiting)
-            waiting = None
+        if event.type == "client_tool_call":
+            waiting.append(str(event.data.get("call_id")))
+        elif event.type == "client_tool_result" and event.data.get("resumed") is True:
+            passed.update(waiting)
+            waiting = []
     return frozenset(passed)
 
 
