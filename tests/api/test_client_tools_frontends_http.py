@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.api.test_client_tools_http import _pending
 from tests.api.test_sessions_http import err
+from tests.store.test_client_tools import _waiting
 from tests.support.api import Api
 
 TOOLS = [{"name": "get_location", "description": "Where the user is.",
@@ -135,3 +136,23 @@ async def test_ag_ui_bad_front_end_tool_input_is_a_4xx(api: Api) -> None:
     assert done["session"]["client_tools"][0]["name"] == "get_location"
     types = [e["type"] for e in await api.events(sid)]
     assert types.count("client_tool_result") == types.count("session_end") == 1
+
+
+async def test_an_answer_to_part_of_a_wait_is_a_400_and_keeps_what_it_gave(idle_api: Api
+                                                                              ) -> None:
+    """A run that waits on two client calls (written by the store, as a worker would): an
+    answer to one is kept, and the request says which call still waits, on both surfaces."""
+    for surface in ("ai-sdk", "ag-ui"):
+        s, _, _ = await _waiting(idle_api.store, idle_api.owner.id, "call_1", "call_2")
+        if surface == "ai-sdk":
+            r = await idle_api.client.post("/ai-sdk/chat", json={
+                "id": s.id, "message": answer("call_1")})
+        else:
+            r = await idle_api.client.post("/ag-ui", json=run_input(s.id, [
+                {"id": "t1", "role": "tool", "toolCallId": "call_1", "content": "sunny"}]))
+        body = err(r, 400, "TOOL_RESULTS_MISSING")
+        assert body["pending"] == ["call_2"], body
+        calls = (await idle_api.client.get(f"/v1/sessions/{s.id}/tool-calls")).json()
+        assert [c["status"] for c in calls["tool_calls"]] == ["answered", "pending"]
+        assert calls["tool_calls"][0]["result"]["output"] == (
+            {"city": "Oslo"} if surface == "ai-sdk" else "sunny"), "plain text stays text"
