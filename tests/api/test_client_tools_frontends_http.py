@@ -156,3 +156,17 @@ async def test_an_answer_to_part_of_a_wait_is_a_400_and_keeps_what_it_gave(idle_
         assert [c["status"] for c in calls["tool_calls"]] == ["answered", "pending"]
         assert calls["tool_calls"][0]["result"]["output"] == (
             {"city": "Oslo"} if surface == "ai-sdk" else "sunny"), "plain text stays text"
+
+
+async def test_ai_sdk_stop_while_the_call_waits_cancels_and_the_chat_goes_on(api: Api) -> None:
+    sid, call = await _waiting_chat(api, "chat-stop")
+    stopped = await api.client.post("/ai-sdk/chat/chat-stop/stop")
+    assert stopped.status_code == 202 and stopped.json()["stopping"] is True
+    await api.wait_status(sid, "cancelled")
+    err(await api.client.post("/ai-sdk/chat", json={"id": "chat-stop", "message": answer(
+        call["call_id"])}), 409, "TOOL_RESULT_CONFLICT")
+    follow = await api.client.post("/ai-sdk/chat", json={"id": "chat-stop",
+                                                         "message": user("hello", "u2")})
+    assert follow.status_code == 200 and '"finishReason":"stop"' in follow.text
+    ends = [e["data"]["status"] for e in await api.events(sid) if e["type"] == "session_end"]
+    assert ends == ["cancelled", "succeeded"]

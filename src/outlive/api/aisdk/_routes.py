@@ -111,8 +111,8 @@ async def stop(chat_id: str, owner: CurrentOwner, ctx: Ctx) -> JSONResponse:
             raise not_found(f"chat {chat_id}")
         session = found
     start = await latest_run_start(ctx, session)
-    if ref is not None and start != ref.start:
-        return _stopped(session, None, False)
+    if ref is not None and ref.start not in (start, await latest_slice_start(ctx, session)):
+        return _stopped(session, None, False)  # a run (or its carried-on slice) that is over
     if session.status in TERMINAL:
         return _stopped(session, start, False)
     with contextlib.suppress(AlreadyTerminal):
