@@ -34,7 +34,7 @@ def answer(call_id: Any, **part: Any) -> dict[str, Any]:
                                  "input": {"precision": "city"}, **fields}]}
 
 
-async def _waiting_chat(api: Api, chat: str) -> tuple[str, dict[str, Any]]:
+async def _waiting_chat(api: Api, chat: str) -> tuple[str, dict[str, Any], str]:
     r = await api.client.post("/ai-sdk/chat", json={
         "id": chat, "messages": [user(PROMPT)], "client_tools": TOOLS})
     assert r.status_code == 200, r.text
@@ -42,7 +42,7 @@ async def _waiting_chat(api: Api, chat: str) -> tuple[str, dict[str, Any]]:
               if line.startswith("data: {")]
     assert chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}
     sid = r.headers["x-outlive-session-id"]
-    return sid, await _pending(api, sid)
+    return sid, await _pending(api, sid), r.headers["x-workflow-run-id"]
 
 
 async def test_ai_sdk_bad_client_tool_input_is_a_4xx(api: Api) -> None:
@@ -50,7 +50,7 @@ async def test_ai_sdk_bad_client_tool_input_is_a_4xx(api: Api) -> None:
         r = await api.client.post("/ai-sdk/chat", json={
             "id": "bad-tools", "messages": [user("hi")], "client_tools": bad})
         err(r, 400, "INVALID_INPUT")
-    sid, call = await _waiting_chat(api, "chat-a")
+    sid, call, first_run = await _waiting_chat(api, "chat-a")
     chat = "/ai-sdk/chat"
     busy = await api.client.post(chat, json={"id": "chat-a", "messages": [user("hi", "u2")]})
     err(busy, 409, "SESSION_BUSY")
@@ -68,6 +68,11 @@ async def test_ai_sdk_bad_client_tool_input_is_a_4xx(api: Api) -> None:
         call["call_id"], output="\u0000")}), 400, "INVALID_INPUT")
     ok = await api.client.post(chat, json={"id": "chat-a", "message": answer(call["call_id"])})
     assert ok.status_code == 200 and '"finishReason":"stop"' in ok.text
+    carried = ok.headers["x-workflow-run-id"]
+    assert carried != first_run
+    cursor = await api.client.get("/ai-sdk/chat/chat-a/stream", params={"startIndex": "0"})
+    assert cursor.headers["x-workflow-run-id"] == carried, "a chat's cursor: its newest slice"
+    assert cursor.text == ok.text, "the carried-on slice replays as it streamed"
     err(await api.client.post(chat, json={"id": "chat-a", "message": answer(
         call["call_id"], state="output-error", errorText="no GPS")}),
         409, "TOOL_RESULT_CONFLICT")
@@ -159,7 +164,7 @@ async def test_an_answer_to_part_of_a_wait_is_a_400_and_keeps_what_it_gave(idle_
 
 
 async def test_ai_sdk_stop_while_the_call_waits_cancels_and_the_chat_goes_on(api: Api) -> None:
-    sid, call = await _waiting_chat(api, "chat-stop")
+    sid, call, _ = await _waiting_chat(api, "chat-stop")
     stopped = await api.client.post("/ai-sdk/chat/chat-stop/stop")
     assert stopped.status_code == 202 and stopped.json()["stopping"] is True
     await api.wait_status(sid, "cancelled")

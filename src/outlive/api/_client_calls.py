@@ -49,15 +49,20 @@ async def run_start_before(ctx: ApiContext, session_id: str, seq: int) -> int | 
 
 async def latest_slice_start(ctx: ApiContext, session: Session) -> int | None:
     """Where the session's newest slice opens: its newest run's user message, or the client
-    result that carried that run on after it."""
-    _, state = await ctx.snapshots.at(session.id, session.last_seq)
-    for item in reversed(state.get("items", [])):
-        if item.get("kind") == "user" and item.get("delivery") == Delivery.START.value:
-            return int(item["seq"])
-        if (item.get("kind") == "marker" and item.get("type") == "client_tool_result"
-                and (item.get("data") or {}).get("resumed") is True):
-            return int(item["seq"])
-    return None
+    result that carried that run on after it (read from the end of the log, back to the run's
+    message at most)."""
+    opened = await run_start_before(ctx, session.id, session.last_seq + 1)
+    if opened is None:
+        return None
+    upto = session.last_seq
+    while upto > opened:
+        after = max(opened, upto - _PAGE)
+        for ev in reversed(await ctx.store.read_events(session.id, after=after,
+                                                       limit=upto - after)):
+            if resumes(ev):
+                return ev.seq
+        upto = after
+    return opened
 
 
 async def _latest_call_seq(ctx: ApiContext, session: Session, call_ids: set[str]) -> int | None:

@@ -60,9 +60,8 @@ def messages_of(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     last_assistant: AssistantMessage | None = None
     results: list[ToolMessage] = []
     received = {item.get("call_id") for item in items if item.get("kind") == "tool"}
-    client_args = {(item.get("data") or {}).get("call_id"): (item.get("data") or {}).get("args")
-                   for item in items if item.get("kind") == "marker"
-                   and item.get("type") == "client_tool_call"}
+    client_args = {item.get("call_id"): item.get("args")
+                   for item in items if item.get("kind") == "client_tool"}
 
     def flush() -> None:
         out.extend(results)
@@ -88,10 +87,9 @@ def messages_of(items: Sequence[Mapping[str, Any]]) -> list[Message]:
             last_assistant = AssistantMessage(id=assistant_id(item.get("message_id")),
                                               content=str(item.get("text") or "") or None)
             out.append(last_assistant)
-        elif kind == "marker" and item.get("type") == "client_tool_call":
-            data = item.get("data") or {}
-            if data.get("call_id") not in received:  # waits on its client: no result yet
-                add_call(data.get("call_id"), data.get("name"), data.get("args"))
+        elif kind == "client_tool":
+            if item.get("call_id") not in received:  # no receipt yet: it waits on its client
+                add_call(item.get("call_id"), item.get("name"), item.get("args"))
         elif kind == "tool":
             call_id = item.get("call_id")
             add_call(call_id, item.get("tool"),
