@@ -175,3 +175,34 @@ async def test_ai_sdk_stop_while_the_call_waits_cancels_and_the_chat_goes_on(api
     assert follow.status_code == 200 and '"finishReason":"stop"' in follow.text
     ends = [e["data"]["status"] for e in await api.events(sid) if e["type"] == "session_end"]
     assert ends == ["cancelled", "succeeded"]
+
+
+async def test_ai_sdk_a_reload_after_the_result_replays_the_run_through_the_wait(
+        idle_api: Api) -> None:
+    """The page reloads after the call was answered (elsewhere) and before the run went on:
+    the resume call replays the whole run through the wait (the call's part without
+    input-available, so onToolCall does not run it again), then follows it live to its end
+    once a worker carries it on."""
+    s, _, _ = await _waiting(idle_api.store, idle_api.owner.id, "call_1")
+    given = await idle_api.client.post(f"/v1/sessions/{s.id}/tool-results",
+                                       json={"call_id": "call_1", "output": {"temp_c": 21}})
+    assert given.status_code == 200
+    chunks: list[dict[str, Any]] = []
+    async with idle_api.client.stream("GET", f"/ai-sdk/chat/{s.id}/stream") as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line == "data: [DONE]":
+                break
+            if not line.startswith("data: {"):
+                continue
+            chunks.append(json.loads(line[6:]))
+            if chunks[-1]["type"] == "tool-input-delta":  # the wait, replayed: run it on
+                await idle_api.harness.worker()
+    assert chunks[0] == {"type": "start", "messageId": r.headers["x-workflow-run-id"]}
+    call = [c["type"] for c in chunks if c.get("toolCallId") == "call_1"]
+    assert call == ["tool-input-start", "tool-input-delta", "tool-output-available"]
+    [out] = [c for c in chunks if c["type"] == "tool-output-available"]
+    assert out["output"] == {"temp_c": 21}
+    assert [c["type"] for c in chunks].count("start") == 1
+    assert chunks[-1] == {"type": "finish", "finishReason": "stop"}
+    await idle_api.wait_status(s.id, "succeeded")
