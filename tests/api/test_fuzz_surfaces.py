@@ -20,18 +20,30 @@ from tests.api.test_hardening import BODIES, ID_PATHS
 from tests.support.api import Harness
 from tests.support.inprocess import make_key
 
+TOOL_PART = {"state": st.one_of(TEXT, st.sampled_from(["output-available", "output-error"])),
+             "toolCallId": st.one_of(TEXT, JSON), "output": JSON, "errorText": JSON,
+             "providerExecuted": JSON}
+"""A tool part's fields (a client tool's answer: docs/frontends.md), each maybe there."""
 CHAT_MESSAGE = st.fixed_dictionaries({
     "id": TEXT, "role": st.sampled_from(["user", "assistant", "system"]),
-    "parts": st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "file"]),
-                                             "text": TEXT}), max_size=2)})
+    "parts": st.lists(st.fixed_dictionaries({"type": st.sampled_from(
+        ["text", "file", "tool-get_location", "dynamic-tool"]), "text": TEXT},
+        optional=TOOL_PART), max_size=2)})
+CLIENT_TOOLS = st.one_of(JSON, st.lists(st.fixed_dictionaries(
+    {"name": TEXT}, optional={"description": JSON, "parameters": JSON, "timeout": JSON}),
+    max_size=2))
 CHAT = {"id": TEXT, "messages": st.one_of(st.lists(CHAT_MESSAGE, max_size=2), JSON),
         "messageId": TEXT, "trigger": st.one_of(TEXT, st.sampled_from(
-            ["submit-message", "regenerate-message"])), "agent": TEXT}
+            ["submit-message", "regenerate-message"])), "agent": TEXT,
+        "client_tools": CLIENT_TOOLS}
 AGUI_MESSAGE = st.fixed_dictionaries({"id": TEXT, "role": st.sampled_from(
-    ["user", "assistant", "tool", "system", "developer"]), "content": TEXT})
+    ["user", "assistant", "tool", "system", "developer"]), "content": TEXT},
+    optional={"toolCallId": st.one_of(TEXT, JSON), "error": JSON})
 RUN = {"threadId": TEXT, "runId": TEXT, "messages": st.one_of(
            st.lists(AGUI_MESSAGE, max_size=2), JSON),
-       "state": JSON, "tools": JSON, "context": JSON, "forwardedProps": JSON,
+       "state": JSON, "tools": st.one_of(JSON, st.lists(st.fixed_dictionaries(
+           {"name": TEXT, "description": TEXT}, optional={"parameters": JSON}), max_size=2)),
+       "context": JSON, "forwardedProps": JSON,
        "resume": st.one_of(JSON, st.lists(st.fixed_dictionaries(
            {"interruptId": TEXT, "payload": JSON}), max_size=2))}
 VALID_CHAT = {"id": "fuzz-chat", "messages": [

@@ -291,6 +291,17 @@ def _bodies(bad: str) -> list[tuple[str, dict]]:
         ("/ai-sdk/chat", {**chat, "id": bad}),
         ("/ai-sdk/chat", {**chat, "messageId": bad}),
         ("/ai-sdk/chat", {**chat, "agent": bad}),
+        ("/ai-sdk/chat", {**chat, "client_tools": [{"name": "t", "description": bad}]}),
+        ("/ai-sdk/chat", {**chat, "messages": [{"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-t", "toolCallId": bad, "state": "output-available", "output": 1}]}]}),
+        ("/ai-sdk/chat", {**chat, "messages": [{"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-t", "toolCallId": "c", "state": "output-available",
+             "output": {"k": bad}}]}]}),
+        ("/ag-ui", {**agui, "tools": [{"name": "t", "description": bad}]}),
+        ("/ag-ui", {**agui, "messages": [{"id": "t1", "role": "tool", "toolCallId": bad,
+                                          "content": "{}"}]}),
+        ("/ag-ui", {**agui, "messages": [{"id": "t1", "role": "tool", "toolCallId": "c",
+                                          "content": bad}]}),
         ("/openai/v1/responses", {"input": "hi", "previous_response_id": bad}),
         ("/openai/v1/responses", {"input": "hi", "metadata": {"k": bad}}),
         ("/openai/v1/responses", {"input": "hi", "model": bad}),

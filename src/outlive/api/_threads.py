@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..domain.client_tools import ClientTool, check_no_clash
 from ..domain.errors import NotFound, SessionBusy
 from ..domain.model import TERMINAL, Delivery, Session
 from ._context import ApiContext
@@ -74,8 +76,11 @@ async def find_thread(ctx: ApiContext, owner_id: str, chat_id: str) -> Session |
 
 async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
                     request_id: str | None, agent: str | None = None,
-                    traceparent: str | None = None) -> RunRef:
+                    traceparent: str | None = None,
+                    client_tools: Sequence[ClientTool] | None = None) -> RunRef:
     """Open a run with `text`: create the conversation's session, or send `text` to it.
+    `client_tools` (not None) are the client's tools from this run on (docs/client-tools.md;
+    a name of one of the agent's own tools is a 400).
 
     A conversation that is busy (queued or running: a run is under way, or a stop is settling)
     refuses with 409 `SESSION_BUSY`: these protocols stream one run per request and never fold
@@ -88,16 +93,21 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
             return known
     if session is None:
         name, model = _agent(ctx, agent)
+        if client_tools:
+            check_no_clash(client_tools, ctx.catalog.tool_names(name))
         metadata = None if _SESSION.match(chat_id) else {"chat_id": chat_id}
         session = await ctx.store.create_session(
             owner_id, agent=name, model=model, prompt=text, metadata=metadata,
-            client_request_id=key, traceparent=traceparent)
+            client_request_id=key, traceparent=traceparent, client_tools=client_tools or None)
         return RunRef(session.id, session.last_input_seq)
+    if client_tools:
+        check_no_clash(client_tools, ctx.catalog.tool_names(session.agent))
     if session.status not in TERMINAL:  # queued or running: a run is already under way
         raise _busy(session)
     try:
         posted = await ctx.store.post_message(owner_id, session.id, text, mode=Delivery.REJECT,
-                                              client_request_id=key, traceparent=traceparent)
+                                              client_request_id=key, traceparent=traceparent,
+                                              client_tools=client_tools)
     except SessionBusy:
         raise _busy(session) from None
     if posted.delivery is not Delivery.START:  # a retried request that steered, once

@@ -7,6 +7,11 @@
 //   node agui.mjs reconnect THREAD TEXT K       connection lost after K events, then Last-Event-ID
 //   node agui.mjs cancel    THREAD TEXT K       POST .../cancel after K events
 //   node agui.mjs drop      THREAD TEXT K       abortRun() after K events (a disconnect)
+//   node agui.mjs tool      THREAD TEXT         a front-end tool (tools[]) the run calls, answered
+//                                               by a tool message in the next run
+//   node agui.mjs toolreload THREAD TEXT        the page leaves at the call; a new page replays
+//                                               the run (GET …/events), sees the call waiting,
+//                                               and answers it
 //
 // OUTLIVE_URL and OUTLIVE_API_KEY say where and who.
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from "@ag-ui/client";
@@ -56,8 +61,30 @@ function cuttingFetch(cutAfter = Infinity) {
   };
 }
 
+// The page's front-end tool, sent as RunAgentInput.tools.
+const TOOLS = [{
+  name: "get_location",
+  description: "Where the user is, from the browser.",
+  parameters: { type: "object", properties: { precision: { type: "string" } } },
+}];
+const locate = (args) => ({ city: "Oslo", precision: args.precision || "city" });
+
+// The tool calls of the agent's messages that no tool message answers yet.
+const pendingCalls = (messages) => messages.flatMap((m) => (m.role === "assistant" && m.toolCalls) || [])
+  .filter((tc) => !messages.some((m) => m.role === "tool" && m.toolCallId === tc.id));
+
+const answerCalls = (agent) => {
+  const calls = pendingCalls(agent.messages);
+  for (const tc of calls) {
+    agent.addMessage({ id: `t-${tc.id}`, role: "tool", toolCallId: tc.id,
+                       content: JSON.stringify(locate(JSON.parse(tc.function.arguments || "{}"))) });
+  }
+  return calls;
+};
+
 function agentFor(threadId, { fetch: fetchImpl = fetch } = {}) {
   const announcing = async (url, init) => {
+    if (init && init.method === "POST" && typeof init.body === "string") say({ posted: JSON.parse(init.body) });
     const res = await fetchImpl(url, init);
     const sid = res.headers.get("x-outlive-session-id");
     if (sid) say({ session: sid });
@@ -145,6 +172,37 @@ async function main() {
       }
     });
     say({ done: summary(agent, rec) });
+  } else if (cmd === "tool") {
+    const agent = agentFor(threadId);
+    agent.addMessage(user(text));
+    const called = await runRecorded(agent, { tools: TOOLS });
+    const calls = answerCalls(agent);
+    const answered = await runRecorded(agent, { tools: TOOLS });
+    say({ done: { called: summary(agent, called), calls, answered: summary(agent, answered) } });
+  } else if (cmd === "toolreload") {
+    const runId = `run-${Date.now()}`;
+    const first = agentFor(threadId);
+    first.addMessage(user(text));
+    const called = await runRecorded(first, { runId, tools: TOOLS });
+    // A new page: it knows the thread and its last run; replaying the run brings back the call.
+    class ReloadedAgent extends HttpAgent {
+      run(input) {
+        if (!this.replaying) return super.run(input);
+        const url = `${BASE}/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/events`;
+        return transformHttpEventStream(runHttpRequest(() => fetch(url, {
+          headers: { ...HEADERS, Accept: "text/event-stream" },
+        })));
+      }
+    }
+    const second = new ReloadedAgent({ url: BASE, headers: HEADERS, threadId, fetch: agentFor(threadId).fetch });
+    second.replaying = true;
+    const replayed = await runRecorded(second, { runId });
+    second.replaying = false;
+    const restored = structuredClone(second.messages);
+    const calls = answerCalls(second);
+    const answered = await runRecorded(second, { tools: TOOLS });
+    say({ done: { called: summary(first, called), replayed: summary(second, replayed), restored,
+                  calls, answered: summary(second, answered) } });
   } else {
     throw new Error(`unknown command ${cmd}`);
   }

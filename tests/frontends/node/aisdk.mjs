@@ -8,9 +8,15 @@
 //   node aisdk.mjs stop   CHAT_ID TEXT K             POST .../stop after K chunks
 //   node aisdk.mjs workflow CHAT_ID TEXT K           workflow transport, connection cut after K
 //   node aisdk.mjs tail   RUN_ID N                   the last N chunks of a run (startIndex=-N)
+//   node aisdk.mjs tool   CHAT_ID TEXT               a client-side tool (client_tools in the
+//                                                    transport's body) answered in onToolCall
+//                                                    by addToolOutput, sent automatically
+//   node aisdk.mjs toolreload CHAT_ID TEXT           the page leaves at the call; a new page
+//                                                    resumes the chat, sees the call waiting,
+//                                                    answers it with addToolOutput
 //
 // OUTLIVE_URL and OUTLIVE_API_KEY say where and who.
-import { AbstractChat, DefaultChatTransport } from "ai";
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
 import { WorkflowChatTransport } from "@workflow/ai";
 
 const BASE = `${process.env.OUTLIVE_URL}/ai-sdk`;
@@ -88,6 +94,49 @@ function chatWith(id, fetchImpl, messages = []) {
   return { chat, errors, finishes };
 }
 
+// The page's client-side tool, declared to outlive in the transport's body.
+const CLIENT_TOOLS = [{
+  name: "get_location",
+  description: "Where the user is, from the browser.",
+  parameters: { type: "object", properties: { precision: { type: "string" } } },
+}];
+const locate = (input) => ({ city: "Oslo", precision: input.precision || "city" });
+
+// A fetch that reports each POST body (so the test can send the same request again).
+const postingFetch = (inner) => async (url, init = {}) => {
+  if (init.method === "POST" && typeof init.body === "string") say({ posted: JSON.parse(init.body) });
+  return inner(url, init);
+};
+
+function toolChat(id, messages = [], { answer = false, lastOnly = false } = {}) {
+  const errors = [];
+  const finishes = [];
+  let onFinished = () => {};
+  const chat = new AbstractChat({
+    id,
+    state: new State(messages),
+    transport: new DefaultChatTransport({
+      api: `${BASE}/chat`, fetch: postingFetch(countingFetch()), body: { client_tools: CLIENT_TOOLS },
+      // docs/frontends.md's variant: only the last message, with the transport's body
+      ...(lastOnly ? { prepareSendMessagesRequest: ({ id: chatId, messages: all, body }) =>
+        ({ body: { ...body, id: chatId, message: all[all.length - 1] } }) } : {}),
+    }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    onToolCall: answer ? ({ toolCall }) => {
+      say({ toolCall });
+      // not awaited: the chat sends the result once the stream is done
+      chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: locate(toolCall.input) });
+    } : undefined,
+    onError: (e) => errors.push(String(e && e.stack || e)),
+    onFinish: ({ isAbort, isDisconnect, isError, finishReason }) => {
+      finishes.push({ isAbort, isDisconnect, isError, finishReason });
+      onFinished();
+    },
+  });
+  const nextFinish = () => new Promise((r) => { onFinished = r; });
+  return { chat, errors, finishes, nextFinish };
+}
+
 const lastAssistant = (messages) => [...messages].reverse().find((m) => m.role === "assistant");
 
 async function main() {
@@ -143,6 +192,27 @@ async function main() {
     await chat.sendMessage({ text });
     console.error = origError;
     say({ done: { status: chat.status, errors, requests: runs, messages: chat.messages } });
+  } else if (cmd === "tool") {
+    const { chat, errors, finishes } = toolChat(id, [], { answer: true });
+    await chat.sendMessage({ text });  // resolves after the automatic send of the result
+    say({ done: { status: chat.status, errors, finishes, messages: chat.messages } });
+  } else if (cmd === "toolreload") {
+    const first = toolChat(id, [], { lastOnly: true });
+    await first.chat.sendMessage({ text });  // the stream ends at the call: nobody answers it
+    const before = lastAssistant(first.chat.messages);
+    // The reloaded page knows the user's message; resuming brings back the waiting call.
+    const userMessages = first.chat.messages.filter((m) => m.role === "user");
+    const second = toolChat(id, userMessages, { lastOnly: true });
+    await second.chat.resumeStream();
+    const resumed = structuredClone(lastAssistant(second.chat.messages) || null);
+    const part = resumed && resumed.parts.find((p) => p.type === "tool-get_location");
+    const finished = second.nextFinish();
+    await second.chat.addToolOutput({ tool: "get_location", toolCallId: part.toolCallId, output: locate(part.input) });
+    await finished;
+    await new Promise((r) => setTimeout(r, 50));  // let the chat settle to ready
+    say({ done: { status: second.chat.status, errors: [...first.errors, ...second.errors],
+                  firstFinishes: first.finishes, finishes: second.finishes, before, resumed,
+                  messages: second.chat.messages } });
   } else if (cmd === "tail") {
     const chunks = [];
     const transport = new WorkflowChatTransport({ api: `${BASE}/chat`, fetch: countingFetch() });

@@ -3,7 +3,9 @@
 The transcript is the reducer's state (`domain/reducer.py`), the same one the web page and the
 Python client show, so an AG-UI client sees the conversation exactly as they do: user messages,
 assistant answers (a cancelled one keeps its partial text; an abandoned one, superseded by a
-retry, is left out), the tool calls outlive ran with their results, and questions.
+retry, is left out), the tool calls outlive ran with their results, the client's tool calls
+(a `client_tool_call` still waiting is a tool call without a result; once answered, its
+receipt is its result) and questions.
 """
 
 from __future__ import annotations
@@ -57,10 +59,22 @@ def messages_of(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     out: list[Message] = []
     last_assistant: AssistantMessage | None = None
     results: list[ToolMessage] = []
+    received = {item.get("call_id") for item in items if item.get("kind") == "tool"}
+    client_args = {item.get("call_id"): item.get("args")
+                   for item in items if item.get("kind") == "client_tool"}
 
     def flush() -> None:
         out.extend(results)
         results.clear()
+
+    def add_call(call_id: Any, name: Any, arguments: Any) -> None:
+        nonlocal last_assistant
+        if last_assistant is None:
+            last_assistant = AssistantMessage(id=f"calls_{call_id}")
+            out.append(last_assistant)
+        call = ToolCall(id=str(call_id), function=FunctionCall(
+            name=str(name or ""), arguments=_json(arguments or {})))
+        last_assistant.tool_calls = [*(last_assistant.tool_calls or []), call]
 
     for item in items:
         kind = item.get("kind")
@@ -73,13 +87,13 @@ def messages_of(items: Sequence[Mapping[str, Any]]) -> list[Message]:
             last_assistant = AssistantMessage(id=assistant_id(item.get("message_id")),
                                               content=str(item.get("text") or "") or None)
             out.append(last_assistant)
+        elif kind == "client_tool":
+            if item.get("call_id") not in received:  # no receipt yet: it waits on its client
+                add_call(item.get("call_id"), item.get("name"), item.get("args"))
         elif kind == "tool":
-            if last_assistant is None:
-                last_assistant = AssistantMessage(id=f"calls_{item.get('call_id')}")
-                out.append(last_assistant)
-            call = ToolCall(id=str(item.get("call_id")), function=FunctionCall(
-                name=str(item.get("tool") or ""), arguments=_json(item.get("arguments") or {})))
-            last_assistant.tool_calls = [*(last_assistant.tool_calls or []), call]
+            call_id = item.get("call_id")
+            add_call(call_id, item.get("tool"),
+                     item.get("arguments") or client_args.get(call_id))
             status = item.get("status")
             if status != "running":
                 ok = status == "done"

@@ -32,6 +32,12 @@ are the run fold's (`domain/run_fold.py`); this module only renders its steps:
   streams, is gone from it) and `RUN_FINISHED` — outcome `success`, `interrupt` after a
   `user_question` (answered by the next run's `resume[]`), `cancelled` — or `RUN_ERROR` for a
   failed run;
+* `client_tool_call` (a front-end tool of the run's `tools`, docs/client-tools.md):
+  `TOOL_CALL_START/ARGS/END`; the run ends at the last call of its wait (`RUN_FINISHED`,
+  outcome `success`), with the pending calls in the closing `MESSAGES_SNAPSHOT`. The next
+  run's `role: "tool"` messages are the results; its slice opens at the `client_tool_result`
+  that resumed the run (the resumed run's receipts of the calls send nothing: the client has
+  them, and the closing snapshot shows them);
 * `approval_requested`: the run ends there, as at a `session_end`, with an `interrupt` outcome
   (reason `approval`, id the approval id, `toolCallId`, `expiresAt`, the tool and its arguments
   in `metadata`). The next run's `resume[]` entry decides it (`payload: {"approved": true}`,
@@ -89,8 +95,9 @@ from ._messages import assistant_id, messages_of, question_id, tool_content, too
 
 __all__ = ["COMPACTED_EVENT", "OPENERS", "RunHeader", "RunProjection", "project_run"]
 
-OPENERS = ("user_message", "approval_decided")
-"""What a run's slice opens with: a user message, or the decision a `resume[]` made."""
+OPENERS = ("user_message", "approval_decided", "client_tool_result")
+"""What a run's slice opens with: a user message, the decision a `resume[]` made, or the
+client tool result that resumed the run (a `role: "tool"` message of the run's input)."""
 
 COMPACTED_EVENT = "context_compacted"
 PROGRESS_ACTIVITY = "tool_progress"
@@ -288,6 +295,18 @@ def _approval(p: RunProjection, s: rs.ApprovalAsked) -> None:
         tool_call_id=s.call_id or None, expires_at=s.expires_at,
         response_schema=_DECISION_SCHEMA, metadata={"tool": s.tool, "args": s.args}))
     p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts))  # the person decides
+
+
+@_render.of(rs.ClientCallAsked)
+def _client_call(p: RunProjection, s: rs.ClientCallAsked) -> None:
+    p._out.append(ToolCallStartEvent(tool_call_id=s.call_id, tool_call_name=s.name,
+                                     parent_message_id=p._parent))
+    p._out.append(ToolCallArgsEvent(tool_call_id=s.call_id, delta=json.dumps(
+        s.args, ensure_ascii=False, separators=(",", ":"), default=str)))
+    p._out.append(ToolCallEndEvent(tool_call_id=s.call_id))
+    if s.last:  # the client runs them; the next run's tool messages carry this one on
+        p._finish(RunFinishedInterruptOutcome(interrupts=p._interrupts) if p._interrupts
+                  else RunFinishedSuccessOutcome())
 
 
 @_render.of(rs.StateChanged)

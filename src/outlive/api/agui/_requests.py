@@ -3,6 +3,11 @@
 The new run's input is the last user message, or, when the previous run ended on a question
 (an `interrupt` outcome), the answer a `resume[]` entry gives to it. An entry must answer the
 question that is pending on that thread: a client cannot answer one that is not (409).
+
+`tools` are the client's front-end tools: the session's client tools for that run on
+(docs/client-tools.md). The `role: "tool"` messages that end `messages` are the results of the
+run's client tool calls (`tool_answers`): the content parsed as JSON when it is JSON, else the
+text; a message with `error` is the call's error.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
+from ...domain.client_tools import ClientTool, parse_client_tools
 from ...domain.model import Session
 from .._context import ApiContext
 from .._errors import ApiError
 from ._messages import question_id
 
-__all__ = ["approval_decision", "parse_input", "pending_question", "run_text"]
+__all__ = ["approval_decision", "front_end_tools", "parse_input", "pending_question",
+           "run_text", "tool_answers"]
 
 
 def parse_input(body: dict[str, Any]) -> RunAgentInput:
@@ -57,6 +64,42 @@ def approval_decision(run: RunAgentInput, approval_ids: set[str]
         return (entry.interrupt_id, "approve" if approved else "deny",
                 reason if isinstance(reason, str) and reason else None)
     return None
+
+
+def front_end_tools(run: RunAgentInput) -> tuple[ClientTool, ...]:
+    """The run's `tools` as client tools, checked (a 400 for a bad one)."""
+    return parse_client_tools([
+        {"name": t.name, "description": t.description,
+         **({"parameters": t.parameters} if t.parameters is not None else {})}
+        for t in run.tools or []])
+
+
+def _result_of(content: str, error: str | None) -> dict[str, Any]:
+    if error is not None:
+        return {"error": {"message": error[:4000] or "failed"}}
+    try:
+        return {"output": json.loads(content)}
+    except ValueError:
+        return {"output": content}
+
+
+def tool_answers(run: RunAgentInput) -> dict[str, dict[str, Any]]:
+    """The results the trailing `role: "tool"` messages give (call id to `{"output"}` or
+    `{"error": {"message"}}`); empty when the input does not end with one."""
+    out: dict[str, dict[str, Any]] = {}
+    trailing = []
+    for message in reversed(run.messages):
+        if message.role != "tool":
+            break
+        trailing.append(message)
+    for message in reversed(trailing):
+        call_id = getattr(message, "tool_call_id", None)
+        if not isinstance(call_id, str) or not 0 < len(call_id) <= 200:
+            raise ApiError(400, "INVALID_INPUT",
+                           "a tool message's toolCallId must be 1 to 200 characters")
+        out[call_id] = _result_of(_content_text(getattr(message, "content", "")),
+                                  getattr(message, "error", None))
+    return out
 
 
 def _content_text(content: Any) -> str:

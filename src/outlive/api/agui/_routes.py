@@ -11,6 +11,12 @@
 * `POST /ag-ui/{threadId}/runs/{runId}/cancel` cancels that run if it is still in flight
   (partial answer kept; the stream ends with the `cancelled` outcome). A closed connection
   never cancels: the run goes on, and the client reconnects.
+
+`tools` are the run's front-end tools (the session's client tools from that run on). A run
+that calls one ends at the call; the next `RunAgentInput` ending with `role: "tool"` messages
+delivers them (`_client_calls`: the first result wins, the same again is safe, another is
+409) and streams the run on from the result that resumed it. Posting the same input again
+streams the same run again.
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from ...domain.errors import AlreadyTerminal, NotFound
 from ...domain.model import TERMINAL, Session
 from ...domain.reducer import empty_state
 from .._auth import CurrentOwner
+from .._client_calls import deliver_answers, opens_a_slice
 from .._context import ApiContext, Ctx, TraceParent
 from .._cursor import sequence_number
 from .._errors import ApiError
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
-from .._run_feed import RunFeed, decides, latest_run_start, opens_a_run, watch_session
+from .._run_feed import RunFeed, decides, latest_run_start, watch_session
 from .._sse import PING, EventStream
 from .._threads import (
     RunRef,
@@ -44,7 +51,14 @@ from .._threads import (
     start_run,
 )
 from ._projection import OPENERS, RunHeader, RunProjection
-from ._requests import approval_decision, parse_input, pending_question, run_text
+from ._requests import (
+    approval_decision,
+    front_end_tools,
+    parse_input,
+    pending_question,
+    run_text,
+    tool_answers,
+)
 
 __all__ = ["PREFIX", "router"]
 
@@ -59,17 +73,22 @@ async def run_agent(owner: CurrentOwner, ctx: Ctx, traceparent: TraceParent,
                     body: Annotated[dict[str, Any], Body()]) -> EventStream:
     refuse_unstorable(body, "the RunAgentInput")
     run = parse_input(body)
+    tools = front_end_tools(run)
     session = await find_thread(ctx, owner.id, run.thread_id)
     if session is not None and run.resume:
         decided = await _decide(ctx, owner.id, session, run)
         if decided is not None:
             return await _open(ctx, owner.id, decided, run.thread_id, run.run_id, after=None)
+    answers = tool_answers(run)
+    if answers:
+        return await _open(ctx, owner.id, await _answer(ctx, owner.id, session, run, answers),
+                           run.thread_id, run.run_id, after=None)
     question = await pending_question(ctx, session) if session is not None else None
     text = run_text(run, question)
     agent = run.forwarded_props.get("agent") if isinstance(run.forwarded_props, dict) else None
     ref = await start_run(ctx, owner.id, run.thread_id, text, request_id=run.run_id,
                           agent=agent if isinstance(agent, str) else None,
-                          traceparent=traceparent)
+                          traceparent=traceparent, client_tools=tools)
     return await _open(ctx, owner.id, ref, run.thread_id, run.run_id, after=None)
 
 
@@ -121,6 +140,19 @@ async def _decide(ctx: ApiContext, owner_id: str, session: Session, run: RunAgen
     raise not_found(f"approval {approval_id}")  # pragma: no cover - the decision wrote it
 
 
+async def _answer(ctx: ApiContext, owner_id: str, session: Session | None, run: RunAgentInput,
+                  answers: dict[str, dict[str, Any]]) -> RunRef:
+    """The trailing tool messages that answer the thread's client tool calls (others, such
+    as a server tool's result echoed from a snapshot, are the client's copy: not read)."""
+    if session is None:
+        raise not_found(f"thread {run.thread_id}")
+    known = {c.call_id for c in await ctx.store.client_tool_calls(session.id)}
+    mine = {call_id: result for call_id, result in answers.items() if call_id in known}
+    if not mine:
+        raise not_found(f"client tool call {next(iter(answers))}")
+    return await deliver_answers(ctx, owner_id, session, mine)
+
+
 async def _thread(ctx: ApiContext, owner_id: str, thread_id: str) -> Session:
     session = await find_thread(ctx, owner_id, thread_id)
     if session is None:
@@ -151,7 +183,7 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, thread_id: str, run
     feed = RunFeed(ctx, session.id, ref.start, mb)
     try:
         first = await ctx.store.read_events(session.id, after=ref.start - 1, limit=1)
-        opener = bool(first) and (opens_a_run(first[0]) or first[0].type in OPENERS[1:])
+        opener = bool(first) and (opens_a_slice(first[0]) or first[0].type == OPENERS[1])
         if not first or first[0].seq != ref.start or not opener:
             raise not_found(f"run {run_id}")
         before = (await ctx.snapshots.at(session.id, ref.start - 1))[1] if ref.start > 1 \

@@ -35,6 +35,14 @@ part ids) are the run fold's (`domain/run_fold.py`); this module only renders it
   so the end updates the same part) with `{child_id, agent, toolCallId, status}`, `status`
   going from `running` to the child's end. The delegation call itself is its tool part,
   whose output is the child's answer and whose progress is the child's (docs/subagents.md);
+* `client_tool_call` (a tool the page runs, docs/client-tools.md): a static tool part
+  (`tool-<name>`, not provider-executed) left at `input-available`; at the last call of the
+  run's wait the message ends (`finish-step`, `finish` with `tool-calls`). The page gives it
+  its output (`addToolOutput`) and sends: the next request's stream carries the run on from the
+  `client_tool_result` that resumed it, under the same message id (`message_id`). The resumed
+  run's receipt of the call (`tool_end` with `client`) is that part's output when this
+  projection showed the call (a replay through the wait, `passed_waits`: such a call has no
+  `tool-input-available`, so the page's `onToolCall` does not run it again), else nothing;
 * `session_end`: what is still open is closed, then `finish` (`stop`, `length`, `tool-calls`
   after a question, `error` after an `error` chunk); a cancelled run sends `abort` first.
 
@@ -50,16 +58,22 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from ...domain import events as ev
 from ...domain import run_fold as rf
 from ...domain import run_steps as rs
 from ...domain.events import ErrorBody
 from ...domain.model import Event
 from ...domain.run_fold import hidden_deltas
 
-__all__ = ["ASK_TOOL", "ChatProjection", "hidden_deltas", "project_chat"]
+__all__ = ["ASK_TOOL", "OPENERS", "ChatProjection", "hidden_deltas", "passed_waits",
+           "project_chat"]
 
 ASK_TOOL = "ask_user"
 """The tool name a pending question travels under."""
+
+OPENERS = ("user_message", "client_tool_result")
+"""What a slice opens with: the user message that started a run, or the client result that
+carried it on (`resumed`)."""
 
 _ABANDONED = {"outlive": {"abandoned": True}}
 _FINISH_REASONS = {"length": "length"}
@@ -73,8 +87,13 @@ def _json_text(value: Any) -> str:
 class ChatProjection:
     """Renders one run's fold (`RunFold`), event by event, as UI message stream chunks."""
 
-    def __init__(self, run_id: str, hidden: frozenset[int] = frozenset()) -> None:
+    def __init__(self, run_id: str, hidden: frozenset[int] = frozenset(), *,
+                 message_id: str | None = None, passed: frozenset[str] = frozenset()) -> None:
         self.run_id = run_id
+        self.message_id = message_id or run_id
+        """The assistant message's id: the run's, also for a slice that carries it on."""
+        self.passed = passed
+        """Last calls of waits the slice goes through (their results came): no end there."""
         self.fold = rf.RunFold(hidden)
         self.started = False
         self.ended = False
@@ -83,6 +102,7 @@ class ChatProjection:
         self._asked = False
         self._approvals: dict[str, dict[str, Any]] = {}
         self._children: dict[str, dict[str, Any]] = {}
+        self._client_calls: set[str] = set()
         self._out: list[dict[str, Any]] = []
 
     def apply(self, event: Event) -> list[dict[str, Any]]:
@@ -91,15 +111,33 @@ class ChatProjection:
             return []
         self._out = []
         if not self.started:
-            if event.type != "user_message":
+            if event.type not in OPENERS:
                 raise ValueError(f"a run starts with a user_message, not {event.type}")
             self.started = True
-            self._emit("start", messageId=self.run_id)
+            self._emit("start", messageId=self.message_id)
         else:
+            self._client_receipt(event.payload)
             _render.render(self, self.fold.apply(event))
         out, self._out = self._out, []
         self.emitted += len(out)
         return out
+
+    def _client_receipt(self, p: Any) -> None:
+        """The resumed run's receipt of a client call this projection showed: its output."""
+        if not (isinstance(p, ev.ToolEnd) and p.client is True
+                and rf.text_of(p.call_id) in self._client_calls):
+            return
+        call_id = rf.text_of(p.call_id)
+        self._client_calls.discard(call_id)
+        if p.ok is True:
+            self._emit("tool-output-available", toolCallId=call_id,
+                       output=None if p.result is ev.UNSET else p.result)
+        else:
+            error = None if p.error is ev.UNSET else p.error
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                error = error["message"]
+            text = error if isinstance(error, str) else _json_text(error)
+            self._emit("tool-output-error", toolCallId=call_id, errorText=text or "failed")
 
     def _emit(self, type_: str, **fields: Any) -> None:
         self._out.append({"type": type_, **fields})
@@ -189,6 +227,23 @@ def _question(p: ChatProjection, s: rs.QuestionAsked) -> None:
     p._asked = True
 
 
+@_render.of(rs.ClientCallAsked)
+def _client_call(p: ChatProjection, s: rs.ClientCallAsked) -> None:
+    p._client_calls.add(s.call_id)
+    if s.call_id in p.passed:  # a replay of a call answered: no input-available, so the
+        p._open_step()          # page's onToolCall does not run it again; its output follows
+        p._emit("tool-input-start", toolCallId=s.call_id, toolName=s.name)
+        p._emit("tool-input-delta", toolCallId=s.call_id, inputTextDelta=_json_text(s.args))
+        return
+    # left at input-available on purpose: the page runs it (a static part: tool-<name>)
+    p._tool_input(s.call_id, s.name, s.args, {})
+    if s.last:
+        _render.render(p, p.fold.close_open())
+        p._close_step()
+        p._emit("finish", finishReason="tool-calls")
+        p.ended = True
+
+
 @_render.of(rs.ApprovalAsked)
 def _approval_asked(p: ChatProjection, s: rs.ApprovalAsked) -> None:
     p._approvals[s.approval_id] = {
@@ -255,10 +310,25 @@ def _ended(p: ChatProjection, s: rs.RunEnded) -> None:
     p.ended = True
 
 
-def project_chat(run_id: str, events: Iterable[Event], hidden: frozenset[int] = frozenset()
+def passed_waits(events: Iterable[Event]) -> frozenset[str]:
+    """The calls of the client tool waits a stored slice goes through: each wait followed by
+    the `client_tool_result` that resumed the run."""
+    waiting: list[str] = []
+    passed: set[str] = set()
+    for event in events:
+        if event.type == "client_tool_call":
+            waiting.append(str(event.data.get("call_id")))
+        elif event.type == "client_tool_result" and event.data.get("resumed") is True:
+            passed.update(waiting)
+            waiting = []
+    return frozenset(passed)
+
+
+def project_chat(run_id: str, events: Iterable[Event], hidden: frozenset[int] = frozenset(),
+                 *, message_id: str | None = None, passed: frozenset[str] = frozenset()
                  ) -> list[dict[str, Any]]:
     """Every chunk of a slice."""
-    projection = ChatProjection(run_id, hidden)
+    projection = ChatProjection(run_id, hidden, message_id=message_id, passed=passed)
     out: list[dict[str, Any]] = []
     for event in events:
         out.extend(projection.apply(event))

@@ -2,7 +2,11 @@
 
 The AI SDK sends the whole conversation with every request. outlive keeps the conversation
 itself, so only the last message counts: a user message's text parts, or, when the person
-answered a pending question through its `ask_user` tool part (`addToolOutput`), that output.
+answered a pending question through its `ask_user` tool part (`addToolOutput`), that output,
+or the outputs the page gave the run's client tool calls (`client_outputs`: the assistant
+message's tool parts that the server did not execute, at `output-available` or
+`output-error`). `client_tools` in the body (the transport's `body`) are the page's own
+tools, `/v1`'s shape (docs/client-tools.md).
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ...domain.client_tools import ClientTool, parse_client_tools
 from .._errors import ApiError
+from .._path_ids import refuse_unstorable
 from ._projection import ASK_TOOL
 
-__all__ = ["ChatRequest", "new_input"]
+__all__ = ["ChatRequest", "client_outputs", "declared_tools", "new_input"]
 
 
 class ChatRequest(BaseModel):
@@ -31,6 +37,9 @@ class ChatRequest(BaseModel):
     messageId: str | None = None
     agent: str | None = None
     """The outlive agent for a new conversation (the default agent when absent)."""
+    client_tools: list[Any] | None = None
+    """The page's client tools (`[{name, description, parameters}]`) for the runs from this
+    message on; absent: the session's stay as they are."""
 
 
 def _invalid(message: str) -> ApiError:
@@ -67,6 +76,55 @@ def _answer(message: dict[str, Any]) -> str:
                 return str(output["answer"])
             return output if isinstance(output, str) else json.dumps(output)
     return ""
+
+
+def declared_tools(body: ChatRequest) -> tuple[ClientTool, ...] | None:
+    """The page's client tools, checked (400 for a bad one); None when not given."""
+    if body.client_tools is None:
+        return None
+    refuse_unstorable(body.client_tools, "client_tools")
+    return parse_client_tools(body.client_tools)
+
+
+def _tool_name(part: dict[str, Any]) -> str | None:
+    kind = part.get("type")
+    if not isinstance(kind, str):
+        return None
+    if kind == "dynamic-tool":
+        name = part.get("toolName")
+        return name if isinstance(name, str) else None
+    return kind[len("tool-"):] if kind.startswith("tool-") else None
+
+
+def client_outputs(body: ChatRequest) -> dict[str, dict[str, Any]]:
+    """The results the last message gives client tool calls (call id to `{"output"}` or
+    `{"error": {"message"}}`), in order; empty when it is no such answer."""
+    last = body.message if body.message is not None else (
+        body.messages[-1] if body.messages else None)
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return {}
+    parts = last.get("parts")
+    out: dict[str, dict[str, Any]] = {}
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict) or part.get("providerExecuted") is True:
+            continue
+        name = _tool_name(part)
+        state = part.get("state")
+        if name is None or name == ASK_TOOL or state not in ("output-available", "output-error"):
+            continue
+        call_id = part.get("toolCallId")
+        if not isinstance(call_id, str) or not 0 < len(call_id) <= 200:
+            raise _invalid("a tool part's toolCallId must be a string of 1 to 200 characters")
+        if state == "output-available":
+            refuse_unstorable(part.get("output"), "a tool part's output")
+            out[call_id] = {"output": part.get("output")}
+        else:
+            text = part.get("errorText")
+            if not isinstance(text, str):
+                raise _invalid("a tool part at output-error needs its errorText")
+            refuse_unstorable(text, "a tool part's errorText")
+            out[call_id] = {"error": {"message": text[:4000]}}
+    return out
 
 
 def new_input(body: ChatRequest) -> tuple[str, str | None]:

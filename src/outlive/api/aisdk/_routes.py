@@ -14,6 +14,12 @@
 * `POST /ai-sdk/chat/{id}/stop` cancels the run in flight (partial answer kept). A closed
   connection never does: the run goes on, and the client resumes it.
 
+A run that calls one of the page's client tools (`client_tools` in the body) ends its stream at
+the call; the request that gives the call's tool part its output (`addToolOutput`, then a send)
+delivers it (`_client_calls`) and streams the run on from the result that resumed it, under the
+same message id. The resume call on page load replays the run through the waits whose results
+came, so a reloaded page sees the whole answer, or the call that still waits.
+
 Each stream ends with `data: [DONE]` after the run's `finish` chunk; a stream cut short (the
 server stopping, a reader too slow) ends without it, and the client reconnects.
 """
@@ -30,14 +36,15 @@ from fastapi.responses import JSONResponse
 from ...domain.errors import AlreadyTerminal, NotFound
 from ...domain.model import TERMINAL, Event, Session
 from .._auth import CurrentOwner
+from .._client_calls import deliver_answers, latest_slice_start, opens_a_slice, run_start_before
 from .._context import ApiContext, Ctx, TraceParent
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
-from .._run_feed import RunFeed, latest_run_start, opens_a_run, watch_session
+from .._run_feed import RunFeed, latest_run_start, watch_session
 from .._sse import PING, EventStream, data_frame
 from .._threads import RunRef, find_thread, not_found, start_run
-from ._projection import ChatProjection, hidden_deltas
-from ._requests import new_input, parse_chat
+from ._projection import ChatProjection, hidden_deltas, passed_waits
+from ._requests import client_outputs, declared_tools, new_input, parse_chat
 
 __all__ = ["PREFIX", "router"]
 
@@ -55,9 +62,17 @@ async def chat(raw: Annotated[dict[str, Any], Body()], owner: CurrentOwner, ctx:
                traceparent: TraceParent) -> EventStream:
     refuse_unstorable(raw, "the chat request")
     body = parse_chat(raw)
+    tools = declared_tools(body)
+    outputs = client_outputs(body)
+    if outputs:  # the page ran the run's client tool calls: their results carry it on
+        session = await find_thread(ctx, owner.id, body.id)
+        if session is None:
+            raise not_found(f"chat {body.id}")
+        ref = await deliver_answers(ctx, owner.id, session, outputs)
+        return await _open(ctx, owner.id, ref, start_index=0, replay=False)
     text, request_id = new_input(body)
     ref = await start_run(ctx, owner.id, body.id, text, request_id=request_id, agent=body.agent,
-                          traceparent=traceparent)
+                          traceparent=traceparent, client_tools=tools)
     return await _open(ctx, owner.id, ref, start_index=0, replay=False)
 
 
@@ -72,7 +87,9 @@ async def resume(chat_id: str, owner: CurrentOwner, ctx: Ctx,
     cursor = start_index is not None
     if session is None or (session.status in TERMINAL and not cursor):
         return Response(status_code=204)
-    start = await latest_run_start(ctx, session)
+    # the page's resume replays the whole run (through the client waits that were answered);
+    # a cursor is on the newest slice, as the workflow transport's run ids are
+    start = await (latest_slice_start(ctx, session) if cursor else latest_run_start(ctx, session))
     if start is None:
         return Response(status_code=204)
     return await _open(ctx, owner.id, RunRef(session.id, start), start_index=start_index or 0,
@@ -94,8 +111,8 @@ async def stop(chat_id: str, owner: CurrentOwner, ctx: Ctx) -> JSONResponse:
             raise not_found(f"chat {chat_id}")
         session = found
     start = await latest_run_start(ctx, session)
-    if ref is not None and start != ref.start:
-        return _stopped(session, None, False)
+    if ref is not None and ref.start not in (start, await latest_slice_start(ctx, session)):
+        return _stopped(session, None, False)  # a run (or its carried-on slice) that is over
     if session.status in TERMINAL:
         return _stopped(session, start, False)
     with contextlib.suppress(AlreadyTerminal):
@@ -126,9 +143,15 @@ async def _open(ctx: ApiContext, owner_id: str, ref: RunRef, *, start_index: int
         async for ev in feed.stored(until=lambda: bool(stored)
                                     and stored[-1].type == "session_end"):
             stored.append(ev)
-        if not stored or stored[0].seq != ref.start or not opens_a_run(stored[0]):
+        if not stored or stored[0].seq != ref.start or not opens_a_slice(stored[0]):
             raise not_found(f"run {ref.id}")
-        projection = ChatProjection(ref.id, hidden_deltas(stored) if replay else frozenset())
+        message_id = None
+        if stored[0].type != "user_message":  # it carries a run on: that run's message
+            opened = await run_start_before(ctx, session.id, ref.start)
+            message_id = RunRef(session.id, opened).id if opened is not None else None
+        projection = ChatProjection(
+            ref.id, hidden_deltas(stored) if replay else frozenset(), message_id=message_id,
+            passed=passed_waits(stored) if replay else frozenset())
         chunks = [c for ev in stored for c in projection.apply(ev)]
     except BaseException:
         feed.close()
