@@ -30,6 +30,23 @@ async def test_a_child_through_the_api_is_in_its_parents_tree(idle_api: Api):
         assert s["status"] == "cancelled", (sid, s)
 
 
+async def test_children_through_the_api_are_held_to_the_agents_limits(idle_api: Api):
+    """The demo agent's default depth (3): a fourth level is 409 LIMIT_REACHED, as a
+    delegation call past it is a tool error; nothing is created."""
+    api = idle_api
+    parent = await api.create("the root")
+    deepest = parent
+    for _ in range(3):
+        deepest = await api.create("a level down", parent_id=deepest["id"])
+    assert deepest["parent_id"] is not None
+    r = await api.client.post("/v1/sessions", json={"prompt": "x", "parent_id": deepest["id"]})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["code"] == "LIMIT_REACHED"
+    assert "levels below its root" in r.json()["error"]["message"]
+    kids = await api.client.get("/v1/sessions", params={"parent_id": deepest["id"]})
+    assert kids.json()["sessions"] == []
+
+
 async def test_another_owners_parent_is_not_found(idle_api: Api):
     api = idle_api
     parent = await api.create("mine")

@@ -6,9 +6,12 @@ a delete of the parent goes on to its tree; the API's children are the owner's o
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from outlive.domain import LeaseLost, NewEvent, NotFound, Status
+from outlive.domain.errors import LimitReached
 from outlive.domain.model import ClaimReason
 from outlive.domain.subagents import ChildSpawn
 from tests.support.store_suite import (
@@ -207,6 +210,31 @@ async def test_a_child_through_the_api_needs_the_owners_own_parent(store):
     assert await store.child_reports(parent.id) == []
     listed = await store.list_sessions(owner.id, parent_id=parent.id)
     assert [s.id for s in listed.items] == [child.id]
+
+
+async def test_children_through_the_api_are_held_to_the_parents_limits(store):
+    """(max depth, max children) of the parent's agent, as a delegation call is; counted
+    under the parent's lock, so creates at once cannot pass the count together."""
+    owner = await new_owner(store)
+    delegating, _, _ = await _waiting(store, owner.id)  # its two calls' children
+    parent = await new_session(store, owner.id)
+
+    def child(of: str, limits: tuple[int, int]):
+        return store.create_session(owner.id, agent="demo", model="demo:scripted",
+                                    prompt="hi", parent_id=of, child_limits=limits)
+
+    made = await asyncio.gather(*(child(parent.id, (3, 2)) for _ in range(4)),
+                                return_exceptions=True)
+    assert sorted(type(m).__name__ for m in made) == ["LimitReached", "LimitReached",
+                                                      "Session", "Session"]
+    first = next(m for m in made if not isinstance(m, BaseException))
+    with pytest.raises(LimitReached, match="levels below its root"):
+        await child(first.id, (1, 16))
+    grandchild = await child(first.id, (2, 16))
+    assert grandchild.depth == 2
+    # A delegation call's children count for the limit too.
+    with pytest.raises(LimitReached, match="as many as its agent allows"):
+        await child(delegating.id, (3, 2))
 
 
 async def test_a_cancel_that_came_first_starts_no_child(store):

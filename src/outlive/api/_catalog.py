@@ -52,3 +52,9 @@ class AgentCatalog(Protocol):
         """The names of agent `agent`'s own tools: a client tool may not take one
         (docs/client-tools.md)."""
         ...
+
+    def child_limits(self, agent: str) -> tuple[int, int]:
+        """How deep below its root a child of a session of `agent` may be, and how many
+        children such a session may have in all (docs/subagents.md): the API holds the
+        children it makes (`parent_id`) to the limits a delegation call is held to."""
+        ...

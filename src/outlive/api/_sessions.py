@@ -140,6 +140,8 @@ async def create_session(
         traceparent=traceparent,
         budget=parse_budget(body.budget),
         parent_id=body.parent_id,
+        child_limits=None if body.parent_id is None else ctx.catalog.child_limits(
+            (await ctx.store.get_session(owner.id, body.parent_id)).agent),
     )
     if session.replayed:
         response.status_code = 200

@@ -6,6 +6,8 @@ and the API nothing of the runtime; the composition root builds one and passes i
 
 from __future__ import annotations
 
+from ..domain.errors import InvalidInput
+from ..domain.subagents import DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH
 from ..providers import DEFAULT_ROUTE, ProviderRegistry
 from .agents import Agent, AgentRegistry
 
@@ -45,6 +47,13 @@ class Catalog:
 
     def model_prefixes(self) -> list[str]:
         return self._providers.prefixes()
+
+    def child_limits(self, agent: str) -> tuple[int, int]:
+        try:
+            found = self._agents.get(agent)
+        except InvalidInput:  # an agent no longer configured: the defaults
+            return DEFAULT_MAX_DEPTH, DEFAULT_MAX_CHILDREN
+        return found.max_depth, found.max_children
 
     def tool_names(self, agent: str) -> frozenset[str]:
         found = self._agents.get(agent)

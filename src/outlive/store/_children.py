@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..domain.errors import InvalidInput, NotFound
+from ..domain.errors import InvalidInput, LimitReached, NotFound
 from ..domain.events import (
     ChildEnded,
     ChildStarted,
@@ -284,6 +284,19 @@ class ChildOps(StoreCore):
                 st.notify(row["id"], row["owner_id"], work=True, events=out.cancelled_now,
                           owner=True, cancel=aborts_run(row, out.state))
             ids = [r["id"] for r in rows]
+
+    async def _check_child_limits(self, tx: Tx, parent: Row, max_depth: int,
+                                  max_children: int) -> None:
+        """A child the API makes is held to the limits a delegation call is (the parent's
+        row is locked: two creates take turns, so the count holds)."""
+        depth = int(parent["depth"]) + 1
+        if depth > max_depth:
+            raise LimitReached(f"a child of session {parent['id']} would be {depth} levels "
+                               f"below its root; its agent allows {max_depth}")
+        rows = await tx.fetch(self.q.count_children, {"parent": parent["id"]})
+        if int(rows[0]["n"]) >= max_children:
+            raise LimitReached(f"session {parent['id']} has {max_children} children, as many "
+                               "as its agent allows")
 
     async def _parent_for_create(self, tx: Tx, owner_id: str, parent_id: str) -> Row:
         """The parent a create through the API names: the owner's own, else NotFound."""

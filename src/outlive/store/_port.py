@@ -244,7 +244,7 @@ class SessionStore(Protocol):
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
-        tool_choice: ToolChoice | None = None,
+        tool_choice: ToolChoice | None = None, child_limits: tuple[int, int] | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
     async def session_usage(self, owner_id: str, session_id: str) -> SessionUsage:

@@ -65,11 +65,14 @@ class SessionOps(ChildOps):
         parent_id: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
         tool_choice: ToolChoice | None = None,
+        child_limits: tuple[int, int] | None = None,
     ) -> Session:
         """With `client_request_id`, a create the owner already made with that id returns
         the first session (`replayed=True`) and writes nothing: a retried create never
         starts a second run. `parent_id`: a child of that session of the same owner
-        (`NotFound` for any other), in its tree (docs/subagents.md)."""
+        (`NotFound` for any other), in its tree (docs/subagents.md); `child_limits`, the
+        parent agent's (max depth, max children), are checked under the parent's lock
+        (`LimitReached`)."""
         clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         check_client_request_id(client_request_id)
         caps = parse_budget(budget)
@@ -83,6 +86,8 @@ class SessionOps(ChildOps):
                 raise NotFound(f"owner {owner_id} not found")
             parent = (None if parent_id is None
                       else await self._parent_for_create(tx, owner_id, parent_id))
+            if parent is not None and child_limits is not None:
+                await self._check_child_limits(tx, parent, *child_limits)
             if client_request_id is not None:
                 seen = await tx.fetch(self.q.find_create_request,
                                       {"owner": owner_id, "crid": client_request_id})

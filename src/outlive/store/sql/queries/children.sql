@@ -9,6 +9,10 @@ SELECT id, agent FROM sessions WHERE parent_id = :parent AND parent_call_id = :c
 SELECT id, agent, parent_call_id, parent_report, detached FROM sessions
 WHERE parent_id = :parent AND parent_call_id IS NOT NULL ORDER BY id
 
+-- name: count_children
+-- Every child a session has, however it was made (its calls, detached, the API).
+SELECT COUNT(*) AS n FROM sessions WHERE parent_id = :parent
+
 -- name: children_pending
 -- Whether a parent still waits on a child of its calls that has not reported (a detached
 -- child is not waited on).
