@@ -76,6 +76,9 @@ class _OneAgent:
     def tool_names(self, agent: str) -> frozenset[str]:
         return frozenset()
 
+    def child_limits(self, agent: str) -> tuple[int, int]:
+        return 1, 1
+
 
 async def test_any_catalog_decides_agents_and_models(harness: Harness):
     client = await _serve(harness, _OneAgent())
