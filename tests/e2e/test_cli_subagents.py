@@ -28,7 +28,10 @@ def outlive(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedP
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    proc = ServeProcess(tmp_path, "serve", "--demo-speed", "0")
+    # The demo agent's own limits let the deep-tree test go past the CLI's depth.
+    (tmp_path / "agents.toml").write_text("[agents.demo]\nmax_depth = 12\n")
+    proc = ServeProcess(tmp_path, "serve", "--demo-speed", "0", "--agents",
+                        str(tmp_path / "agents.toml"))
     try:
         key = asyncio.run(proc.key())
         yield proc.url, key, tmp_path

@@ -81,6 +81,10 @@ async def _end_status(client: AsyncClient, session_id: str) -> str:
     return status
 
 
+_CANCEL_TRIES = 3
+"""Runs the tour starts for its cancel step when one ends before the cancel reaches it."""
+
+
 def _check(ok: bool, console: Console, what: str) -> None:
     if not ok:
         console.print(f"✗ {what}", style="bold red")
@@ -114,13 +118,22 @@ async def _tour(console: Console, folder: Path, speed: float) -> None:
                    "the follow-up ran to the end")
 
             console.rule("3. a long run is cancelled at once")
-            long = await client.create_session("Please run long")
-            await _first_text(client, long.id)
-            t0 = time.perf_counter()
-            await client.cancel(long.id)
-            status = await _end_status(client, long.id)
-            ms = (time.perf_counter() - t0) * 1000
-            _check(status == "cancelled", console, f"cancelled in {ms:.0f} ms, partial text kept")
+            for attempt in range(1, _CANCEL_TRIES + 1):
+                long = await client.create_session("Please run long")
+                await _first_text(client, long.id)
+                t0 = time.perf_counter()
+                cancelled = await client.cancel(long.id)
+                status = await _end_status(client, long.id)
+                ms = (time.perf_counter() - t0) * 1000
+                if not cancelled.already_terminal or attempt == _CANCEL_TRIES:
+                    break
+                # A fast demo speed on a busy machine: the run ended before the cancel
+                # reached it. That is no failure of the cancel; run it again.
+                console.print(f"  (the run had {status} before the cancel came; again)",
+                              style="dim")
+            _check(status == "cancelled", console,
+                   f"cancelled in {ms:.0f} ms, partial text kept (it ended {status})"
+                   if status != "cancelled" else f"cancelled in {ms:.0f} ms, partial text kept")
             again = await client.cancel(long.id)
             _check(again.status == "cancelled", console,
                    "cancelling it again reports its status, not an error")
