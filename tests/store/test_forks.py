@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -24,7 +25,7 @@ def _ev(type_: str, **data: Any) -> NewEvent:
     return NewEvent(type_, data)
 
 
-def _answer(mid: str, text: str, calls: list[str] = ()) -> tuple[str, dict[str, Any]]:  # type: ignore[assignment]
+def _answer(mid: str, text: str, calls: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
     return ("assistant", {"message_id": mid, "text": text, "stop_reason": "tool_calls"
                           if calls else "stop", "status": "complete",
                           "tool_calls": [{"call_id": c, "name": "add", "arguments": {}}
