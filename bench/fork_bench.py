@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import machine, pct, scratch_database, table
+from tests.store.test_forks import _all, _parent
+from tests.support.store_suite import AnyStore, new_owner, new_session
 
 from outlive.domain.reducer import fold
 from outlive.store import PostgresStore, SqliteStore
-from tests.store.test_forks import _all, _parent
-from tests.support.store_suite import AnyStore, new_owner, new_session
 
 
 async def measure(store: AnyStore, forks: int) -> list[object]:
