@@ -113,3 +113,21 @@ async def test_bad_edits_and_foreign_sessions_are_4xx(api: Api) -> None:
     assert empty.status_code == 201 and empty.json()["forked_from"]["seq"] == 0, empty.text
     err(await api.client.post(f"/v1/sessions/{empty.json()['id']}/regenerate"), 400,
         "INVALID_INPUT")
+
+
+async def test_deleting_the_parent_leaves_its_fork_readable(api: Api) -> None:
+    parent = await _done(api, "what is a lease")
+    r = await api.client.post(f"/v1/sessions/{parent['id']}/fork",
+                              json={"at_seq": parent["last_seq"]})
+    assert r.status_code == 201, r.text
+    fork = r.json()
+    before = (await api.client.get(f"/v1/sessions/{fork['id']}")).json()["snapshot"]
+    r = await api.client.delete(f"/v1/sessions/{parent['id']}", params={"purge": "now"})
+    assert r.status_code == 202, r.text
+    assert (await api.client.get(f"/v1/sessions/{parent['id']}")).status_code == 404
+    after = (await api.client.get(f"/v1/sessions/{fork['id']}")).json()
+    assert after["snapshot"] == before and after["session"]["forked_from"] == fork["forked_from"]
+    assert (await api.client.get(f"/v1/sessions/{fork['id']}/branches")).json()["points"] == []
+    r = await api.client.post(f"/v1/sessions/{fork['id']}/messages", json={"text": "go on"})
+    assert r.status_code == 202, r.text
+    await api.wait_status(fork["id"], "succeeded")
