@@ -79,10 +79,13 @@ class ForkOps(SessionOps):
     async def _cut(self, tx: Tx, row: Row, at_seq: int | None,
                    before_message: int | None) -> ForkCut:
         sid, last = row["id"], int(row["last_seq"])
-        events = [to_event(self.d, r) for r in await tx.fetch(
-            self.q.read_landmarks, {"sid": sid, "upto": last})]
+        # The history first, then the log: a run of a live parent may commit between the
+        # two reads (PostgreSQL reads each statement's newest commit), and the log read
+        # second holds the event of every entry read first (its anchor is never missed).
         entries = [to_entry(self.d, r) for r in await tx.fetch(self.q.read_entries,
                                                                {"sid": sid})]
+        events = [to_event(self.d, r) for r in await tx.fetch(
+            self.q.read_landmarks, {"sid": sid, "upto": 2**62})]
         return fork_cut(events, entries, at_seq=at_seq, before_message=before_message,
                         last_seq=last)
 
