@@ -264,3 +264,25 @@ async def test_deleting_a_parent_leaves_its_forks(store: AnyStore) -> None:
     assert await store.list_branches(owner.id, fork.id) == []
     again = await store.fork_session(owner.id, fork.id, at_seq=fork.last_seq)
     assert again.forked_from_id == fork.id
+
+
+async def test_a_fork_of_a_compacted_session_rebuilds_its_transcript(store: AnyStore) -> None:
+    """A finished session is compacted (its deltas folded into a snapshot, answers stored
+    once): a fork copies the snapshot with the log, so what a client rebuilds of the fork is
+    the fold of the original log up to the cut, at the head and mid-way."""
+    owner = await new_owner(store)
+    sid = await _parent(store, owner.id, size=60)
+    full = await _all(store, sid)
+    assert await store.compact_session(sid)
+    head = (await store.load_session(sid)).last_seq
+    for at in (head, head // 2):
+        fork = await store.fork_session(owner.id, sid, at_seq=at)
+        cut = fork.forked_from_seq
+        assert cut is not None
+        snap = await store.load_snapshot(fork.id, at_most=cut)
+        seq, state = snap if snap is not None else (0, None)
+        tail = [e for e in await _all(store, fork.id) if e.seq > seq]
+        rebuilt = fold(tail, state)
+        expected = fold([*[e for e in full if e.seq <= cut], *tail[-1:]])
+        assert [(i["kind"], i.get("text")) for i in rebuilt["items"]] == [
+            (i["kind"], i.get("text")) for i in expected["items"]]
