@@ -180,3 +180,10 @@ def test_regenerate_answers_again_on_a_new_branch(frontends: World) -> None:
     assert old_text == answer_text(frontends.events(parent_id))  # still reachable
     points = frontends.http.get(f"/v1/sessions/{fork_id}/branches").json()["points"]
     assert [(p["sessions"], p["current"]) for p in points] == [([parent_id, fork_id], 1)]
+    # the chat's next message goes on in the fork, the old branch untouched
+    parent_events = frontends.events(parent_id)
+    again = frontends.run("aisdk.mjs", "chat", chat, "And then?")
+    assert again["errors"] == [] and frontends.session_of_chat(chat) == fork_id
+    users = [e["data"]["text"] for e in frontends.events(fork_id) if e["type"] == "user_message"]
+    assert users == ["what is a lease", "And then?"]  # the fork cut before the first one
+    assert frontends.events(parent_id) == parent_events
