@@ -55,6 +55,10 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any], dict[str, st.SearchStrategy[Any]
     ("POST", "/v1/sessions", {"prompt": "hi"}, SESSION),
     ("PATCH", "/v1/sessions/{id}", {"title": "t"}, {"title": TEXT}),
     ("POST", "/v1/sessions/{id}/messages", {"text": "hi", "mode": "queue"}, MESSAGE),
+    ("POST", "/v1/sessions/{id}/fork", {"at_seq": 1}, {
+        "at_seq": st.one_of(st.integers(-10, 2**70), JSON), "prompt": TEXT,
+        "before_message": st.one_of(st.integers(-10, 2**70), JSON)}),
+    ("POST", "/v1/sessions/{id}/messages/1/edit", {"text": "hi"}, {"text": TEXT}),
     ("POST", "/v1/login", {"key": "olk_x"}, {"key": TEXT}),
     # no worker here, so never a foreground request (it would wait for the run)
     ("POST", "/openai/v1/responses", {"input": "hi", "background": True}, RESPONSE),

@@ -48,6 +48,11 @@ ENDPOINTS = {
     ("/v1/schedules/{schedule_id}/pause", "post"): {"200", "401", "404"},
     ("/v1/schedules/{schedule_id}/resume", "post"): {"200", "401", "404"},
     ("/v1/schedules/{schedule_id}/runs", "get"): {"200", "400", "401", "404", "422"},
+    ("/v1/sessions/{session_id}/fork", "post"): {"201", "400", "401", "404", "413", "422"},
+    ("/v1/sessions/{session_id}/messages/{seq}/edit", "post"): {"201", "400", "401", "404",
+                                                                 "413", "422"},
+    ("/v1/sessions/{session_id}/regenerate", "post"): {"201", "400", "401", "404", "422"},
+    ("/v1/sessions/{session_id}/branches", "get"): {"200", "401", "404", "422"},
 }
 
 

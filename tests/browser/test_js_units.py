@@ -191,6 +191,16 @@ def _logs() -> list[list[Ev]]:
         ("client_tool_call", 10, {"call_id": "k4", "name": "x", "args": {}}),
         ("session_end", 11, {"status": "cancelled", "reason": "user"}),
     ])
+    # A fork (docs/branches.md): a copied prefix cut mid-run, its marker, a new message.
+    logs.append([
+        ("user_message", 1, {"text": "hi", "delivery": "start"}),
+        ("session_start", 2, {"reason": "new", "attempt": 1}),
+        ("turn_start", 3, {"turn": 1, "message_id": "m1", "inputs": [1]}),
+        ("message_end", 4, {"message_id": "m1", "text": "hello", "stop_reason": "stop"}),
+        ("forked", 5, {"from_session_id": "ses_1", "from_seq": 4, "requested_seq": 6,
+                       "kind": "edit"}),
+        ("user_message", 6, {"text": "again", "delivery": "start"}),
+    ])
     return logs
 
 

@@ -132,3 +132,34 @@ async def test_compact_asks_for_a_compaction_and_refusals_raise(live: Live):
 
     again = await asyncio.to_thread(sync)
     assert again.id == s.id and again.compact_requested
+
+
+async def test_fork_edit_regenerate_and_branches(live: Live):
+    """docs/branches.md through both clients: a fork waits for a message, an edit and a
+    regenerate are siblings, `branches` lists them; bad input is a typed error."""
+    import asyncio
+
+    c = live.client
+    s = await c.create_session("what is a lease")
+    done = await _ended(live, s.id)
+    fork = await c.fork(s.id, at_seq=done.last_seq)
+    assert fork.status == "succeeded" and fork.forked_from is not None
+    assert fork.forked_from["session_id"] == s.id
+    edited = await c.edit_message(s.id, 1, "what is a fence")
+    assert edited.status == "queued" and edited.forked_from == {"session_id": s.id, "seq": 0}
+    await _ended(live, edited.id)
+    again = await c.regenerate(edited.id)
+    points = await c.branches(again.id)
+    assert [(p.seq, p.sessions, p.current) for p in points] == [
+        (0, [s.id, edited.id, again.id], 2)]
+    with pytest.raises(BadRequestError):
+        await c.fork(s.id, at_seq=10**6)
+    with pytest.raises(NotFoundError):
+        await c.branches("ses_01J00000000000000000000000")
+
+    def run() -> list[str]:
+        with Client(live.server.url, live.key) as sync:
+            made = sync.fork(s.id, before_message=1, prompt="hi again")
+            return sync.branches(made.id)[0].sessions
+
+    assert (await asyncio.to_thread(run))[:3] == [s.id, edited.id, again.id]

@@ -156,3 +156,34 @@ def test_a_delegating_answer_shows_each_sub_agent_on_its_tool_part(frontends: Wo
     events = frontends.events(frontends.session_of_chat(chat))
     assert {k["id"] for k in kids} == {e["data"]["child_id"] for e in events
                                        if e["type"] == "child_started"}
+
+
+def test_regenerate_answers_again_on_a_new_branch(frontends: World) -> None:
+    """`chat.regenerate()` (trigger `regenerate-message`): a fork just before the last user
+    message answers it again; the chat follows the fork, the old answer stays in its
+    session, and the two are siblings (docs/branches.md)."""
+    chat = frontends.chat_id()
+    done = frontends.run("aisdk.mjs", "regenerate", chat, "what is a lease")
+    assert done["errors"] == [] and done["status"] == "ready"
+    assert len(done["finishes"]) == 2 and not any(f["isError"] for f in done["finishes"])
+    [_, old] = done["first"]
+    [user, new] = done["messages"]
+    assert user["role"] == "user" and new["role"] == "assistant" and new["id"] != old["id"]
+    assert [p["text"] for p in parts_of(user, "text")] == ["what is a lease"]
+    fork_id = frontends.session_of_chat(chat)  # the newest session of the chat
+    fork = frontends.session(fork_id)
+    parent_id = fork["forked_from"]["session_id"]
+    assert fork["status"] == "succeeded" and parent_id != fork_id
+    new_text = [p["text"] for p in parts_of(new, "text")][-1]
+    old_text = [p["text"] for p in parts_of(old, "text")][-1]
+    assert new_text == answer_text(frontends.events(fork_id))
+    assert old_text == answer_text(frontends.events(parent_id))  # still reachable
+    points = frontends.http.get(f"/v1/sessions/{fork_id}/branches").json()["points"]
+    assert [(p["sessions"], p["current"]) for p in points] == [([parent_id, fork_id], 1)]
+    # the chat's next message goes on in the fork, the old branch untouched
+    parent_events = frontends.events(parent_id)
+    again = frontends.run("aisdk.mjs", "chat", chat, "And then?")
+    assert again["errors"] == [] and frontends.session_of_chat(chat) == fork_id
+    users = [e["data"]["text"] for e in frontends.events(fork_id) if e["type"] == "user_message"]
+    assert users == ["what is a lease", "And then?"]  # the fork cut before the first one
+    assert frontends.events(parent_id) == parent_events

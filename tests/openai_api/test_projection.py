@@ -106,6 +106,8 @@ EACH: dict[str, tuple[dict[str, Any], list[str]]] = {
                          [ADDED, "response.function_call_arguments.delta",
                           "response.function_call_arguments.done", DONE, "response.completed"]),
     "client_tool_result": ({"call_id": "c1", "name": "get_weather", "ok": True}, []),
+    # A fork's marker (docs/branches.md) opens no item: its copied prefix is history.
+    "forked": ({"from_session_id": "ses_P", "from_seq": 4}, []),
     "session_end": ({"status": "succeeded"}, ["response.completed"]),
 }
 

@@ -56,6 +56,9 @@ def samples(store: Any) -> dict[str, Any]:
         # client tools (approvals.sql, sessions.sql)
         "result": d.json({"output": 1}), "client_tools": d.json([]),
         "choice": d.json({"mode": "required", "name": None}),
+        # branches (branches.sql)
+        "new": "ses_2", "last_seq": 1, "last_input": 1, "last_entry": 1, "compacted": 0,
+        "from_seq": 1,
         # webhooks (webhooks.sql)
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",

@@ -245,3 +245,9 @@ def test_a_client_tool_call_says_what_it_waits_for() -> None:
     assert item_lines({"kind": "client_tool", "status": "pending", **call}) == waiting
     assert item_lines({"kind": "client_tool", "status": "expired", **call}) == [
         waiting[0], "  expired: nobody answered in time"]
+
+
+def test_a_fork_marker_names_its_origin() -> None:
+    assert feed_all([("forked", {"from_session_id": "ses_P", "from_seq": 12, "kind": "edit"}),
+                     ("user_message", {"text": "again", "delivery": "start"})]).startswith(
+        "── forked from ses_P at event 12 ──\n")

@@ -199,7 +199,8 @@ def test_the_reader_sees_the_reads_it_checks() -> None:
     assert markers == {"resumed": "session_resumed", "interrupted": "session_interrupted",
                        "incomplete": "incomplete", "error": "error",
                        "compacted": "context_compacted", "budget": "budget_reached",
-                       "child_started": "child_started", "child_ended": "child_ended"}
+                       "child_started": "child_started", "child_ended": "child_ended",
+                       "forked": "forked"}
     assert {"name", "args", "expires_at"} <= reads["client_tool_call"]["newClientCall"]
     assert {"ok", "reason", "resumed"} <= reads["client_tool_result"]["onClientToolResult"]
     compaction = functions(tokenize(_sources()["compaction.js"]))

@@ -73,7 +73,7 @@ def test_an_unknown_type_reads_as_unknown_and_owner_events_have_types() -> None:
 
 
 def test_every_event_type_has_one_payload_type() -> None:
-    assert len(ev.PAYLOADS) == len(ev.EVENT_TYPES) == 25
+    assert len(ev.PAYLOADS) == len(ev.EVENT_TYPES) == 26
     assert ev.OWNER_EVENT_TYPES == {"session_created", "session_status", "session_deleted",
                                     "session_active_stage", "session_cancel_requested",
                                     "session_title", "schedule_fired"}

@@ -28,6 +28,7 @@ from ..store import ApiStore
 from ..web import mount as mount_web
 from . import (
     _approvals,
+    _branches,
     _budget,
     _client_tools,
     _events,
@@ -109,8 +110,8 @@ def create_app(
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    for module in (_sessions, _approvals, _client_tools, _events, _webhooks, _login, _meta,
-                   _metrics, _usage, _budget, _schedules, aisdk, agui):
+    for module in (_sessions, _branches, _approvals, _client_tools, _events, _webhooks,
+                   _login, _meta, _metrics, _usage, _budget, _schedules, aisdk, agui):
         app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

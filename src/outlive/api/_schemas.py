@@ -236,6 +236,11 @@ def usage_out(u: UsageTotals) -> UsageTotalsOut:
     return UsageTotalsOut(**u.to_dict())
 
 
+class ForkedFromOut(BaseModel):
+    session_id: str
+    seq: int = Field(description="Its events 1..seq are copies of that session's.")
+
+
 class SessionOut(BaseModel):
     id: str
     agent: str
@@ -285,6 +290,9 @@ class SessionOut(BaseModel):
     tool_choice: str | dict[str, str] = Field(
         default="auto", description="What the model must do with its tools when it answers "
         "a user message (docs/client-tools.md#tool-choice).")
+    forked_from: ForkedFromOut | None = Field(
+        default=None, description="The session and seq this one is a fork of "
+        "(docs/branches.md; null: not a fork).")
 
 
 class SessionsPage(BaseModel):
@@ -385,6 +393,8 @@ def session_out(s: Session) -> SessionOut:
         root_id=s.root_id,
         client_tools=tools_to_json(s.client_tools),
         tool_choice="auto" if s.tool_choice is None else s.tool_choice.to_json(),
+        forked_from=None if s.forked_from_id is None or s.forked_from_seq is None
+        else ForkedFromOut(session_id=s.forked_from_id, seq=s.forked_from_seq),
     )
 
 

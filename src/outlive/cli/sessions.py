@@ -319,6 +319,28 @@ def cancel(session_id: str, url: UrlOption = None, key: KeyOption = None,
     run_call(go())
 
 
+@sessions_app.command("fork")
+def fork(session_id: str,
+         at: Annotated[int, typer.Option("--at", min=0,
+                                         help="The seq to fork at (it moves back to the "
+                                         "settled point at or before it).")],
+         prompt: Annotated[str | None, typer.Option(
+             "--prompt", help="The fork's first message (it is queued).")] = None,
+         url: UrlOption = None, key: KeyOption = None,
+         db: DbOption = None, key_file: KeyFileOption = None) -> None:
+    """Fork a session: a new session whose history and transcript are this one's up to seq
+    SEQ; this one is left as it is (docs/branches.md)."""
+
+    async def go() -> None:
+        async with api_client(url, key, db, key_file) as c:
+            s = await c.fork(session_id, at_seq=at, prompt=prompt)
+            cut = (s.forked_from or {}).get("seq")
+            out.print(f"{s.id}  forked from {session_id} at seq {cut} ({s.status})",
+                      highlight=False, soft_wrap=True)
+
+    run_call(go())
+
+
 @sessions_app.command("compact")
 def compact(session_id: str, url: UrlOption = None, key: KeyOption = None,
             db: DbOption = None, key_file: KeyFileOption = None) -> None:

@@ -34,6 +34,7 @@ from ..domain.events import (
     Error,
     ErrorBody,
     EventPayload,
+    Forked,
     Incomplete,
     MessageEnd,
     SessionEnd,
@@ -299,6 +300,8 @@ class TranscriptWriter:
                 return self._block(f"— title: {_short(title)}")
             case ContextCompacted():
                 return self._block(*_compacted(event, full=False))
+            case Forked(from_session_id=source, from_seq=seq):
+                return self._block(f"── forked from {source} at event {seq} ──")
             case SessionEnd():
                 return self._block(_session_end(event))
         return ""  # session_start, turn_start, stage: nothing a reader needs

@@ -38,6 +38,7 @@ from ._errors import (
 from ._models import (
     Approval,
     AttachedFrame,
+    BranchPoint,
     CancelResult,
     CaughtUpFrame,
     ContextUse,
@@ -78,6 +79,7 @@ __all__ = [
     "AttachedFrame",
     "Backoff",
     "BadRequestError",
+    "BranchPoint",
     "CancelResult",
     "CaughtUpFrame",
     "Client",

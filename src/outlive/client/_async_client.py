@@ -34,6 +34,7 @@ from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_e
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
     Approval,
+    BranchPoint,
     CancelResult,
     EventPage,
     EventRecord,
@@ -263,6 +264,27 @@ class AsyncClient:
         queued for a run that does. 409 SESSION_CANNOT_COMPACT (cancelled, or waiting on an
         approval) raises ApiError."""
         return await self._call(_calls.compact(session_id))
+
+    async def fork(self, session_id: str, *, at_seq: int | None = None,
+                   before_message: int | None = None, prompt: str | None = None
+                   ) -> SessionInfo:
+        """A new session whose history and transcript are this one's up to the settled
+        point at or before `at_seq` (or just before the user message `before_message`);
+        waiting for a message, or queued with `prompt` (docs/branches.md)."""
+        return await self._call(_calls.fork(session_id, at_seq=at_seq,
+                                            before_message=before_message, prompt=prompt))
+
+    async def edit_message(self, session_id: str, seq: int, text: str) -> SessionInfo:
+        """Edit and resend the user message at `seq`: a fork just before it, `text` first."""
+        return await self._call(_calls.edit_message(session_id, seq, text))
+
+    async def regenerate(self, session_id: str) -> SessionInfo:
+        """A fork just before the last user message, sent again: a new answer to it."""
+        return await self._call(_calls.regenerate(session_id))
+
+    async def branches(self, session_id: str) -> list[BranchPoint]:
+        """The branch points of the session's transcript, each with its siblings."""
+        return await self._call(_calls.branches(session_id))
 
     async def session_usage(self, session_id: str) -> SessionUsage:
         """What the session's model calls used and cost: its totals and every call."""

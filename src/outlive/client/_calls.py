@@ -19,6 +19,7 @@ from ._errors import ApiError, ProtocolError, error_from_response
 from ._models import (
     TERMINAL_STATUSES,
     Approval,
+    BranchPoint,
     CancelResult,
     EventPage,
     OwnerBudgetInfo,
@@ -32,13 +33,16 @@ from ._models import (
 
 __all__ = [
     "Call",
+    "branches",
     "cancel",
     "client_headers",
     "compact",
     "create_session",
     "delete_session",
+    "edit_message",
     "events",
     "finish",
+    "fork",
     "get_session",
     "healthz",
     "list_sessions",
@@ -266,3 +270,28 @@ def _ok(body: Any) -> bool:
 
 def healthz() -> Call[bool]:
     return Call("GET", "/healthz", _ok, recover=lambda err: False if err.status == 503 else None)
+
+
+def fork(session_id: str, *, at_seq: int | None = None, before_message: int | None = None,
+         prompt: str | None = None) -> Call[SessionInfo]:
+    """A fork of the session at the settled point at or before `at_seq` (or just before the
+    user message `before_message`), queued with `prompt` as its first message if given."""
+    body: dict[str, Any] = {k: v for k, v in (("at_seq", at_seq),
+                                              ("before_message", before_message),
+                                              ("prompt", prompt)) if v is not None}
+    return Call("POST", session_path(session_id, "/fork"), SessionInfo.model_validate,
+                json=body)
+
+
+def edit_message(session_id: str, seq: int, text: str) -> Call[SessionInfo]:
+    return Call("POST", session_path(session_id, f"/messages/{int(seq)}/edit"),
+                SessionInfo.model_validate, json={"text": text})
+
+
+def regenerate(session_id: str) -> Call[SessionInfo]:
+    return Call("POST", session_path(session_id, "/regenerate"), SessionInfo.model_validate)
+
+
+def branches(session_id: str) -> Call[list[BranchPoint]]:
+    return Call("GET", session_path(session_id, "/branches"),
+                lambda body: [BranchPoint.model_validate(p) for p in body["points"]])

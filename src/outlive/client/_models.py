@@ -180,10 +180,21 @@ class SessionInfo(_Model):
     """The root of its tree (None for a root itself)."""
     client_tools: list[dict[str, Any]] = Field(default_factory=list)
     """The tools its client runs (docs/client-tools.md)."""
+    forked_from: dict[str, Any] | None = None
+    """`{session_id, seq}` of the session this one is a fork of (docs/branches.md)."""
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class BranchPoint(_Model):
+    """Sessions that share events 1..seq and part after it (docs/branches.md)."""
+
+    seq: int
+    sessions: list[str]
+    current: int
+    """Index in `sessions` of the one on the path of the session asked about."""
 
 
 class Approval(_Model):

@@ -23,6 +23,7 @@ from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_e
 from ._frames import SessionCursor, decode_session
 from ._models import (
     Approval,
+    BranchPoint,
     CancelResult,
     EventPage,
     EventRecord,
@@ -237,6 +238,24 @@ class Client:
     def compact(self, session_id: str) -> SessionInfo:
         """As `AsyncClient.compact`."""
         return self._call(_calls.compact(session_id))
+
+    def fork(self, session_id: str, *, at_seq: int | None = None,
+             before_message: int | None = None, prompt: str | None = None) -> SessionInfo:
+        """As `AsyncClient.fork`."""
+        return self._call(_calls.fork(session_id, at_seq=at_seq,
+                                      before_message=before_message, prompt=prompt))
+
+    def edit_message(self, session_id: str, seq: int, text: str) -> SessionInfo:
+        """As `AsyncClient.edit_message`."""
+        return self._call(_calls.edit_message(session_id, seq, text))
+
+    def regenerate(self, session_id: str) -> SessionInfo:
+        """As `AsyncClient.regenerate`."""
+        return self._call(_calls.regenerate(session_id))
+
+    def branches(self, session_id: str) -> list[BranchPoint]:
+        """As `AsyncClient.branches`."""
+        return self._call(_calls.branches(session_id))
 
     def session_usage(self, session_id: str) -> SessionUsage:
         """As `AsyncClient.session_usage`."""

@@ -185,6 +185,19 @@ class ChildEnded(Payload, frozen=True, kw_only=True):
     status: str
 
 
+class Forked(Payload, frozen=True, kw_only=True):
+    """This session is a fork of another (docs/branches.md): its events before this one
+    are that session's up to `from_seq`, copied; its history is that session's then."""
+
+    TYPE: ClassVar[str] = "forked"
+    from_session_id: str
+    from_seq: int
+    requested_seq: int | None = None
+    """The seq the fork was asked for, when the settled point it cut at is earlier."""
+    kind: str = "fork"
+    """`fork`, `edit` (a new first message instead of the next one) or `regenerate`."""
+
+
 class TurnStart(Payload, frozen=True, kw_only=True):
     """A model call began. `inputs` names the user messages it delivers to the model."""
 
@@ -409,7 +422,7 @@ EventPayload = (
     | ApprovalRequested | ApprovalDecided | TurnStart | TextDelta | ThinkingDelta | MessageEnd
     | ToolStart | ToolProgress | ToolEnd | Stage | Title | Incomplete | Error | ContextCompacted
     | BudgetReached | ChildStarted | ChildEnded | ClientToolCall
-    | ClientToolResult
+    | ClientToolResult | Forked
 )
 OwnerPayload = (
     SessionCreated | SessionStatus | SessionDeleted | SessionActiveStage

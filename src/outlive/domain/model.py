@@ -189,6 +189,12 @@ class Session:
     tool_choice: ToolChoice | None = None
     """What the model must do with its tools on the first call of each run (None: it
     decides); from the create, or the latest message or result that set one."""
+    forked_from_id: str | None = None
+    """The session this one is a fork of (docs/branches.md); None: not a fork."""
+    forked_from_seq: int | None = None
+    """The seq of that session's log this one's copy ends at."""
+    fork_root_id: str | None = None
+    """The oldest session of its fork family (None: not a fork)."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -42,6 +42,8 @@ work as still in flight (or as a success) after the run that did it is gone:
   before it stay as they were: only the model's view changed (docs/context.md).
 * `child_started` and `child_ended` (a delegation call's child session started, ended) are
   markers with their data verbatim (docs/subagents.md); the call's own item is its tool's.
+* `forked` (docs/branches.md) is a marker (`forked`, its data verbatim) after the prefix a
+  fork copied: the session is settled ("succeeded") there, waiting for its first message.
 * A `client_tool_call` (docs/client-tools.md) is a `client_tool` item, "pending" until its
   `client_tool_result` makes it "answered" (`ok`), "expired" (reason `expired`) or "failed";
   a `session_end` marks a pending one "cancelled". A call sets `attention` to "tool" until
@@ -412,6 +414,12 @@ def _on_title(txn: Txn, seq: int, p: ev.Title, data: Mapping[str, Any]) -> None:
     txn.state["title"] = given(p.title)
 
 
+def _on_forked(txn: Txn, seq: int, p: ev.Forked, data: Mapping[str, Any]) -> None:
+    """The copied prefix ends here: the fork is settled, waiting for its first message."""
+    txn.state.update(status="succeeded", attention=None, question=None)
+    _marker(txn, seq, "forked", data)
+
+
 def _on_incomplete(txn: Txn, seq: int, p: ev.Incomplete, data: Mapping[str, Any]) -> None:
     txn.state["incomplete"] = {"reason": given(p.reason)}
     _marker(txn, seq, "incomplete", data)
@@ -450,6 +458,7 @@ _HANDLERS: dict[str, Handler] = {
     "child_ended": _as_marker("child_ended"),
     "client_tool_call": on_client_tool_call,
     "client_tool_result": on_client_tool_result,
+    "forked": _on_forked,
 }
 
 HANDLED_TYPES: frozenset[str] = frozenset(_HANDLERS)

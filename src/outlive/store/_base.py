@@ -213,6 +213,9 @@ def to_session(d: Dialect, row: Row) -> Session:
         parent_call_id=row["parent_call_id"], depth=int(row["depth"]),
         client_tools=client_tools_of(d.load_json(row["client_tools"])),
         tool_choice=tool_choice_of(d.load_json(row["tool_choice"])),
+        forked_from_id=row["forked_from_id"],
+        forked_from_seq=None if row["forked_from_seq"] is None else int(row["forked_from_seq"]),
+        fork_root_id=row["fork_root_id"],
     )
 
 

@@ -15,6 +15,7 @@ from ._client_tools import ClientToolOps
 from ._commits import CommitOps
 from ._eventlog import EventLogOps
 from ._firing import FiringOps
+from ._forks import ForkOps
 from ._keys import KeyOps
 from ._retention import RetentionOps
 from ._runs import RunOps
@@ -27,8 +28,8 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(
-    FiringOps, SessionOps, EventLogOps, ClientToolOps, RunOps, CommitOps, KeyOps, RetentionOps,
-    WebhookOps, TraceOps,
+    FiringOps, ForkOps, SessionOps, EventLogOps, ClientToolOps, RunOps, CommitOps, KeyOps,
+    RetentionOps, WebhookOps, TraceOps,
     UsageOps, BudgetOps,
 ):
     """The shared implementation of every Store port; adapters supply the `StoreCore` seam."""

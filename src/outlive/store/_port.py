@@ -34,6 +34,7 @@ from ..domain.tool_calls import ToolChoice
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
 from ._client_port import ClientCallStore, ClientResultStore
+from ._fork_port import ForkStore
 from ._schedule_ports import (
     FireReport,
     FiringStore,
@@ -55,8 +56,8 @@ __all__ = [
     "PORTS", "AdmissionStore", "ApiKey", "ApiStore", "ApprovalStore", "BudgetStore", "ChildStore",
     "ClientCallStore", "ClientResultStore",
     "Commit", "CommitOutcome", "ConnectionStore", "CredentialStore", "DeliveryStore",
-    "EventLogStore", "FireReport", "FiringStore", "HealthStore", "Held", "Notice", "Owner",
-    "OwnerStore", "RetentionStore", "RunStore", "RunnerStore", "Schedule", "ScheduleRun",
+    "EventLogStore", "FireReport", "FiringStore", "ForkStore", "HealthStore", "Held", "Notice",
+    "Owner", "OwnerStore", "RetentionStore", "RunStore", "RunnerStore", "Schedule", "ScheduleRun",
     "ScheduleStore", "ScheduledMessage", "SealReport", "SessionStore", "Settle", "SettleOutcome",
     "Store", "Subscription", "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore",
     "WorkerStore",
@@ -476,7 +477,7 @@ class WorkerStore(RunnerStore, DeliveryStore, RetentionStore, FiringStore, Proto
 
 class ApiStore(
     CredentialStore, SessionStore, EventLogStore, ApprovalStore, WebhookStore, HealthStore,
-    BudgetStore, ScheduleStore, ClientResultStore, Protocol,
+    BudgetStore, ScheduleStore, ClientResultStore, ForkStore, Protocol,
 ):
     """What the API process uses: never a lease's writes, the outbox or housekeeping."""
 
@@ -485,16 +486,15 @@ class Store(
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
     AdmissionStore, ChildStore, ScheduleStore, FiringStore, ClientCallStore, ClientResultStore,
-    Protocol,
+    ForkStore, Protocol,
 ):
-    """Every port: what an adapter implements and a composition root holds. Callers name
-    the ports they use instead (tests/unit/test_architecture.py holds the API and the runtime
-    to that)."""
+    """Every port: what an adapter implements and a composition root holds (callers name the
+    ports they use: tests/unit/test_architecture.py)."""
 
 
 PORTS: tuple[type[Any], ...] = (
     ConnectionStore, HealthStore, OwnerStore, CredentialStore, SessionStore, EventLogStore,
     RunStore, ApprovalStore, WebhookStore, DeliveryStore, RetentionStore, BudgetStore,
     AdmissionStore, ChildStore, ScheduleStore, FiringStore, ClientCallStore, ClientResultStore,
-)
-"""Every port, each operation in exactly one (tests/store/test_ports.py)."""
+    ForkStore,
+)  # every port, each operation in exactly one (tests/store/test_ports.py)

@@ -72,6 +72,7 @@ export const EVENT_TYPES = [
   "child_ended",
   "client_tool_call",
   "client_tool_result",
+  "forked",
 ];
 
 
@@ -416,6 +417,12 @@ function onChildEnded(txn, seq, data) {
   marker(txn, seq, "child_ended", data);
 }
 
+function onForked(txn, seq, data) {
+  // The prefix a fork copied ends here: settled, waiting for its first message.
+  Object.assign(txn.state, { status: "succeeded", attention: null, question: null });
+  marker(txn, seq, "forked", data);
+}
+
 function newClientCall(seq, callId, data, called) {
   return {
     kind: "client_tool",
@@ -483,4 +490,5 @@ const HANDLERS = {
   child_ended: onChildEnded,
   client_tool_call: onClientToolCall,
   client_tool_result: onClientToolResult,
+  forked: onForked,
 };

@@ -327,6 +327,8 @@ function markerText(item) {
       return `Sub-agent ${pretty(d.agent ?? "")} started · ${pretty(d.child_id ?? "")}`;
     case "child_ended":
       return `Sub-agent ${pretty(d.child_id ?? "")} ${pretty(d.status ?? "ended")}`;
+    case "forked":  // docs/branches.md: what is above is a copy of that session's start
+      return `Forked from ${pretty(d.from_session_id ?? "")} at event ${pretty(d.from_seq ?? "")}`;
     default:
       return String(item.type);
   }

@@ -11,9 +11,12 @@ import { openSchedules } from "./schedules_page.js";
 import { dollars, openUsage } from "./usage_page.js";
 import { app, config, els, rail, transcript } from "./page.js";
 import { SessionFeed } from "./session.js";
+import { BranchControls } from "./branches.js";
 import { endTitleEdit } from "./session_actions.js";
 import { unauthorized } from "./signin.js";
 import { toneOf } from "./watcher.js";
+
+const branchControls = new BranchControls(els.transcript, (exc) => setNotice(exc.message, "error"));
 
 // ---- routing --------------------------------------------------------------------------------
 
@@ -236,6 +239,7 @@ export function renderSession() {
   const nearBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
   transcript.render(state, app.feed ? app.feed.times : null,
                     (sid) => (app.watcher ? app.watcher.get(sid) : null));
+  branchControls.decorate(id, state, transcript.nodes);
   if (nearBottom) scroller.scrollTop = scroller.scrollHeight;
 
   const q = state.question;

@@ -11,6 +11,8 @@
 //   node aisdk.mjs tool   CHAT_ID TEXT               a client-side tool (client_tools in the
 //                                                    transport's body) answered in onToolCall
 //                                                    by addToolOutput, sent automatically
+//   node aisdk.mjs regenerate CHAT_ID TEXT           a whole answer, then chat.regenerate(): a new
+//                                                    answer on a new branch (docs/branches.md)
 //   node aisdk.mjs toolreload CHAT_ID TEXT           the page leaves at the call; a new page
 //                                                    resumes the chat, sees the call waiting,
 //                                                    answers it with addToolOutput
@@ -192,6 +194,12 @@ async function main() {
     await chat.sendMessage({ text });
     console.error = origError;
     say({ done: { status: chat.status, errors, requests: runs, messages: chat.messages } });
+  } else if (cmd === "regenerate") {
+    const { chat, errors, finishes } = chatWith(id, countingFetch());
+    await chat.sendMessage({ text });
+    const first = structuredClone(chat.messages);
+    await chat.regenerate();
+    say({ done: { status: chat.status, errors, finishes, first, messages: chat.messages } });
   } else if (cmd === "tool") {
     const { chat, errors, finishes } = toolChat(id, [], { answer: true });
     await chat.sendMessage({ text });  // resolves after the automatic send of the result

@@ -129,9 +129,6 @@ def client_outputs(body: ChatRequest) -> dict[str, dict[str, Any]]:
 
 def new_input(body: ChatRequest) -> tuple[str, str | None]:
     """The text the new run starts with, and the client's id for it (its message id)."""
-    if body.trigger == "regenerate-message":
-        raise _invalid("outlive keeps one linear history per chat and cannot regenerate an "
-                       "answer; send a new message instead")
     last = body.message if body.message is not None else (
         body.messages[-1] if body.messages else None)
     if not isinstance(last, dict):

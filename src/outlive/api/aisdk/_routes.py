@@ -36,8 +36,10 @@ from fastapi.responses import JSONResponse
 from ...domain.errors import AlreadyTerminal, NotFound
 from ...domain.model import TERMINAL, Event, Session
 from .._auth import CurrentOwner
+from .._branches import regenerate_last
 from .._client_calls import deliver_answers, latest_slice_start, opens_a_slice, run_start_before
 from .._context import ApiContext, Ctx, TraceParent
+from .._errors import ApiError
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, latest_run_start, watch_session
@@ -70,6 +72,16 @@ async def chat(raw: Annotated[dict[str, Any], Body()], owner: CurrentOwner, ctx:
             raise not_found(f"chat {body.id}")
         ref = await deliver_answers(ctx, owner.id, session, outputs)
         return await _open(ctx, owner.id, ref, start_index=0, replay=False)
+    if body.trigger == "regenerate-message":  # a new branch answers the last message again
+        session = await find_thread(ctx, owner.id, body.id)
+        if session is None:
+            raise not_found(f"chat {body.id}")
+        if session.status not in TERMINAL:
+            raise ApiError(409, "SESSION_BUSY", "a run is in flight in this chat; stop it or "
+                           "wait for it", session_id=session.id)
+        fork = await regenerate_last(ctx, owner.id, session.id)
+        return await _open(ctx, owner.id, RunRef(fork.id, fork.last_input_seq), start_index=0,
+                           replay=False)
     text, request_id = new_input(body)
     ref = await start_run(ctx, owner.id, body.id, text, request_id=request_id, agent=body.agent,
                           traceparent=traceparent, client_tools=tools)

@@ -75,6 +75,9 @@ CREATE TABLE sessions (
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        JSONB,
     tool_choice         JSONB,
+    forked_from_id      TEXT,
+    forked_from_seq     BIGINT,
+    fork_root_id        TEXT,
     CONSTRAINT sessions_lease_whole CHECK ((lease_worker IS NULL) = (lease_expires_at IS NULL))
 );
 
@@ -91,6 +94,7 @@ CREATE INDEX sessions_reports_due ON sessions (id)
     WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
 -- A tree's members by their root (0020): its usage and its root's budget sum over them.
 CREATE INDEX sessions_root ON sessions (root_id) WHERE root_id IS NOT NULL;
+CREATE INDEX sessions_fork_family ON sessions (fork_root_id) WHERE fork_root_id IS NOT NULL;
 CREATE INDEX sessions_abandonable ON sessions (id)
     WHERE status = 'running' AND abandon_after IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;

@@ -74,7 +74,10 @@ CREATE TABLE sessions (
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        TEXT,
-    tool_choice         TEXT
+    tool_choice         TEXT,
+    forked_from_id      TEXT,
+    forked_from_seq     INTEGER,
+    fork_root_id        TEXT
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
@@ -84,6 +87,7 @@ CREATE INDEX sessions_reports_due ON sessions (id)
     WHERE detached = 1 AND parent_report IS NOT NULL AND report_posted = 0;
 -- A tree's members by their root (0020): its usage and its root's budget sum over them.
 CREATE INDEX sessions_root ON sessions (root_id) WHERE root_id IS NOT NULL;
+CREATE INDEX sessions_fork_family ON sessions (fork_root_id) WHERE fork_root_id IS NOT NULL;
 CREATE INDEX sessions_ended ON sessions (ended_at) WHERE ended_at IS NOT NULL;
 CREATE INDEX sessions_purge ON sessions (purge_after) WHERE purge_after IS NOT NULL;
 
