@@ -56,6 +56,8 @@ def samples(store: Any) -> dict[str, Any]:
         # client tools (approvals.sql, sessions.sql)
         "result": d.json({"output": 1}), "client_tools": d.json([]),
         "choice": d.json({"mode": "required", "name": None}),
+        # end users (sessions.sql, usage.sql)
+        "end_user": None,
         # webhooks (webhooks.sql)
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",

@@ -20,7 +20,7 @@ from ..domain.client_tools import ClientTool, check_no_clash, parse_client_tools
 from ..domain.errors import TooLarge
 from ..domain.model import Status
 from ..domain.tool_calls import ToolChoice, parse_tool_choice
-from ..store import check_metadata, check_string
+from ..store import MAX_END_USER, check_metadata, check_string
 from ._auth import CurrentOwner
 from ._context import Ctx, TraceParent
 from ._errors import ApiError, error_responses
@@ -111,7 +111,8 @@ async def create_session(
                description="Same as `client_request_id` in the body (which wins)."),
     ] = None,
 ) -> SessionOut:
-    for what, value in (("agent", body.agent), ("model", body.model)):
+    for what, value in (("agent", body.agent), ("model", body.model),
+                        ("end_user", body.end_user)):
         if value is not None:
             check_string(value, what)  # before either is looked up and named in a refusal
     if body.metadata is not None:
@@ -142,6 +143,7 @@ async def create_session(
         parent_id=body.parent_id,
         child_limits=None if body.parent_id is None else ctx.catalog.child_limits(
             (await ctx.store.get_session(owner.id, body.parent_id)).agent),
+        end_user=body.end_user,
     )
     if session.replayed:
         response.status_code = 200
@@ -170,9 +172,16 @@ async def list_sessions(
     parent_id: Annotated[
         str | None, Query(max_length=100, description="Only the children of this session.")
     ] = None,
+    end_user: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_END_USER,
+                          description="Only the sessions served for this end user.")
+    ] = None,
 ) -> SessionsPage:
+    if end_user is not None:
+        check_string(end_user, "end_user")
     page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
-                                         attention=attention, parent_id=parent_id)
+                                         attention=attention, parent_id=parent_id,
+                                         end_user=end_user)
     return SessionsPage(
         sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
     )

@@ -180,6 +180,8 @@ class SessionInfo(_Model):
     """The root of its tree (None for a root itself)."""
     client_tools: list[dict[str, Any]] = Field(default_factory=list)
     """The tools its client runs (docs/client-tools.md)."""
+    end_user: str | None = None
+    """The end user it serves (docs/end-users.md); None: none, or an older server."""
 
     @property
     def terminal(self) -> bool:

@@ -189,6 +189,9 @@ class Session:
     tool_choice: ToolChoice | None = None
     """What the model must do with its tools on the first call of each run (None: it
     decides); from the create, or the latest message or result that set one."""
+    end_user: str | None = None
+    """The application's opaque id of the person it serves this session for (docs/end-users.md):
+    set on create, or the one a browser token carries; a child inherits its parent's."""
 
     @property
     def cancel_requested(self) -> bool:

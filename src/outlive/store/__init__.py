@@ -49,7 +49,9 @@ from ._port import (
 )
 from ._validation import (
     MAX_ABANDON_AFTER,
+    MAX_END_USER,
     MIN_ABANDON_AFTER,
+    check_end_user,
     check_metadata,
     check_string,
     check_title,
@@ -59,6 +61,7 @@ from .sqlite import SqliteStore
 
 __all__ = [
     "MAX_ABANDON_AFTER",
+    "MAX_END_USER",
     "MIN_ABANDON_AFTER",
     "PORTS",
     "AdmissionStore",
@@ -103,6 +106,7 @@ __all__ = [
     "WebhookDelivery",
     "WebhookStore",
     "WorkerStore",
+    "check_end_user",
     "check_metadata",
     "check_string",
     "check_title",

@@ -213,6 +213,7 @@ def to_session(d: Dialect, row: Row) -> Session:
         parent_call_id=row["parent_call_id"], depth=int(row["depth"]),
         client_tools=client_tools_of(d.load_json(row["client_tools"])),
         tool_choice=tool_choice_of(d.load_json(row["tool_choice"])),
+        end_user=row["end_user"],
     )
 
 

@@ -243,7 +243,7 @@ class SessionStore(Protocol):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
-        client_tools: Sequence[ClientTool] | None = None,
+        client_tools: Sequence[ClientTool] | None = None, end_user: str | None = None,
         tool_choice: ToolChoice | None = None, child_limits: tuple[int, int] | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
@@ -264,7 +264,7 @@ class SessionStore(Protocol):
         status: Status | str | None = None,
         limit: int = 50,
         cursor: str | None = None,
-        attention: str | None = None, parent_id: str | None = None,
+        attention: str | None = None, parent_id: str | None = None, end_user: str | None = None,
     ) -> Page: ...
     async def set_title(self, owner_id: str, session_id: str, title: str) -> Session: ...
     async def delete_session(
