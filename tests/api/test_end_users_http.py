@@ -41,3 +41,32 @@ async def test_an_end_user_no_row_can_hold_is_refused(idle_api: Api, bad, status
         r = await c.get("/v1/sessions", params={"end_user": bad})
         assert r.status_code == status, r.text
     assert (await c.get("/v1/sessions")).json()["sessions"] == []
+
+
+async def test_usage_groups_by_end_user_and_the_client_reads_it(api: Api):
+    from outlive.client import AsyncClient
+
+    a = await api.create("hi", end_user="alice")
+    b = await api.create("hi", end_user="bob")
+    n = await api.create("hi")
+    for s in (a, b, n):
+        await api.wait_status(s["id"], "succeeded")
+    r = await api.client.get("/v1/usage", params={"group_by": "end_user"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["group_by"] == "end_user" and body["end_user"] is None
+    assert [g["key"] for g in body["groups"]] == ["alice", "bob", None]
+    assert all(g["model_calls"] >= 1 for g in body["groups"])
+    r = await api.client.get("/v1/usage", params={"group_by": "session", "end_user": "bob"})
+    assert [g["key"] for g in r.json()["groups"]] == [b["id"]]
+    r = await api.client.get("/v1/usage", params={"end_user": "a\x00"})
+    assert r.status_code == 400, r.text
+
+    async with AsyncClient(api.server.url, api.key) as c:
+        made = await c.create_session("hi", end_user="carol")
+        assert made.end_user == "carol"
+        page = await c.list_sessions(end_user="alice")
+        assert [s.id for s in page.sessions] == [a["id"]]
+        assert [s.id for s in await c.list_all_sessions(end_user="bob")] == [b["id"]]
+        report = await c.usage(group_by="end_user", end_user="alice")
+        assert report.end_user == "alice" and [g.key for g in report.groups] == ["alice"]

@@ -4,11 +4,14 @@ and an id no row can hold is refused before anything is written."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
-from outlive.domain import InvalidInput
+from outlive.domain import InvalidInput, Status
 from outlive.domain.subagents import ChildSpawn
 from outlive.store import MAX_END_USER
+from tests.store.test_usage_ledger import answer
 from tests.support.store_suite import claim_one, new_owner, new_session
 
 
@@ -80,3 +83,42 @@ async def test_the_longest_end_user_is_kept_whole(store):
     name = "é" * MAX_END_USER
     s = await new_session(store, owner.id, end_user=name)
     assert (await store.get_session(owner.id, s.id)).end_user == name
+
+
+async def test_the_usage_report_groups_and_filters_by_end_user(store):
+    """Ledger rows keep their session's end user (written by a commit and a settle alike), so
+    the report groups by it (sessions without one last, key None) and filters by it, and a
+    purged session's calls still count for its end user."""
+    owner, other = await new_owner(store), await new_owner(store)
+    plan = [("alice", 10), ("bob", 20), (None, 40), ("alice", 80)]
+    for end_user, tokens in plan:
+        s = await new_session(store, owner.id, end_user=end_user)
+        c = await claim_one(store)
+        assert c.session.id == s.id and c.lease is not None
+        await store.mark_delivered(c.lease, c.session.last_seq)
+        await store.commit(c.lease, entries=[answer(0, inp=tokens, out=1)])
+        await store.settle(c.lease, Status.SUCCEEDED, entries=[answer(1, inp=tokens, out=1)])
+    foreign = await new_session(store, other.id, end_user="alice")
+    c = await claim_one(store)
+    assert c.session.id == foreign.id and c.lease is not None
+    await store.mark_delivered(c.lease, c.session.last_seq)
+    await store.settle(c.lease, Status.SUCCEEDED, entries=[answer(0, inp=1000, out=1)])
+
+    now = datetime.now(UTC)
+    lo, hi = now - timedelta(hours=1), now + timedelta(hours=1)
+    groups = await store.usage_report(owner.id, lo, hi, "end_user")
+    assert [(g.key, g.totals.model_calls, g.totals.input_tokens) for g in groups] == [
+        ("alice", 4, 180), ("bob", 2, 40), (None, 2, 80)]
+    only = await store.usage_report(owner.id, lo, hi, "session", end_user="alice")
+    assert sum(g.totals.input_tokens for g in only) == 180 and len(only) == 2
+    [day] = await store.usage_report(owner.id, lo, hi, "day", end_user="bob")
+    assert day.totals.input_tokens == 40
+    assert await store.usage_report(owner.id, lo, hi, "day", end_user="carol") == []
+    with pytest.raises(InvalidInput, match="end_user"):
+        await store.usage_report(owner.id, lo, hi, "day", end_user="a\x00")
+
+    bobs = await store.list_sessions(owner.id, end_user="bob")
+    await store.delete_session(owner.id, bobs.items[0].id, purge_in=0)
+    assert await store.purge_session(bobs.items[0].id)
+    [g] = await store.usage_report(owner.id, lo, hi, "end_user", end_user="bob")
+    assert (g.key, g.totals.input_tokens) == ("bob", 40)

@@ -118,8 +118,9 @@ class SessionUsage(_Model):
 
 
 class UsageGroup(UsageTotals):
-    key: str
-    """The day (YYYY-MM-DD, UTC), model route, agent or session id."""
+    key: str | None
+    """The day (YYYY-MM-DD, UTC), model route, agent, session id or end user (None: the
+    calls of sessions without an end user)."""
 
 
 class UsageReport(_Model):
@@ -128,6 +129,8 @@ class UsageReport(_Model):
     start: datetime = Field(alias="from")
     end: datetime = Field(alias="to")
     group_by: str
+    end_user: str | None = None
+    """The end user the report is for (None: all of the owner's sessions)."""
     groups: list[UsageGroup]
     totals: UsageTotals
 

@@ -200,10 +200,15 @@ class SessionOps(ChildOps):
 
         return await self._read(op)
 
-    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
-        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+    async def find_chat(self, owner_id: str, chat_id: str, *, end_user: str | None = None
+                        ) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`
+        (of those served for `end_user`, when given)."""
+        check_end_user(end_user)
+
         async def op(tx: Tx) -> Session | None:
-            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id,
+                                                     "end_user": end_user})
             return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)

@@ -30,9 +30,11 @@ WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL
 
 -- name: find_chat
 -- A front end's own id for a conversation (AI SDK chat id, AG-UI thread id), kept in metadata.
--- `->>` reads a JSON field on both databases (SQLite since 3.38).
+-- `->>` reads a JSON field on both databases (SQLite since 3.38). `:end_user`: a browser
+-- token's end user, whose conversations are its own (docs/end-users.md).
 SELECT {session_row} FROM sessions s
 WHERE s.owner_id = :owner AND s.deleted_at IS NULL AND s.metadata ->> 'chat_id' = :chat
+  AND (CAST(:end_user AS TEXT) IS NULL OR s.end_user = :end_user)
 ORDER BY s.id DESC LIMIT 1
 
 -- name: list_sessions

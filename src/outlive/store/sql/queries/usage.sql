@@ -60,9 +60,10 @@ SELECT * FROM usage_ledger WHERE session_id = :sid ORDER BY entry_seq
 
 -- name: usage_report
 -- dialect: sqlite
--- `:lo` and `:hi` are epoch seconds, the half-open period [lo, hi).
+-- `:lo` and `:hi` are epoch seconds, the half-open period [lo, hi). Grouped by end user,
+-- the calls of sessions without one make the last group, its key NULL.
 SELECT CASE :grp WHEN 'model' THEN route WHEN 'agent' THEN agent
-                 WHEN 'session' THEN session_id
+                 WHEN 'session' THEN session_id WHEN 'end_user' THEN end_user
                  ELSE strftime('%Y-%m-%d', created_at, 'unixepoch') END AS k,
        COUNT(*) AS model_calls, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(cached_input_tokens) AS cached_input_tokens,
@@ -70,12 +71,13 @@ SELECT CASE :grp WHEN 'model' THEN route WHEN 'agent' THEN agent
        SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls
 FROM usage_ledger
 WHERE owner_id = :owner AND created_at >= :lo AND created_at < :hi
-GROUP BY k ORDER BY k
+  AND (CAST(:end_user AS TEXT) IS NULL OR end_user = :end_user)
+GROUP BY k ORDER BY k IS NULL, k
 
 -- name: usage_report
 -- dialect: postgres
 SELECT CASE CAST(:grp AS text) WHEN 'model' THEN route WHEN 'agent' THEN agent
-                 WHEN 'session' THEN session_id
+                 WHEN 'session' THEN session_id WHEN 'end_user' THEN end_user
                  ELSE to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') END AS k,
        COUNT(*) AS model_calls, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(cached_input_tokens) AS cached_input_tokens,
@@ -83,7 +85,8 @@ SELECT CASE CAST(:grp AS text) WHEN 'model' THEN route WHEN 'agent' THEN agent
        SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls
 FROM usage_ledger
 WHERE owner_id = :owner AND created_at >= to_timestamp(:lo) AND created_at < to_timestamp(:hi)
-GROUP BY k ORDER BY k
+  AND (CAST(:end_user AS TEXT) IS NULL OR end_user = :end_user)
+GROUP BY k ORDER BY k NULLS LAST
 
 -- name: subtree_use
 -- A session and every session below it (its sub-agents, theirs, …): their summed totals.
