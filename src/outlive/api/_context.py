@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiContext", "ApiSettings", "Ctx", "get_ctx"]
 
-_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+$")
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+/?$")
 
 
 @dataclass(frozen=True)
