@@ -179,3 +179,24 @@ async def test_a_token_for_one_session(idle_api: Api):
     assert r.status_code == 202, r.text
     r = await t.post("/v1/sessions", json={"prompt": "x"})
     assert r.status_code == 403, r.text
+
+
+async def test_a_server_without_a_secret_key_mints_and_takes_no_tokens(harness, tmp_path):
+    from outlive.store import SqliteStore
+    from tests.support.inprocess import make_key
+
+    store = await SqliteStore(tmp_path / "plain.db").open()
+    await store.migrate()
+    try:
+        server = await harness.serve(store=store)
+        key, owner = await make_key(store)
+        api = Api(harness, server, key, owner, harness.client(server, key))
+        r = await api.client.post("/v1/tokens", json={"end_user": "a", "scopes": ["read"]})
+        assert r.status_code == 503 and r.json()["error"]["code"] == "TOKENS_UNAVAILABLE"
+        r = await as_token(api, "olt_e30." + "A" * 43).get("/v1/sessions")
+        assert r.status_code == 401, r.text
+    finally:
+        await harness.close()
+        harness.servers.clear()
+        harness.clients.clear()
+        await store.close()
