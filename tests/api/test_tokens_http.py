@@ -200,3 +200,16 @@ async def test_a_server_without_a_secret_key_mints_and_takes_no_tokens(harness, 
         harness.servers.clear()
         harness.clients.clear()
         await store.close()
+
+
+async def test_ids_no_row_can_hold_answer_a_token_as_unknown_ids(idle_api: Api):
+    t = as_token(idle_api, await mint(idle_api, end_user="alice"))
+    for path in ("/v1/sessions/ses_%00", "/v1/sessions/ses_%00/events",
+                 "/v1/sessions/ses_%ED%A0%80", "/ai-sdk/chat/a%00/stream",
+                 "/ag-ui/a%00/runs/r/events", "/openai/v1/responses/resp_%00"):
+        r = await t.get(path, headers={"Accept": "application/json"})
+        assert r.status_code == 404, (path, r.status_code, r.text)
+    r = await t.post("/v1/sessions", json={"prompt": "x", "parent_id": "ses_\x00"})
+    assert r.status_code == 400, r.text
+    r = await t.post("/v1/sessions", json={"prompt": "x", "client_request_id": "k\x00"})
+    assert r.status_code == 400, r.text

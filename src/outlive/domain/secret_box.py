@@ -7,6 +7,9 @@ database: AES-256-GCM, a random 96-bit nonce per seal, and the row's id as assoc
 `enc:v1:<key id>:<base64url(nonce + ciphertext)>`, `<key id>` a short fingerprint of the
 key, so a keyring of the current key (which seals) and older ones (which only open) can be
 rotated row by row. Where the keys come from (a variable, a file) is the caller's I/O.
+
+The same keys sign browser tokens (`domain.tokens`): `mac` is HMAC-SHA256 under a subkey
+derived from a key (never the AES key itself), named by the key's id like a sealed value.
 """
 
 from __future__ import annotations

@@ -216,7 +216,7 @@ export function renderSession() {
   const model = (detail && detail.model) || (entry && entry.model) || "";
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
-  const endUser = (detail && detail.end_user) || (entry && entry.end_user) || "";
+  const endUser = (detail && detail.end_user) || "";
   setText(els.endUser, endUser ? `for ${endUser}` : "");
   show(els.endUser, Boolean(endUser));
   showParent((detail && detail.parent_id) || (entry && entry.parent_id) || null);

@@ -74,7 +74,6 @@ function summary(s) {
     attention: typeof s.attention === "string" ? s.attention : null,
     parent_id: typeof s.parent_id === "string" ? s.parent_id : null,
     root_id: typeof s.root_id === "string" ? s.root_id : null,
-    end_user: typeof s.end_user === "string" ? s.end_user : null,
   };
 }
 
