@@ -227,3 +227,22 @@ async def test_malformed_tokens_are_401_on_every_surface(lenient: Api):
             problems.append(f"raw {raw!r}: {r.status_code}")
     assert not problems, "\n".join(problems)
     assert (await as_token(lenient, good).get("/v1/sessions")).status_code == 200
+
+
+async def test_client_tool_results_need_the_tools_scope_on_every_surface(api: Api):
+    rw = as_token(api, await mint(api, end_user="alice", scopes=["read", "write"]))
+    status, _, headers = await drain(rw, "/ai-sdk/chat", chat("ct"))
+    assert status == 200
+    answer = {"id": "ct", "messages": [{"id": "a1", "role": "assistant", "parts": [
+        {"type": "tool-lookup", "toolCallId": "call_1", "state": "output-available",
+         "input": {}, "output": {"ok": 1}}]}]}
+    r = await rw.post("/ai-sdk/chat", json=answer)
+    assert r.status_code == 403 and "tools" in r.text, r.text
+    sid = headers["x-outlive-session-id"]
+    r = await rw.post(f"/v1/sessions/{sid}/tool-results", json={"call_id": "c", "output": 1})
+    assert r.status_code == 403, r.text
+    resp = (await rw.post("/openai/v1/responses", json={"input": "hi"})).json()["id"]
+    r = await rw.post("/openai/v1/responses", json={
+        "previous_response_id": resp,
+        "input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
+    assert r.status_code == 403, r.text
