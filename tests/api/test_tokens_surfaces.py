@@ -246,3 +246,42 @@ async def test_client_tool_results_need_the_tools_scope_on_every_surface(api: Ap
         "previous_response_id": resp,
         "input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
     assert r.status_code == 403, r.text
+
+
+def _fuzz_headers(url: str, good: str) -> list[str]:
+    """Hypothesis in a thread with a blocking client (as test_fuzz_bodies): arbitrary text
+    after `olt_`, and a good token with arbitrary edits, on a path of every surface."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    problems: list[str] = []
+    latin = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF,
+                                  blacklist_characters="\x7f"), max_size=120)
+    edited = st.builds(lambda i, s: good[:i] + s + good[i + 1:],
+                       st.integers(0, len(good)), latin)
+    paths = ["/v1/sessions", "/ai-sdk/chat/c1/stream", "/ag-ui/t/runs/r/events",
+             "/openai/v1/models"]
+    with httpx.Client(base_url=url, timeout=10) as client:
+        @settings(max_examples=60, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(st.one_of(latin.map(lambda s: "olt_" + s), edited), st.sampled_from(paths))
+        def probe(token: str, path: str) -> None:
+            if token == good:
+                return
+            try:
+                r = client.get(path, headers=[(b"authorization",
+                                               f"Bearer {token}".encode("latin-1"))])
+            except httpx.LocalProtocolError:
+                return  # not a header any client can send
+            if r.status_code not in (401, 403) and not (r.status_code < 300 and
+                                                        token.strip() == good):
+                problems.append(f"{path} {token[:60]!r}: {r.status_code} {r.text[:80]}")
+
+        probe()
+    return problems
+
+
+async def test_arbitrary_token_headers_are_refused_never_5xx(lenient: Api):
+    good = await mint(lenient, end_user="alice", scopes=["read"])
+    problems = await asyncio.to_thread(_fuzz_headers, lenient.server.url, good)
+    assert not problems, "\n".join(problems[:10])
