@@ -44,13 +44,17 @@ ABANDON = st.one_of(st.floats(), st.integers(-10, 10**7), st.just(1e300))
 METADATA = st.dictionaries(TEXT, JSON, min_size=1, max_size=4)
 SESSION = {"prompt": TEXT, "title": TEXT, "agent": st.one_of(TEXT, st.just("demo")),
            "model": st.one_of(TEXT, st.just("demo:scripted")), "metadata": METADATA,
-           "abandon_after": ABANDON}
+           "abandon_after": ABANDON, "end_user": TEXT}
 MESSAGE = {"text": TEXT, "mode": st.sampled_from(["steer", "queue", "interrupt", "reject"]),
            "client_request_id": TEXT}
 RESPONSE = {"input": st.one_of(TEXT, st.lists(st.fixed_dictionaries(
                 {"role": st.sampled_from(["user", "system"]), "content": TEXT}), max_size=2)),
             "model": st.one_of(TEXT, st.just("demo")), "instructions": TEXT,
             "metadata": st.dictionaries(TEXT, TEXT, min_size=1, max_size=3)}
+TOKEN = {"end_user": TEXT, "session_id": TEXT,
+         "scopes": st.lists(st.one_of(TEXT, st.sampled_from(
+             ["read", "write", "cancel", "approve", "tools"])), max_size=6),
+         "ttl": st.one_of(st.integers(-10, 2**70), st.floats(), TEXT)}
 ENDPOINTS: list[tuple[str, str, dict[str, Any], dict[str, st.SearchStrategy[Any]]]] = [
     ("POST", "/v1/sessions", {"prompt": "hi"}, SESSION),
     ("PATCH", "/v1/sessions/{id}", {"title": "t"}, {"title": TEXT}),
@@ -60,6 +64,7 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any], dict[str, st.SearchStrategy[Any]
         "before_message": st.one_of(st.integers(-10, 2**70), JSON)}),
     ("POST", "/v1/sessions/{id}/messages/1/edit", {"text": "hi"}, {"text": TEXT}),
     ("POST", "/v1/login", {"key": "olk_x"}, {"key": TEXT}),
+    ("POST", "/v1/tokens", {"end_user": "a", "scopes": ["read"]}, TOKEN),
     # no worker here, so never a foreground request (it would wait for the run)
     ("POST", "/openai/v1/responses", {"input": "hi", "background": True}, RESPONSE),
 ]

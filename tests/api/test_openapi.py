@@ -21,6 +21,7 @@ ENDPOINTS = {
     ("/v1/sessions/{session_id}/approvals", "get"): {"200", "401", "404"},
     ("/v1/sessions/{session_id}/usage", "get"): {"200", "401", "404"},
     ("/v1/usage", "get"): {"200", "400", "401", "422"},
+    ("/v1/tokens", "post"): {"201", "400", "401", "403", "404", "422", "503"},
     ("/v1/budget", "get"): {"200", "401"},
     ("/v1/budget", "put"): {"200", "400", "401", "422"},
     ("/v1/sessions/{session_id}/approvals/{approval_id}", "post"): {

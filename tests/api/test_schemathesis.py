@@ -23,6 +23,7 @@ from outlive.api import ApiSettings, create_app, hash_key, new_key
 from outlive.providers import default_registry
 from outlive.runtime import AgentRegistry, Catalog, demo_agent
 from outlive.store import SqliteStore
+from tests.support.secrets import shared_box
 
 # No 5xx, and every status, content type, header and body inside the document. Not
 # `positive_data_acceptance`: a schema-valid body can still name an agent that does not exist,
@@ -55,7 +56,7 @@ class _Server:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
 
     async def _main(self) -> None:
-        store = await SqliteStore(self.db).open()
+        store = await SqliteStore(self.db, secrets=shared_box()).open()  # as `serve` has
         await store.migrate()
         owner = await store.ensure_owner("fuzz")
         await store.create_api_key(owner.id, hash_key(self.key), None)

@@ -13,7 +13,7 @@ SESSION_FIELDS = {
     "id", "agent", "model", "title", "title_state", "status", "stage", "attempt", "last_seq",
     "error", "created_at", "updated_at", "metadata", "cancel_requested", "abandon_after",
     "attention", "compacted_through", "context", "compact_requested", "usage",
-    "budget", "parent_id", "root_id", "client_tools", "tool_choice", "forked_from",
+    "budget", "parent_id", "root_id", "client_tools", "tool_choice", "forked_from", "end_user",
 }
 
 

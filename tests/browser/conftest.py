@@ -7,7 +7,8 @@ says how to install them (`make test` does): a skipped browser test would pass a
 never opened the workbench.
 
 Fixtures:
-* `stacks` - makes `Stack`s: a store (SQLite file by default, or a PostgreSQL DSN), a worker
+* `stacks` - makes `Stack`s: a store (SQLite file by default, or a PostgreSQL DSN; with
+  `secrets=True`, the tests' server key, which browser tokens need), a worker
   and an API server on 127.0.0.1 with the page mounted; servers can be stopped and started
   again on the same port (same database), as a restart would.
 * `browser` - pages for one test, in a Chromium shared by the whole run (launching one takes
@@ -36,6 +37,7 @@ from outlive.api import ApiSettings
 from outlive.store import PostgresStore, SqliteStore, Store
 from tests.support.browser import BROWSER_ARGS, Browser, Stack, StackFactory, browser_path
 from tests.support.processes import free_port
+from tests.support.secrets import shared_box
 
 
 @pytest.fixture(scope="session")
@@ -48,15 +50,17 @@ async def stacks(tmp_path: Path) -> AsyncIterator[StackFactory]:
     made: list[tuple[Stack, Store]] = []
 
     async def make(speed: float = 10.0, db: str | None = None,
-                   api_settings: ApiSettings | None = None, **worker_settings: Any) -> Stack:
+                   api_settings: ApiSettings | None = None, secrets: bool = False,
+                   **worker_settings: Any) -> Stack:
         path = tmp_path / f"web{len(made)}.db"
+        box = shared_box() if secrets else None
 
         async def open_store() -> Store:
             store: Store
             if db is None:
-                store = await SqliteStore(path).open()
+                store = await SqliteStore(path, secrets=box).open()
             else:
-                store = await PostgresStore(db, max_size=4).open()
+                store = await PostgresStore(db, max_size=4, secrets=box).open()
             return store
 
         store = await open_store()

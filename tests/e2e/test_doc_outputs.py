@@ -385,6 +385,9 @@ ELSEWHERE = {
     # a second, different result for a client tool call already answered
     "TOOL_RESULT_CONFLICT": ("tests/api/test_client_tools_http.py", "TOOL_RESULT_CONFLICT"),
     "CROSS_ORIGIN_REQUEST": ("tests/api/test_login_sessions.py", "CROSS_ORIGIN_REQUEST"),
+    # browser tokens: a scope or a route a token lacks, and a server without a secret key
+    "FORBIDDEN": ("tests/api/test_tokens_http.py", '"FORBIDDEN"'),
+    "TOKENS_UNAVAILABLE": ("tests/api/test_tokens_http.py", '"TOKENS_UNAVAILABLE"'),
     # provoking it here would lock this module's own address out
     "TOO_MANY_FAILED_LOGINS": ("tests/api/test_hardening.py", "TOO_MANY_FAILED_LOGINS"),
     # a decision on an approval whose session no longer waits: not reachable over HTTP with

@@ -187,3 +187,38 @@ def test_regenerate_answers_again_on_a_new_branch(frontends: World) -> None:
     users = [e["data"]["text"] for e in frontends.events(fork_id) if e["type"] == "user_message"]
     assert users == ["what is a lease", "And then?"]  # the fork cut before the first one
     assert frontends.events(parent_id) == parent_events
+
+
+def test_the_ai_sdk_client_with_a_browser_token_sees_its_end_users_chats(
+        frontends: World) -> None:
+    """docs/end-users.md: the real client, given a token for one end user instead of the key,
+    streams a whole answer into that end user's session, and another end user's token finds
+    nothing of it (its chat id opens a session of its own)."""
+    def token_for(end_user: str) -> str:
+        r = frontends.http.post("/v1/tokens", json={"end_user": end_user,
+                                                    "scopes": ["read", "write", "cancel"]})
+        assert r.status_code == 201, r.text
+        return str(r.json()["token"])
+
+    alice = World(frontends.serve, frontends.workers, token_for("alice"))
+    bob = World(frontends.serve, frontends.workers, token_for("bob"))
+    try:
+        chat = frontends.chat_id()
+        done = alice.run("aisdk.mjs", "chat", chat, "look up the weather in Paris")
+        assert done["errors"] == [] and done["status"] == "ready"
+        user, assistant = done["messages"]
+        assert user["role"] == "user"
+        session_id = frontends.session_of_chat(chat)
+        assert frontends.session(session_id)["end_user"] == "alice"
+        texts = [p["text"] for p in parts_of(assistant, "text")]
+        assert texts[-1] == answer_text(frontends.events(session_id))
+
+        theirs = bob.run("aisdk.mjs", "chat", chat, "what did alice ask?")
+        assert theirs["errors"] == [] and len(theirs["messages"]) == 2
+        sessions = [s for s in frontends.http.get("/v1/sessions?limit=200").json()["sessions"]
+                    if s["metadata"].get("chat_id") == chat]
+        assert sorted(s["end_user"] for s in sessions) == ["alice", "bob"]
+        assert sum(e["type"] == "session_end" for e in frontends.events(session_id)) == 1
+    finally:
+        alice.close()  # its drivers and its client; the server is the fixture's
+        bob.close()

@@ -59,6 +59,8 @@ def samples(store: Any) -> dict[str, Any]:
         # branches (branches.sql)
         "new": "ses_2", "last_seq": 1, "last_input": 1, "last_entry": 1, "compacted": 0,
         "from_seq": 1,
+        # end users (sessions.sql, usage.sql)
+        "end_user": None,
         # webhooks (webhooks.sql)
         "url": "https://example.com/h", "events": ",session.failed,", "secret": "whsec_x",
         "msg": "msg_1", "event": "session.failed", "body": "{}", "pattern": "%,x,%",

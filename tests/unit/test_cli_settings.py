@@ -165,3 +165,17 @@ def test_serve_reads_its_environment_through_its_options(captured: dict[str, Any
 def test_agents_come_from_the_option_or_a_comma_separated_variable() -> None:
     assert agent_modules(None) == []
     assert agent_modules(["a.py", "b, c.toml", ""]) == ["a.py", "b", "c.toml"]
+
+
+def test_serve_takes_cors_origins_from_the_option_and_the_environment(
+        captured: dict[str, Any]) -> None:
+    _invoke("serve", "--port", "0", "--cors-origin", "https://app.example",
+            "--cors-origin", "http://127.0.0.1:5173")
+    _invoke("serve", "--port", "0",
+            env={"OUTLIVE_CORS_ORIGINS": "https://a.example https://b.example:8443"})
+    first, second = captured["plans"]
+    assert first.api_settings.cors_origins == ("https://app.example", "http://127.0.0.1:5173")
+    assert second.api_settings.cors_origins == ("https://a.example", "https://b.example:8443")
+    result = CliRunner().invoke(app, ["serve", "--port", "0", "--cors-origin",
+                                      "https://app.example/path"])
+    assert result.exit_code == 2 and "--cors-origin" in result.output, result.output

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from .. import __version__
+from ..domain.secret_box import SecretBox
 from ..store import ApiStore
 from ..web import mount as mount_web
 from . import (
@@ -37,6 +38,7 @@ from . import (
     _metrics,
     _schedules,
     _sessions,
+    _tokens,
     _usage,
     _webhooks,
     agui,
@@ -46,6 +48,7 @@ from . import openai as openai_surface
 from ._auth import Authenticator
 from ._catalog import AgentCatalog
 from ._context import ApiContext, ApiSettings
+from ._cors import Cors
 from ._errors import BodyLimit, install_error_handlers
 from ._headers import AllowedMethods, SecurityHeaders
 from ._hub import Hub
@@ -68,7 +71,10 @@ def create_app(
     *,
     catalog: AgentCatalog,
     settings: ApiSettings | None = None,
+    token_keys: SecretBox | None = None,
 ) -> FastAPI:
+    """`token_keys`: what signs browser tokens (docs/end-users.md); by default the server key
+    ring the store was opened with (the one that seals webhook secrets)."""
     settings = settings or ApiSettings()
     snapshots = Snapshots(store, every=settings.snapshot_every, cache_size=settings.snapshot_cache)
     metrics = ApiMetrics()
@@ -81,6 +87,7 @@ def create_app(
         hub=Hub(store, snapshots, settings),
         metrics=metrics,
         throttle=LoginThrottle(settings.auth_fail_limit, settings.auth_fail_window, metrics),
+        token_keys=token_keys if token_keys is not None else store.secret_box,
     )
 
     @asynccontextmanager
@@ -109,9 +116,10 @@ def create_app(
     app.add_middleware(AllowedMethods)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(Cors, origins=settings.cors_origins)
 
     for module in (_sessions, _branches, _approvals, _client_tools, _events, _webhooks,
-                   _login, _meta, _metrics, _usage, _budget, _schedules, aisdk, agui):
+                   _login, _meta, _metrics, _usage, _budget, _schedules, _tokens, aisdk, agui):
         app.include_router(module.router, dependencies=[Depends(ids_that_can_exist)])
     app.mount(openai_surface.PREFIX, openai_surface.openai_app(ctx))
     mount_web(app)

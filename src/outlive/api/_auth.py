@@ -18,6 +18,12 @@
   it, `Authenticator.until_revoked`) and close.
 * Failed key checks are counted per client address (`LoginThrottle`): past the limit the
   address's failures are 429 with `Retry-After`; a valid key from it still passes.
+* `Authorization: Bearer olt_…`: a browser token an owner key minted (`domain.tokens`,
+  docs/end-users.md), checked by its signature and expiry, then by its key being live (the
+  same cache, so a revoked key's tokens stop within `key_cache_ttl`, and their streams
+  close; a stream also closes when its token expires). What it may see and do: `_scopes`.
+  A forged or malformed token counts as a failed check; an expired or revoked one does not
+  (a browser that kept one is no scanner).
 
 Every failure is 401 `UNAUTHORIZED` with `WWW-Authenticate: Bearer`.
 """
@@ -25,6 +31,7 @@ Every failure is 401 `UNAUTHORIZED` with `WWW-Authenticate: Bearer`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
@@ -35,11 +42,13 @@ from typing import Annotated, Literal
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
+from ..domain.tokens import TokenExpired, TokenInvalid, looks_like_token, read_token
 from ..store import CredentialStore, Owner
 from ..supervision import report_crash
 from ._context import ApiContext, ApiSettings, Ctx
 from ._errors import ApiError
 from ._keys import hash_key, looks_like_key
+from ._scopes import authorize, set_viewer
 
 __all__ = [
     "COOKIE_NAME",
@@ -92,8 +101,9 @@ def hash_token(token: str) -> str:
 class Credential:
     """What a request authenticated with: a key's hash or a login token's hash."""
 
-    kind: Literal["key", "login"]
+    kind: Literal["key", "login", "token"]
     digest: str
+    """A key's or a login token's hash; for a browser token, the id of the key it names."""
 
 
 class Authenticator:
@@ -132,6 +142,8 @@ class Authenticator:
         now = time.monotonic()
         if cred.kind == "key":
             owner = await self._store.owner_for_key(cred.digest)
+        elif cred.kind == "token":
+            owner = await self._store.owner_for_key_id(cred.digest)
         else:
             owner = await self._store.owner_for_login(
                 cred.digest, idle=self._settings.login_idle,
@@ -261,6 +273,7 @@ async def current_owner(
     for a failure from an address past its failed-check limit). The credential is kept in
     the request's state, with the check every stream opened by this request repeats
     (`_remember`)."""
+    set_viewer(None)
     header = request.headers.get("authorization")
     if header is not None:
         address = client_address(request)
@@ -268,6 +281,8 @@ async def current_owner(
             ctx.throttle.failed(address, "malformed")
             raise unauthorized("use 'Authorization: Bearer <api key>'")
         key = bearer.credentials
+        if looks_like_token(key):
+            return await _token_owner(request, ctx, key, address)
         cred = Credential("key", hash_key(key)) if looks_like_key(key) else None
         owner = await ctx.auth.owner_for(cred) if cred is not None else None
         if owner is None or cred is None:
@@ -287,13 +302,42 @@ async def current_owner(
     raise unauthorized()
 
 
-def _remember(request: Request, ctx: ApiContext, cred: Credential, owner: Owner) -> None:
+async def _token_owner(request: Request, ctx: ApiContext, token: str, address: str) -> Owner:
+    """The owner whose key minted this browser token, with the token's claims set for the
+    request (`_scopes.viewer`) and its route and session checked (`_scopes.authorize`)."""
+    try:
+        if ctx.token_keys is None:
+            raise TokenInvalid("this server has no secret key to check tokens with")
+        claims = read_token(ctx.token_keys, token, now=time.time())
+    except TokenExpired:
+        raise unauthorized("the token has expired; ask for a new one") from None
+    except TokenInvalid:
+        ctx.throttle.failed(address, "token")
+        raise unauthorized("the token is invalid") from None
+    cred = Credential("token", claims.key_id)
+    owner = await ctx.auth.owner_for(cred)
+    if owner is None or owner.id != claims.owner_id:
+        raise unauthorized("the token's API key was revoked")
+    set_viewer(claims)
+    await authorize(request, ctx, owner.id, claims)
+    _remember(request, ctx, cred, owner, expires_at=claims.expires_at)
+    return owner
+
+
+def _remember(request: Request, ctx: ApiContext, cred: Credential, owner: Owner,
+              expires_at: float | None = None) -> None:
     """Keep how the request authenticated, and how a stream it opens checks that again
-    (`EventStream` finds `stream_recheck` in the request's state)."""
+    (`EventStream` finds `stream_recheck` in the request's state): until the credential
+    is revoked, or a token's `expires_at` (epoch seconds) comes."""
     auth = ctx.auth
 
     async def recheck() -> float | None:
-        await auth.until_revoked(cred, owner.id)
+        if expires_at is None:
+            await auth.until_revoked(cred, owner.id)
+            return None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, expires_at - time.time())):
+                await auth.until_revoked(cred, owner.id)
         return None
 
     request.state.credential = cred

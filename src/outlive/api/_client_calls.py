@@ -17,6 +17,7 @@ from typing import Any
 from ..domain.model import Delivery, Event, Session
 from ._context import ApiContext
 from ._errors import ApiError
+from ._scopes import require_scope
 from ._threads import RunRef, not_found
 
 __all__ = ["deliver_answers", "latest_slice_start", "opens_a_slice", "resumes",
@@ -93,7 +94,9 @@ async def deliver_answers(ctx: ApiContext, owner_id: str, session: Session,
     """Deliver `answers` (call id to the stored result: `{"output"}` or `{"error"}`) and
     return the slice that carries the run on from the result that resumed it. A call id that
     is no client tool call of the session is 404; a run that still waits on other calls is a
-    400 naming them (the results given are kept)."""
+    400 naming them (the results given are kept). A browser token needs the `tools` scope
+    (403 before anything is looked at)."""
+    require_scope("tools")
     known = {r.call_id: r for r in await ctx.store.client_tool_calls(session.id)}
     for call_id in answers:
         if call_id not in known:

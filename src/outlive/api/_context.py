@@ -7,11 +7,13 @@ as a FastAPI dependency, so nothing here is a module-level global and two apps i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 
+from ..domain.secret_box import SecretBox
 from ..domain.trace_context import valid_traceparent
 from ..store import ApiStore
 from ._catalog import AgentCatalog
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from ._throttle import LoginThrottle
 
 __all__ = ["ApiContext", "ApiSettings", "Ctx", "get_ctx"]
+
+_ORIGIN = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+/?$")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,9 @@ class ApiSettings:
     purge_grace: float = 300.0
     """A deleted session's content is purged this long after the DELETE (by a worker's
     sweep); `?purge=now` purges at once (docs/retention.md)."""
+    cors_origins: tuple[str, ...] = ()
+    """Origins (`https://app.example`) whose pages may call `/v1`, `/ai-sdk`, `/ag-ui` and
+    `/openai/v1` with a bearer token (docs/end-users.md); no cookies, no credentials mode."""
     allow_private_webhooks: bool = False
     """Accept webhook URLs whose host resolves to loopback, private or link-local addresses
     (the worker's delivery takes the same setting; docs/webhooks.md)."""
@@ -87,6 +94,10 @@ class ApiSettings:
                              "auth_fail_limit must be positive")
         if self.metrics_token is not None and not self.metrics_token:
             raise ValueError("metrics_token must not be empty")
+        for origin in self.cors_origins:
+            if not _ORIGIN.match(origin):
+                raise ValueError(f"a CORS origin is scheme://host[:port] with no path, not "
+                                 f"{origin!r}")
         if self.snapshot_every < 1 or self.stream_queue < 1 or self.max_body < 1:
             raise ValueError("snapshot_every, stream_queue and max_body must be at least 1")
 
@@ -101,6 +112,8 @@ class ApiContext:
     hub: Hub
     metrics: ApiMetrics
     throttle: LoginThrottle
+    token_keys: SecretBox | None = None
+    """Signs and checks browser tokens (the store's server key ring unless given)."""
 
 
 def get_ctx(request: Request) -> ApiContext:

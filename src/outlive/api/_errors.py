@@ -76,7 +76,8 @@ _DESCRIPTIONS = {
     "UNKNOWN_MODEL_ROUTE, BAD_CURSOR)",
     401: "Missing, invalid or revoked API key (UNAUTHORIZED)",
     403: "A login-cookie request that changes something came from another origin "
-    "(CROSS_ORIGIN_REQUEST)",
+    "(CROSS_ORIGIN_REQUEST), or a browser token on a route or with a scope it does not have "
+    "(FORBIDDEN)",
     404: "No such session for this owner (NOT_FOUND; identical for foreign sessions)",
     409: "Conflict (SESSION_BUSY, SESSION_ALREADY_TERMINAL with `status`, "
     "SESSION_CANNOT_COMPACT)",

@@ -19,6 +19,7 @@ from ..domain.events import ApprovalDecided, UserMessage
 from ..domain.model import Delivery, Event, Session
 from ._context import ApiContext
 from ._hub import Mailbox
+from ._scopes import visible_session
 from ._sse import EventStream
 
 __all__ = ["RunFeed", "decides", "latest_run_start", "opens_a_run", "watch_session"]
@@ -150,7 +151,7 @@ async def watch_session(ctx: ApiContext, owner_id: str, session_id: str, *, live
     and its live tail. Hand the mailbox to a `RunFeed`, or unwatch it."""
     mb = ctx.hub.watch_session(session_id) if live else None
     try:
-        session = await ctx.store.get_session(owner_id, session_id)
+        session = await visible_session(ctx, owner_id, session_id)
     except BaseException:
         if mb is not None:
             ctx.hub.unwatch(mb)

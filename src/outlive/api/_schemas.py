@@ -39,7 +39,7 @@ from ..domain.model import (
     TitleState,
 )
 from ..domain.usage import UsageTotals
-from ..store import MAX_ABANDON_AFTER, MIN_ABANDON_AFTER, ScheduledMessage
+from ..store import MAX_ABANDON_AFTER, MAX_END_USER, MIN_ABANDON_AFTER, ScheduledMessage
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -156,6 +156,11 @@ class CreateSession(_Request):
     client_tools: list[ClientToolIn] | None = Field(
         default=None, max_length=64, description=_CLIENT_TOOLS)
     tool_choice: ToolChoiceField = Field(default=None, description=_TOOL_CHOICE)
+    end_user: str | None = Field(
+        default=None, min_length=1, max_length=MAX_END_USER,
+        description="Your own opaque id of the person this session serves "
+        "(docs/end-users.md): list, usage and browser tokens filter by it. A browser token "
+        "for an end user sets its own and refuses another.")
 
 
 class PatchSession(_Request):
@@ -293,6 +298,8 @@ class SessionOut(BaseModel):
     forked_from: ForkedFromOut | None = Field(
         default=None, description="The session and seq this one is a fork of "
         "(docs/branches.md; null: not a fork).")
+    end_user: str | None = Field(
+        default=None, description="The end user it serves (null: none; docs/end-users.md).")
 
 
 class SessionsPage(BaseModel):
@@ -395,6 +402,7 @@ def session_out(s: Session) -> SessionOut:
         tool_choice="auto" if s.tool_choice is None else s.tool_choice.to_json(),
         forked_from=None if s.forked_from_id is None or s.forked_from_seq is None
         else ForkedFromOut(session_id=s.forked_from_id, seq=s.forked_from_seq),
+        end_user=s.end_user,
     )
 
 

@@ -17,10 +17,10 @@ from fastapi import APIRouter, Header, Query, Response
 
 from ..domain.budget import parse_budget
 from ..domain.client_tools import ClientTool, check_no_clash, parse_client_tools
-from ..domain.errors import TooLarge
+from ..domain.errors import NotFound, TooLarge
 from ..domain.model import Status
 from ..domain.tool_calls import ToolChoice, parse_tool_choice
-from ..store import check_metadata, check_string
+from ..store import MAX_END_USER, check_metadata, check_string
 from ._auth import CurrentOwner
 from ._context import Ctx, TraceParent
 from ._errors import ApiError, error_responses
@@ -44,6 +44,7 @@ from ._schemas import (
     scheduled_out,
     session_out,
 )
+from ._scopes import creating_for, scoped_request_id, viewer, visible_session
 
 __all__ = ["router"]
 
@@ -111,7 +112,8 @@ async def create_session(
                description="Same as `client_request_id` in the body (which wins)."),
     ] = None,
 ) -> SessionOut:
-    for what, value in (("agent", body.agent), ("model", body.model)):
+    for what, value in (("agent", body.agent), ("model", body.model),
+                        ("end_user", body.end_user)):
         if value is not None:
             check_string(value, what)  # before either is looked up and named in a refusal
     if body.metadata is not None:
@@ -126,6 +128,10 @@ async def create_session(
                 limit=MAX_METADATA_BYTES,
             )
     tools = client_tools_of(ctx, agent, body.client_tools)
+    end_user = creating_for(body.end_user)
+    if body.parent_id is not None and viewer() is not None:
+        check_string(body.parent_id, "parent_id")
+        await visible_session(ctx, owner.id, body.parent_id)
     session = await ctx.store.create_session(
         owner.id,
         client_tools=tools,
@@ -136,12 +142,13 @@ async def create_session(
         title=body.title,
         metadata=body.metadata,
         abandon_after=body.abandon_after,
-        client_request_id=body.client_request_id or idempotency_key,
+        client_request_id=scoped_request_id(body.client_request_id or idempotency_key),
         traceparent=traceparent,
         budget=parse_budget(body.budget),
         parent_id=body.parent_id,
         child_limits=None if body.parent_id is None else ctx.catalog.child_limits(
             (await ctx.store.get_session(owner.id, body.parent_id)).agent),
+        end_user=end_user,
     )
     if session.replayed:
         response.status_code = 200
@@ -170,12 +177,44 @@ async def list_sessions(
     parent_id: Annotated[
         str | None, Query(max_length=100, description="Only the children of this session.")
     ] = None,
+    end_user: Annotated[
+        str | None, Query(min_length=1, max_length=MAX_END_USER,
+                          description="Only the sessions served for this end user.")
+    ] = None,
 ) -> SessionsPage:
+    if end_user is not None:
+        check_string(end_user, "end_user")
+    claims = viewer()
+    if claims is not None and claims.session_id is not None:
+        return await _the_one_session(ctx, owner.id, claims.session_id, status=status,
+                                      attention=attention, parent_id=parent_id,
+                                      end_user=end_user, cursor=cursor)
+    if claims is not None:
+        if end_user is not None and end_user != claims.end_user:  # as an unknown end user
+            return SessionsPage(sessions=[], next_cursor=None)
+        end_user = claims.end_user
     page = await ctx.store.list_sessions(owner.id, status=status, limit=limit, cursor=cursor,
-                                         attention=attention, parent_id=parent_id)
+                                         attention=attention, parent_id=parent_id,
+                                         end_user=end_user)
     return SessionsPage(
         sessions=[session_out(s) for s in page.items], next_cursor=page.next_cursor
     )
+
+
+async def _the_one_session(ctx: Ctx, owner_id: str, session_id: str, *,
+                           status: Status | None, attention: str | None,
+                           parent_id: str | None, end_user: str | None,
+                           cursor: str | None) -> SessionsPage:
+    """The list a token for one session sees: that session, if the filters keep it."""
+    try:
+        s = await ctx.store.get_session(owner_id, session_id)
+    except NotFound:
+        return SessionsPage(sessions=[], next_cursor=None)
+    kept = (cursor is None or s.id < cursor) and all(
+        want is None or want == have for want, have in (
+            (status, s.status), (attention, s.attention), (parent_id, s.parent_id),
+            (end_user, s.end_user)))
+    return SessionsPage(sessions=[session_out(s)] if kept else [], next_cursor=None)
 
 
 @router.get(

@@ -24,6 +24,14 @@ from ..domain.errors import NotFound, SessionBusy
 from ..domain.model import TERMINAL, Delivery, Session
 from ._context import ApiContext
 from ._errors import ApiError
+from ._scopes import (
+    chat_end_user,
+    creating_for,
+    scoped_request_id,
+    sees,
+    viewer,
+    visible_session,
+)
 
 __all__ = ["RunRef", "find_thread", "not_found", "request_key", "run_for_request", "start_run"]
 
@@ -64,14 +72,17 @@ def _check_chat_id(chat_id: str) -> None:
 
 async def find_thread(ctx: ApiContext, owner_id: str, chat_id: str) -> Session | None:
     """The owner's session for `chat_id`; None when no message has created it yet.
-    A session id that is missing or foreign is a 404, like everywhere else."""
+    A session id that is missing or foreign is a 404, like everywhere else. A browser
+    token finds only the conversations it sees (`_scopes`): another end user's chat id is
+    one no message has created yet, for this token's end user."""
     _check_chat_id(chat_id)
     if _SESSION.match(chat_id):
         try:
-            return await ctx.store.get_session(owner_id, chat_id)
+            return await visible_session(ctx, owner_id, chat_id)
         except NotFound:
             raise not_found(f"session {chat_id}") from None
-    return await ctx.store.find_chat(owner_id, chat_id)
+    found = await ctx.store.find_chat(owner_id, chat_id, end_user=chat_end_user())
+    return found if found is not None and sees(viewer(), found) else None
 
 
 async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
@@ -98,7 +109,8 @@ async def start_run(ctx: ApiContext, owner_id: str, chat_id: str, text: str, *,
         metadata = None if _SESSION.match(chat_id) else {"chat_id": chat_id}
         session = await ctx.store.create_session(
             owner_id, agent=name, model=model, prompt=text, metadata=metadata,
-            client_request_id=key, traceparent=traceparent, client_tools=client_tools or None)
+            client_request_id=scoped_request_id(key), traceparent=traceparent,
+            client_tools=client_tools or None, end_user=creating_for())
         return RunRef(session.id, session.last_input_seq)
     if client_tools:
         check_no_clash(client_tools, ctx.catalog.tool_names(session.agent))

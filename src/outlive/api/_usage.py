@@ -2,8 +2,8 @@
 
 Owner-scoped like every session route: a foreign session answers the same 404 as a missing
 one. Bad input is a 4xx, never a 500: a period's ends are RFC 3339 times or dates (UTC when
-no offset is given), `group_by` one of day, model, agent, session (422 otherwise), and a
-period that ends before it starts a 400.
+no offset is given), `group_by` one of day, model, agent, session, end_user (422 otherwise),
+and a period that ends before it starts a 400.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from ..domain.errors import InvalidInput
 from ..domain.usage import LedgerRow, UsageTotals
+from ..store import MAX_END_USER
 from ._auth import CurrentOwner
 from ._context import Ctx
 from ._errors import error_responses
@@ -66,14 +67,17 @@ class SessionUsageOut(BaseModel):
 
 
 class UsageGroupOut(UsageTotalsOut):
-    key: str = Field(description="The day (YYYY-MM-DD, UTC), model route, agent or session "
-                     "id.")
+    key: str | None = Field(description="The day (YYYY-MM-DD, UTC), model route, agent, "
+                            "session id or end user (null: the calls of sessions without "
+                            "an end user, the last group).")
 
 
 class UsageReportOut(BaseModel):
     start: datetime = Field(serialization_alias="from")
     end: datetime = Field(serialization_alias="to")
-    group_by: Literal["day", "model", "agent", "session"]
+    group_by: Literal["day", "model", "agent", "session", "end_user"]
+    end_user: str | None = Field(default=None, description="The end user the report is "
+                                 "for (null: every session of the owner).")
     groups: list[UsageGroupOut]
     totals: UsageTotalsOut = Field(description="The sum of the groups.")
 
@@ -131,7 +135,7 @@ async def session_usage(session_id: str, owner: CurrentOwner, ctx: Ctx) -> Sessi
     response_model_by_alias=True,
     responses=error_responses(400, 401, 422),
     summary="The owner's model calls over a period, summed per day, model route, agent or "
-    "session",
+    "session or end user",
 )
 async def usage_report(
     owner: CurrentOwner,
@@ -144,12 +148,15 @@ async def usage_report(
         alias="to", max_length=64,
         description="End of the period, excluded (a date: the whole day included; "
         "default: now).")] = None,
-    group_by: Annotated[Literal["day", "model", "agent", "session"], Query(
+    group_by: Annotated[Literal["day", "model", "agent", "session", "end_user"], Query(
         description="How to group the calls.")] = "day",
+    end_user: Annotated[str | None, Query(
+        min_length=1, max_length=MAX_END_USER,
+        description="Only the calls of this end user's sessions (docs/end-users.md).")] = None,
 ) -> UsageReportOut:
     hi = parse_time(end, "to", end=True) or datetime.now(UTC)
     lo = parse_time(start, "from") or hi - _DEFAULT_PERIOD
-    groups = await ctx.store.usage_report(owner.id, lo, hi, group_by)
+    groups = await ctx.store.usage_report(owner.id, lo, hi, group_by, end_user=end_user)
     total = UsageTotals(
         model_calls=sum(g.totals.model_calls for g in groups),
         input_tokens=sum(g.totals.input_tokens for g in groups),
@@ -159,6 +166,6 @@ async def usage_report(
         cost_usd=sum((g.totals.cost_usd for g in groups), UsageTotals().cost_usd),
         unpriced_calls=sum(g.totals.unpriced_calls for g in groups))
     return UsageReportOut(
-        start=lo.astimezone(UTC), end=hi.astimezone(UTC), group_by=group_by,
+        start=lo.astimezone(UTC), end=hi.astimezone(UTC), group_by=group_by, end_user=end_user,
         groups=[UsageGroupOut(key=g.key, **g.totals.to_dict()) for g in groups],
         totals=usage_out(total))

@@ -148,6 +148,13 @@ def serve(
                                       "Bearer <token>' [env OUTLIVE_METRICS_TOKEN].")
     ] = None,
     metrics_port: MetricsPortOption = None,
+    cors_origin: Annotated[
+        list[str] | None, typer.Option(
+            "--cors-origin", envvar="OUTLIVE_CORS_ORIGINS", show_envvar=False,
+            help="Let pages of this origin (scheme://host[:port]) call /v1, /ai-sdk, /ag-ui "
+                 "and /openai/v1 with a browser token, no cookies (repeatable) "
+                 "[env OUTLIVE_CORS_ORIGINS, space-separated; docs/end-users.md].")
+    ] = None,
     api_docs: Annotated[
         bool, typer.Option("--api-docs", help="Serve /docs and /redoc (they load scripts "
                            "from a CDN).")
@@ -170,6 +177,14 @@ def serve(
         purge_grace_s = parse_duration(purge_grace) or 0.0
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--purge-grace") from None
+    try:
+        api_settings = ApiSettings(
+            cookie_secure=cookie_secure, metrics_token=metrics_token or None,
+            api_docs=api_docs, purge_grace=purge_grace_s,
+            allow_private_webhooks=allow_private_webhooks,
+            cors_origins=tuple(cors_origin or ()))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--cors-origin") from None
     url = database_url(db)
     plan = ServePlan(
         url=url, listen_url=listen_db, host=host, port=port,
@@ -180,9 +195,7 @@ def serve(
         registry=build_agents(agent_modules(agents), demo_speed=demo_speed),
         providers=build_providers(demo_speed=demo_speed, routes_file=routes,
                                   demo_calls=demo_calls),
-        api_settings=ApiSettings(cookie_secure=cookie_secure, metrics_token=metrics_token or None,
-                                 api_docs=api_docs, purge_grace=purge_grace_s,
-                                 allow_private_webhooks=allow_private_webhooks),
+        api_settings=api_settings,
         settings=settings,
     )
     with traces(console):

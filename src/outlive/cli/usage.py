@@ -20,13 +20,15 @@ out = Console(markup=False, highlight=False)
 
 USAGE_COLUMNS = ("key", "calls", "input", "cached", "output", "reasoning", "cost_usd",
                  "unpriced")
-"""The table's columns: the group's key (day, model route, agent or session id), then its
-sums; `cost_usd` counts the priced calls only, `unpriced` the others."""
+"""The table's columns: the group's key (day, model route, agent, session id or end user,
+`(none)` for sessions without one), then its sums; `cost_usd` counts the priced calls only,
+`unpriced` the others."""
 
 
 def _rows(report: UsageReport) -> list[tuple[str, ...]]:
-    rows = [(g.key, g.model_calls, g.input_tokens, g.cached_input_tokens, g.output_tokens,
-             g.reasoning_tokens, g.cost_usd, g.unpriced_calls) for g in report.groups]
+    rows = [("(none)" if g.key is None else g.key, g.model_calls, g.input_tokens,
+             g.cached_input_tokens, g.output_tokens, g.reasoning_tokens, g.cost_usd,
+             g.unpriced_calls) for g in report.groups]
     t = report.totals
     rows.append(("total", t.model_calls, t.input_tokens, t.cached_input_tokens,
                  t.output_tokens, t.reasoning_tokens, t.cost_usd, t.unpriced_calls))
@@ -35,7 +37,7 @@ def _rows(report: UsageReport) -> list[tuple[str, ...]]:
 
 def usage(
     group_by: Annotated[str, typer.Option(
-        "--by", help="Group by day (UTC), model (route), agent or session.")] = "day",
+        "--by", help="Group by day (UTC), model (route), agent, session or end_user.")] = "day",
     days: Annotated[int, typer.Option(
         min=1, help="The period: this many days up to now (unless --from is given).")] = 30,
     start: Annotated[str | None, typer.Option(

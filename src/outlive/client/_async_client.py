@@ -125,26 +125,31 @@ class AsyncClient:
         client_request_id: str | None = None,
         budget: Mapping[str, Any] | None = None,
         client_tools: Sequence[Mapping[str, Any]] | None = None,
+        end_user: str | None = None,
     ) -> SessionInfo:
         """`client_tools`: tools this client runs (docs/client-tools.md; `client_tool(fn)`
-        declares a function), offered to the model beside the agent's."""
+        declares a function), offered to the model beside the agent's. `end_user`: your id
+        of the person the session serves (docs/end-users.md)."""
         return await self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
             abandon_after=abandon_after, client_request_id=client_request_id,
-            budget=budget, client_tools=client_tools,
+            budget=budget, client_tools=client_tools, end_user=end_user,
         ))
 
     async def list_sessions(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
         attention: str | None = None, parent_id: str | None = None,
+        end_user: str | None = None,
     ) -> SessionPage:
         """One page, newest first; pass `next_cursor` back as `cursor` for the next."""
         return await self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
-                                               attention=attention, parent_id=parent_id))
+                                               attention=attention, parent_id=parent_id,
+                                               end_user=end_user))
 
     async def list_all_sessions(
         self, *, status: str | None = None, page_size: int = PAGE_SIZE,
         attention: str | None = None, parent_id: str | None = None,
+        end_user: str | None = None,
     ) -> list[SessionInfo]:
         """Every page, newest first."""
         out: list[SessionInfo] = []
@@ -152,7 +157,8 @@ class AsyncClient:
         seen: set[str] = set()
         while True:
             page = await self.list_sessions(status=status, limit=page_size, cursor=cursor,
-                                        attention=attention, parent_id=parent_id)
+                                        attention=attention, parent_id=parent_id,
+                                        end_user=end_user)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out
@@ -291,11 +297,13 @@ class AsyncClient:
         return await self._call(_calls.session_usage(session_id))
 
     async def usage(self, *, start: str | datetime | None = None,
-                    end: str | datetime | None = None, group_by: str = "day") -> UsageReport:
+                    end: str | datetime | None = None, group_by: str = "day",
+                    end_user: str | None = None) -> UsageReport:
         """The owner's model calls over [start, end) (times or dates; default the last 30
-        days), summed per `day`, `model` route, `agent` or `session`."""
+        days), summed per `day`, `model` route, `agent`, `session` or `end_user`; with
+        `end_user`, only that end user's."""
         return await self._call(_calls.usage(start=start, end=end,
-                                             group_by=group_by))
+                                             group_by=group_by, end_user=end_user))
 
     async def owner_budget(self) -> OwnerBudgetInfo:
         """The owner's monthly budget and what this month used and holds."""

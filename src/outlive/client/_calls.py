@@ -137,6 +137,7 @@ def create_session(
     client_request_id: str | None = None,
     budget: Mapping[str, Any] | None = None,
     client_tools: Sequence[Mapping[str, Any]] | None = None,
+    end_user: str | None = None,
 ) -> Call[SessionInfo]:
     body = _drop_none(
         {"prompt": prompt, "agent": agent, "model": model, "title": title,
@@ -144,17 +145,18 @@ def create_session(
          "abandon_after": abandon_after, "client_request_id": client_request_id,
          "budget": dict(budget) if budget is not None else None,
          "client_tools": [dict(t) for t in client_tools] if client_tools is not None
-         else None}
+         else None, "end_user": end_user}
     )
     return Call("POST", "/v1/sessions", SessionInfo.model_validate, json=body)
 
 
 def list_sessions(
     *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
-    attention: str | None = None, parent_id: str | None = None,
+    attention: str | None = None, parent_id: str | None = None, end_user: str | None = None,
 ) -> Call[SessionPage]:
     params = _drop_none({"status": status, "limit": limit, "cursor": cursor,
-                         "attention": attention, "parent_id": parent_id})
+                         "attention": attention, "parent_id": parent_id,
+                         "end_user": end_user})
     return Call("GET", "/v1/sessions", SessionPage.model_validate, params=params)
 
 
@@ -242,10 +244,11 @@ def _iso(value: str | datetime | None) -> str | None:
 
 
 def usage(*, start: str | datetime | None = None, end: str | datetime | None = None,
-          group_by: str = "day") -> Call[UsageReport]:
+          group_by: str = "day", end_user: str | None = None) -> Call[UsageReport]:
     """`start` and `end`: RFC 3339 times or dates (the server's defaults: the 30 days
-    before now)."""
-    params = _drop_none({"from": _iso(start), "to": _iso(end), "group_by": group_by})
+    before now). `end_user`: only that end user's sessions (docs/end-users.md)."""
+    params = _drop_none({"from": _iso(start), "to": _iso(end), "group_by": group_by,
+                         "end_user": end_user})
     return Call("GET", "/v1/usage", UsageReport.model_validate, params=params)
 
 

@@ -118,8 +118,9 @@ class SessionUsage(_Model):
 
 
 class UsageGroup(UsageTotals):
-    key: str
-    """The day (YYYY-MM-DD, UTC), model route, agent or session id."""
+    key: str | None
+    """The day (YYYY-MM-DD, UTC), model route, agent, session id or end user (None: the
+    calls of sessions without an end user)."""
 
 
 class UsageReport(_Model):
@@ -128,6 +129,8 @@ class UsageReport(_Model):
     start: datetime = Field(alias="from")
     end: datetime = Field(alias="to")
     group_by: str
+    end_user: str | None = None
+    """The end user the report is for (None: all of the owner's sessions)."""
     groups: list[UsageGroup]
     totals: UsageTotals
 
@@ -182,6 +185,8 @@ class SessionInfo(_Model):
     """The tools its client runs (docs/client-tools.md)."""
     forked_from: dict[str, Any] | None = None
     """`{session_id, seq}` of the session this one is a fork of (docs/branches.md)."""
+    end_user: str | None = None
+    """The end user it serves (docs/end-users.md); None: none, or an older server."""
 
     @property
     def terminal(self) -> bool:

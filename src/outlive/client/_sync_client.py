@@ -103,32 +103,38 @@ class Client:
         client_request_id: str | None = None,
         budget: Mapping[str, Any] | None = None,
         client_tools: Sequence[Mapping[str, Any]] | None = None,
+        end_user: str | None = None,
     ) -> SessionInfo:
         """`client_tools`: tools this client runs (docs/client-tools.md; `client_tool(fn)`
-        declares a function), offered to the model beside the agent's."""
+        declares a function), offered to the model beside the agent's. `end_user`: your id
+        of the person the session serves (docs/end-users.md)."""
         return self._call(_calls.create_session(
             prompt, agent=agent, model=model, title=title, metadata=metadata,
             abandon_after=abandon_after, client_request_id=client_request_id,
-            budget=budget, client_tools=client_tools,
+            budget=budget, client_tools=client_tools, end_user=end_user,
         ))
 
     def list_sessions(
         self, *, status: str | None = None, limit: int | None = None, cursor: str | None = None,
         attention: str | None = None, parent_id: str | None = None,
+        end_user: str | None = None,
     ) -> SessionPage:
         return self._call(_calls.list_sessions(status=status, limit=limit, cursor=cursor,
-                                               attention=attention, parent_id=parent_id))
+                                               attention=attention, parent_id=parent_id,
+                                               end_user=end_user))
 
     def list_all_sessions(
         self, *, status: str | None = None, page_size: int = PAGE_SIZE,
         attention: str | None = None, parent_id: str | None = None,
+        end_user: str | None = None,
     ) -> list[SessionInfo]:
         out: list[SessionInfo] = []
         cursor: str | None = None
         seen: set[str] = set()
         while True:
             page = self.list_sessions(status=status, limit=page_size, cursor=cursor,
-                                        attention=attention, parent_id=parent_id)
+                                        attention=attention, parent_id=parent_id,
+                                        end_user=end_user)
             out.extend(page.sessions)
             if page.next_cursor is None:
                 return out
@@ -262,9 +268,10 @@ class Client:
         return self._call(_calls.session_usage(session_id))
 
     def usage(self, *, start: str | datetime | None = None, end: str | datetime | None = None,
-              group_by: str = "day") -> UsageReport:
+              group_by: str = "day", end_user: str | None = None) -> UsageReport:
         """As `AsyncClient.usage`."""
-        return self._call(_calls.usage(start=start, end=end, group_by=group_by))
+        return self._call(_calls.usage(start=start, end=end, group_by=group_by,
+                                       end_user=end_user))
 
     def owner_budget(self) -> OwnerBudgetInfo:
         """As `AsyncClient.owner_budget`."""

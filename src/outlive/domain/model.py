@@ -195,6 +195,9 @@ class Session:
     """The seq of that session's log this one's copy ends at."""
     fork_root_id: str | None = None
     """The oldest session of its fork family (None: not a fork)."""
+    end_user: str | None = None
+    """The application's opaque id of the person it serves this session for (docs/end-users.md):
+    set on create, or the one a browser token carries; a child inherits its parent's."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -7,6 +7,9 @@ database: AES-256-GCM, a random 96-bit nonce per seal, and the row's id as assoc
 `enc:v1:<key id>:<base64url(nonce + ciphertext)>`, `<key id>` a short fingerprint of the
 key, so a keyring of the current key (which seals) and older ones (which only open) can be
 rotated row by row. Where the keys come from (a variable, a file) is the caller's I/O.
+
+The same keys sign browser tokens (`domain.tokens`): `mac` is HMAC-SHA256 under a subkey
+derived from a key (never the AES key itself), named by the key's id like a sealed value.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import secrets
 from collections.abc import Callable, Sequence
 
@@ -38,6 +42,7 @@ PREFIX = "enc:v1:"
 _KEY_BYTES = 32
 _NONCE_BYTES = 12
 _AAD = b"outlive sealed secret\x00"
+_MAC_KEY = b"outlive mac key\x00"
 
 
 def new_key() -> str:
@@ -89,6 +94,8 @@ class SecretBox:
             raise ValueError("a secret box needs at least one key")
         self._ids = [key_id(k) for k in keys]
         self._aead = {kid: AESGCM(k) for kid, k in zip(self._ids, keys, strict=True)}
+        self._macs = {kid: hashlib.sha256(_MAC_KEY + k).digest()
+                      for kid, k in zip(self._ids, keys, strict=True)}
 
     @property
     def current(self) -> str:
@@ -123,6 +130,20 @@ class SecretBox:
         nonce = secrets.token_bytes(_NONCE_BYTES)
         body = self._aead[kid].encrypt(nonce, plaintext.encode(), _AAD + row_id.encode())
         return f"{PREFIX}{kid}:{base64.urlsafe_b64encode(nonce + body).decode()}"
+
+    def mac(self, purpose: bytes, data: bytes) -> tuple[str, bytes]:
+        """An HMAC-SHA256 of `data` under the current key (a subkey for `purpose`, never the
+        sealing key itself), and the id of the key: what signs a browser token."""
+        self.refresh()
+        kid = self._ids[0]
+        return kid, hmac.new(self._macs[kid] + purpose, data, hashlib.sha256).digest()
+
+    def mac_with(self, kid: str, purpose: bytes, data: bytes) -> bytes | None:
+        """`mac` under the key `kid` (an older one during a rotation); None for a key the
+        ring does not hold."""
+        if not self.knows(kid):
+            return None
+        return hmac.new(self._macs[kid] + purpose, data, hashlib.sha256).digest()
 
     def open(self, stored: str, row_id: str) -> str:
         """The plaintext of a sealed value of `row_id`; raises when the key is not in the

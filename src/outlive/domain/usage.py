@@ -30,8 +30,8 @@ __all__ = [
 ]
 
 CallKind: TypeAlias = Literal["model", "summary"]
-GROUPS = ("day", "model", "agent", "session")
-"""How `usage_report` groups: by UTC day, model route, agent, or session."""
+GROUPS = ("day", "model", "agent", "session", "end_user")
+"""How `usage_report` groups: by UTC day, model route, agent, session, or end user."""
 
 _KINDS: dict[str, CallKind] = {"assistant": "model", "summary": "summary"}
 
@@ -190,7 +190,8 @@ class SessionUsage:
 @dataclass(frozen=True)
 class UsageGroup:
     """An owner's usage over a period, for one key of the grouping (`GROUPS`). Tool calls are
-    counted per session, not per call, so a group's `tool_calls` is 0."""
+    counted per session, not per call, so a group's `tool_calls` is 0. Grouped by end user,
+    the calls of sessions without one have the key None."""
 
-    key: str
+    key: str | None
     totals: UsageTotals

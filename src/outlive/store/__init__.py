@@ -50,7 +50,9 @@ from ._port import (
 )
 from ._validation import (
     MAX_ABANDON_AFTER,
+    MAX_END_USER,
     MIN_ABANDON_AFTER,
+    check_end_user,
     check_metadata,
     check_string,
     check_title,
@@ -60,6 +62,7 @@ from .sqlite import SqliteStore
 
 __all__ = [
     "MAX_ABANDON_AFTER",
+    "MAX_END_USER",
     "MIN_ABANDON_AFTER",
     "PORTS",
     "AdmissionStore",
@@ -105,6 +108,7 @@ __all__ = [
     "WebhookDelivery",
     "WebhookStore",
     "WorkerStore",
+    "check_end_user",
     "check_metadata",
     "check_string",
     "check_title",

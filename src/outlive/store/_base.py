@@ -216,6 +216,7 @@ def to_session(d: Dialect, row: Row) -> Session:
         forked_from_id=row["forked_from_id"],
         forked_from_seq=None if row["forked_from_seq"] is None else int(row["forked_from_seq"]),
         fork_root_id=row["fork_root_id"],
+        end_user=row["end_user"],
     )
 
 

@@ -106,7 +106,7 @@ class ChildOps(StoreCore):
             "abandon": None, "last": 1, "tp": parent["run_traceparent"], "budget": None,
             "parent": parent["id"], "root": parent["root_id"] or parent["id"],
             "call_id": s.call_id, "depth": int(parent["depth"]) + 1,
-            "detached": int(s.detached),
+            "detached": int(s.detached), "end_user": parent["end_user"],
         })
         message = UserMessage(text=s.task, delivery=Delivery.START.value)
         await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])

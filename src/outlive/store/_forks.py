@@ -101,6 +101,7 @@ class ForkOps(SessionOps):
             "budget": None if row["budget"] is None else self.d.json(
                 self.d.load_json(row["budget"])),
             "parent": None, "call_id": None, "root": None, "depth": 0, "detached": 0,
+            "end_user": row["end_user"],  # a fork serves the person its parent served
         })
         copy = {"new": sid, "sid": parent}
         await tx.execute(self.q.copy_fork_events, {**copy, "upto": cut.seq})

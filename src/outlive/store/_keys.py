@@ -45,6 +45,20 @@ class KeyOps(StoreCore):
 
         return await self._read(op)
 
+    async def key_for_hash(self, key_hash: str) -> tuple[str, Owner] | None:
+        async def op(tx: Tx) -> tuple[str, Owner] | None:
+            rows = await tx.fetch(self.q.active_key, {"hash": key_hash})
+            return (rows[0]["id"], Owner(rows[0]["owner_id"], rows[0]["name"])) if rows else None
+
+        return await self._read(op)
+
+    async def owner_for_key_id(self, key_id: str) -> Owner | None:
+        async def op(tx: Tx) -> Owner | None:
+            rows = await tx.fetch(self.q.owner_for_key_id, {"id": key_id})
+            return Owner(rows[0]["id"], rows[0]["name"]) if rows else None
+
+        return await self._read(op)
+
     async def list_owners(self) -> list[OwnerSettings]:
         async def op(tx: Tx) -> list[OwnerSettings]:
             return [_settings(r) for r in await tx.fetch(self.q.list_owners)]

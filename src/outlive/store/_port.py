@@ -35,6 +35,7 @@ from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
 from ._client_port import ClientCallStore, ClientResultStore
 from ._fork_port import ForkStore
+from ._credential_port import CredentialStore, Owner
 from ._schedule_ports import (
     FireReport,
     FiringStore,
@@ -62,12 +63,6 @@ __all__ = [
     "Store", "Subscription", "TakenDelivery", "Webhook", "WebhookDelivery", "WebhookStore",
     "WorkerStore",
 ]
-
-
-@dataclass(frozen=True)
-class Owner:
-    id: str
-    name: str
 
 
 @dataclass(frozen=True)
@@ -216,17 +211,6 @@ class OwnerStore(Protocol):
     async def revoke_api_key(self, key_id: str) -> bool: ...
 
 
-class CredentialStore(Protocol):
-    """Who a request is: an API key's owner, and the web page's logins made from a key."""
-
-    async def owner_for_key(self, key_hash: str) -> Owner | None: ...
-    async def create_login(self, key_hash: str, token_hash: str, *, max_age: float
-                           ) -> Owner | None: ...
-    async def owner_for_login(self, token_hash: str, *, idle: float, max_age: float
-                              ) -> Owner | None: ...
-    async def end_login(self, token_hash: str) -> bool: ...
-
-
 class SessionStore(Protocol):
     """Sessions as their owner sees them. Owner-scoped calls raise `NotFound` alike for
     missing and foreign ids; `purge_session` takes a session its owner just deleted."""
@@ -244,7 +228,7 @@ class SessionStore(Protocol):
         client_request_id: str | None = None,
         traceparent: str | None = None,
         budget: Budget | dict[str, Any] | None = None, parent_id: str | None = None,
-        client_tools: Sequence[ClientTool] | None = None,
+        client_tools: Sequence[ClientTool] | None = None, end_user: str | None = None,
         tool_choice: ToolChoice | None = None, child_limits: tuple[int, int] | None = None,
     ) -> Session: ...
     async def get_session(self, owner_id: str, session_id: str) -> Session: ...
@@ -252,12 +236,14 @@ class SessionStore(Protocol):
         """The session's usage totals and its ledger rows (docs/usage.md)."""
         ...
     async def usage_report(
-        self, owner_id: str, start: datetime, end: datetime, group_by: str = "day"
+        self, owner_id: str, start: datetime, end: datetime, group_by: str = "day",
+        *, end_user: str | None = None,
     ) -> list[UsageGroup]:
         """The owner's model calls in [start, end), summed per `group_by` (`GROUPS`);
         `InvalidInput` for an unknown grouping or an empty period."""
         ...
-    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None: ...
+    async def find_chat(self, owner_id: str, chat_id: str, *, end_user: str | None = None
+                        ) -> Session | None: ...
     async def list_sessions(
         self,
         owner_id: str,
@@ -265,7 +251,7 @@ class SessionStore(Protocol):
         status: Status | str | None = None,
         limit: int = 50,
         cursor: str | None = None,
-        attention: str | None = None, parent_id: str | None = None,
+        attention: str | None = None, parent_id: str | None = None, end_user: str | None = None,
     ) -> Page: ...
     async def set_title(self, owner_id: str, session_id: str, title: str) -> Session: ...
     async def delete_session(

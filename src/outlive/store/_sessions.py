@@ -38,6 +38,7 @@ from ._lifecycle import aborts_run, status_event
 from ._validation import (
     check_attention,
     check_client_request_id,
+    check_end_user,
     check_list,
     check_session_args,
     check_text,
@@ -64,6 +65,7 @@ class SessionOps(ChildOps):
         budget: Budget | dict[str, Any] | None = None,
         parent_id: str | None = None,
         client_tools: Sequence[ClientTool] | None = None,
+        end_user: str | None = None,
         tool_choice: ToolChoice | None = None,
         child_limits: tuple[int, int] | None = None,
     ) -> Session:
@@ -72,9 +74,11 @@ class SessionOps(ChildOps):
         starts a second run. `parent_id`: a child of that session of the same owner
         (`NotFound` for any other), in its tree (docs/subagents.md); `child_limits`, the
         parent agent's (max depth, max children), are checked under the parent's lock
-        (`LimitReached`)."""
+        (`LimitReached`). `end_user`: the application's id of the person it serves
+        (docs/end-users.md); a child without one takes its parent's."""
         clean_title = check_session_args(agent, model, prompt, title, abandon_after, metadata)
         check_client_request_id(client_request_id)
+        check_end_user(end_user)
         caps = parse_budget(budget)
         transition(None, Action.CREATE)
         sid = new_id("ses")
@@ -99,7 +103,7 @@ class SessionOps(ChildOps):
                 tx, st, owner_id, sid, agent=agent, model=model, prompt=prompt,
                 title=clean_title, metadata=metadata, abandon_after=abandon_after,
                 client_request_id=client_request_id, traceparent=traceparent, budget=caps,
-                parent_id=parent_id, parent=parent)
+                parent_id=parent_id, parent=parent, end_user=end_user)
             if client_tools:
                 await self._set_client_tools(tx, sid, client_tools)
             if tool_choice is not None and tool_choice.mode != "auto":
@@ -121,6 +125,7 @@ class SessionOps(ChildOps):
         abandon_after: float | None = None, client_request_id: str | None = None,
         traceparent: str | None = None, budget: Budget | None = None,
         parent_id: str | None = None, parent: Row | None = None,
+        end_user: str | None = None,
         owner_events: list[OwnerEvent] | None = None,
         first_events: list[tuple[str, int, int, int, NewEvent]] | None = None,
     ) -> None:
@@ -145,6 +150,8 @@ class SessionOps(ChildOps):
                 "parent": parent_id, "call_id": None,
                 "root": None if parent is None else parent["root_id"] or parent_id,
                 "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
+                "end_user": end_user if end_user is not None or parent is None
+                else parent["end_user"],
             },
         )
         if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -193,10 +200,15 @@ class SessionOps(ChildOps):
 
         return await self._read(op)
 
-    async def find_chat(self, owner_id: str, chat_id: str) -> Session | None:
-        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`."""
+    async def find_chat(self, owner_id: str, chat_id: str, *, end_user: str | None = None
+                        ) -> Session | None:
+        """The owner's newest live session whose metadata names `chat_id` as its `chat_id`
+        (of those served for `end_user`, when given)."""
+        check_end_user(end_user)
+
         async def op(tx: Tx) -> Session | None:
-            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id})
+            rows = await tx.fetch(self.q.find_chat, {"owner": owner_id, "chat": chat_id,
+                                                     "end_user": end_user})
             return to_session(self.d, rows[0]) if rows else None
 
         return await self._read(op)
@@ -219,9 +231,12 @@ class SessionOps(ChildOps):
         cursor: str | None = None,
         attention: str | None = None,
         parent_id: str | None = None,
+        end_user: str | None = None,
     ) -> Page:
+        """`end_user`: only the sessions served for that end user (docs/end-users.md)."""
         wanted = check_list(status, limit, cursor)
         check_attention(attention)
+        check_end_user(end_user)
 
         async def op(tx: Tx) -> Page:
             rows = await tx.fetch(
@@ -232,6 +247,7 @@ class SessionOps(ChildOps):
                     "cursor": cursor,
                     "attention": attention,
                     "parent": parent_id,
+                    "end_user": end_user,
                     "limit": limit + 1,
                 },
             )

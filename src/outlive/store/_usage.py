@@ -14,6 +14,7 @@ from ..domain.prices import from_nano
 from ..domain.usage import GROUPS, LedgerRow, SessionUsage, UsageGroup, UsageTotals
 from ._base import Row, Tx, to_session
 from ._core import StoreCore
+from ._validation import check_end_user
 
 __all__ = ["UsageOps", "totals_of"]
 
@@ -55,10 +56,13 @@ class UsageOps(StoreCore):
         return await self._read(op)
 
     async def usage_report(
-        self, owner_id: str, start: datetime, end: datetime, group_by: str = "day"
+        self, owner_id: str, start: datetime, end: datetime, group_by: str = "day",
+        *, end_user: str | None = None,
     ) -> list[UsageGroup]:
         """The owner's model calls made in [start, end), summed per day (UTC), model route,
-        agent or session (`GROUPS`), ordered by the key. Purged sessions still count."""
+        agent, session or end user (`GROUPS`), ordered by the key (None last). Purged
+        sessions still count. `end_user`: only the calls of that end user's sessions."""
+        check_end_user(end_user)
         if group_by not in GROUPS:
             raise InvalidInput(f"group_by must be one of {', '.join(GROUPS)}",
                                field="group_by")
@@ -70,8 +74,9 @@ class UsageOps(StoreCore):
         async def op(tx: Tx) -> list[UsageGroup]:
             rows = await tx.fetch(self.q.usage_report, {
                 "owner": owner_id, "grp": group_by, "lo": start.timestamp(),
-                "hi": end.timestamp()})
-            return [UsageGroup(str(r["k"]), totals_of(r)) for r in rows]
+                "hi": end.timestamp(), "end_user": end_user})
+            return [UsageGroup(None if r["k"] is None else str(r["k"]), totals_of(r))
+                    for r in rows]
 
         return await self._read(op)
 

@@ -28,6 +28,7 @@ from ..domain.model import (
 
 __all__ = [
     "MAX_ABANDON_AFTER",
+    "MAX_END_USER",
     "MAX_LIST_LIMIT",
     "MIN_ABANDON_AFTER",
     "auto_title",
@@ -35,6 +36,7 @@ __all__ = [
     "check_attention",
     "check_client_request_id",
     "check_context",
+    "check_end_user",
     "check_event_types",
     "check_list",
     "check_metadata",
@@ -204,6 +206,20 @@ def check_attention(attention: str | None) -> None:
         raise InvalidInput(
             f"unknown attention {attention!r}; use one of {', '.join(sorted(ATTENTION))}"
         )
+
+
+MAX_END_USER = 200
+"""An end user id is the application's own opaque id (docs/end-users.md); this bounds it."""
+
+
+def check_end_user(end_user: str | None) -> None:
+    """An end user id both databases store and compare alike: 1 to `MAX_END_USER` characters,
+    no NUL, no lone surrogate."""
+    if end_user is None:
+        return
+    if not isinstance(end_user, str) or not 0 < len(end_user) <= MAX_END_USER:
+        raise InvalidInput(f"end_user must be 1 to {MAX_END_USER} characters")
+    check_string(end_user, "end_user")
 
 
 def check_client_request_id(client_request_id: str | None) -> None:

@@ -35,6 +35,11 @@ class WebhookOps(StoreCore):
     """Seals and opens the signing secrets; set by the adapter from `open_store(secrets=…)`.
     Without one the store can neither write nor read a secret (it says so)."""
 
+    @property
+    def secret_box(self) -> SecretBox | None:
+        """The server key ring this store was opened with (it also signs browser tokens)."""
+        return self._secret_box
+
     def _box(self) -> SecretBox:
         if self._secret_box is None:
             raise SecretKeyMissing("this store was opened without a secret key, so it cannot "

@@ -57,6 +57,7 @@ export const els = {
   context: $("session-context"),
   usage: $("session-usage"),
   model: $("session-model"),
+  endUser: $("session-end-user"),
   parent: $("session-parent"),
   stage: $("session-stage"),
   link: $("session-link"),

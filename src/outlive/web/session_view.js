@@ -219,6 +219,9 @@ export function renderSession() {
   const model = (detail && detail.model) || (entry && entry.model) || "";
   const agent = (detail && detail.agent) || (entry && entry.agent) || "";
   setText(els.model, [agent, model].filter(Boolean).join(" · "));
+  const endUser = (detail && detail.end_user) || "";
+  setText(els.endUser, endUser ? `for ${endUser}` : "");
+  show(els.endUser, Boolean(endUser));
   showParent((detail && detail.parent_id) || (entry && entry.parent_id) || null);
   setText(els.context, contextWords(contextUse(state, detail)));
   setText(els.usage, usageWords(detail && detail.usage));

@@ -41,6 +41,7 @@ from .._errors import ApiError
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, decides, latest_run_start, watch_session
+from .._scopes import require_scope
 from .._sse import PING, EventStream
 from .._threads import (
     RunRef,
@@ -129,6 +130,7 @@ async def _decide(ctx: ApiContext, owner_id: str, session: Session, run: RunAgen
     if found is None:
         return None
     approval_id, decision, reason = found
+    require_scope("approve")
     await ctx.store.decide_approval(owner_id, session.id, approval_id, decision, reason=reason)
     upto = (await ctx.store.load_session(session.id)).last_seq
     while upto > 0:

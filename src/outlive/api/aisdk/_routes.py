@@ -43,6 +43,7 @@ from .._errors import ApiError
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, latest_run_start, watch_session
+from .._scopes import visible_session
 from .._sse import PING, EventStream, data_frame
 from .._threads import RunRef, find_thread, not_found, start_run
 from ._projection import ChatProjection, hidden_deltas, passed_waits
@@ -114,7 +115,7 @@ async def stop(chat_id: str, owner: CurrentOwner, ctx: Ctx) -> JSONResponse:
     ref = RunRef.parse(chat_id)
     if ref is not None:
         try:
-            session = await ctx.store.get_session(owner.id, ref.session_id)
+            session = await visible_session(ctx, owner.id, ref.session_id)
         except NotFound:
             raise not_found(f"run {chat_id}") from None
     else:

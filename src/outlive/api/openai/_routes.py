@@ -37,6 +37,7 @@ from .._context import ApiContext, Ctx, TraceParent
 from .._cursor import MAX_SEQUENCE, sequence_number
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
+from .._scopes import creating_for, require_scope
 from .._sse import COMMENT_PING, EventStream, frame
 from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
@@ -72,9 +73,11 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
         check_string(body.model, "model")
     tools = function_tools(body)
     if given.answer is not None:
+        require_scope("approve")
         ref = await answer_approval(ctx, owner.id, body.previous_response_id, body.model,
                                     given.answer, given.text, truncation=body.truncation)
     elif given.outputs:
+        require_scope("tools")
         ref = await answer_calls(ctx, owner.id, body.previous_response_id, body.model, given,
                                  tools, truncation=body.truncation)
     elif given.echoed:
@@ -90,7 +93,7 @@ async def create_response(body: CreateResponse, owner: CurrentOwner, ctx: Ctx,
         session = await ctx.store.create_session(
             owner.id, agent=agent, model=route, prompt=given.text,
             metadata=session_metadata(body), traceparent=traceparent,
-            client_tools=tools or None, tool_choice=request_tool_choice(
+            client_tools=tools or None, end_user=creating_for(), tool_choice=request_tool_choice(
                 body.tool_choice, tools, ctx.catalog.tool_names(agent)))
         ref = ResponseRef(session.id, session.last_input_seq)
     forget = body.store is False

@@ -74,6 +74,7 @@ CREATE TABLE sessions (
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        JSONB,
+    end_user            TEXT,
     tool_choice         JSONB,
     forked_from_id      TEXT,
     forked_from_seq     BIGINT,
@@ -82,6 +83,9 @@ CREATE TABLE sessions (
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
+-- A list by end user (0021): an owner's filter, a token's view.
+CREATE INDEX sessions_owner_end_user ON sessions (owner_id, end_user, id DESC)
+    WHERE deleted_at IS NULL AND end_user IS NOT NULL;
 -- A claim's two searches (0011): the queued sessions in id order, and the running ones it
 -- may take by the end of their lease (no lease: minus infinity); and the abandon sweep's.
 CREATE INDEX sessions_queued ON sessions (id) WHERE status = 'queued';
@@ -249,6 +253,7 @@ CREATE TABLE usage_ledger (
     latency_ms          INTEGER NOT NULL,
     cost_nano_usd       BIGINT,
     created_at          TIMESTAMPTZ NOT NULL DEFAULT now(),
+    end_user            TEXT,
     PRIMARY KEY (session_id, entry_seq)
 );
 CREATE INDEX usage_ledger_owner_time ON usage_ledger (owner_id, created_at);

@@ -59,3 +59,8 @@ SELECT id, name, retain_seconds FROM owners ORDER BY name
 -- name: set_owner_retention
 UPDATE owners SET retain_seconds = :secs WHERE name = :name
 RETURNING id, name, retain_seconds
+
+-- name: owner_for_key_id
+-- A browser token names the key that minted it (docs/end-users.md): live while the key is.
+SELECT o.id, o.name FROM api_keys k JOIN owners o ON o.id = k.owner_id
+WHERE k.id = :id AND k.revoked_at IS NULL

@@ -8,14 +8,15 @@ SELECT id FROM owners WHERE id = :id {for_update}
 
 -- name: insert_session
 -- `:last`: 1 with a prompt (its event, written with it, is seq 1 and the input to run).
--- A child session (docs/subagents.md) names its parent, root, the parent's call and depth.
+-- A child session (docs/subagents.md) names its parent, root, the parent's call and depth,
+-- and carries its parent's end user (docs/end-users.md).
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at, last_seq, last_input_seq,
                       traceparent, budget, parent_id, root_id, parent_call_id, depth,
-                      detached)
+                      detached, end_user)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
         :abandon, {now}, {now}, :last, :last, :tp, :budget, :parent, :root, :call_id,
-        :depth, :detached)
+        :depth, :detached, :end_user)
 
 -- name: set_last_input_seq
 UPDATE sessions SET last_input_seq = :seq WHERE id = :id
@@ -29,9 +30,11 @@ WHERE s.id = :id AND s.owner_id = :owner AND s.deleted_at IS NULL
 
 -- name: find_chat
 -- A front end's own id for a conversation (AI SDK chat id, AG-UI thread id), kept in metadata.
--- `->>` reads a JSON field on both databases (SQLite since 3.38).
+-- `->>` reads a JSON field on both databases (SQLite since 3.38). `:end_user`: a browser
+-- token's end user, whose conversations are its own (docs/end-users.md).
 SELECT {session_row} FROM sessions s
 WHERE s.owner_id = :owner AND s.deleted_at IS NULL AND s.metadata ->> 'chat_id' = :chat
+  AND (CAST(:end_user AS TEXT) IS NULL OR s.end_user = :end_user)
 ORDER BY s.id DESC LIMIT 1
 
 -- name: list_sessions
@@ -42,6 +45,7 @@ WHERE s.owner_id = :owner AND s.deleted_at IS NULL
   AND (CAST(:cursor AS TEXT) IS NULL OR s.id < :cursor)
   AND (CAST(:attention AS TEXT) IS NULL OR s.attention = :attention)
   AND (CAST(:parent AS TEXT) IS NULL OR s.parent_id = :parent)
+  AND (CAST(:end_user AS TEXT) IS NULL OR s.end_user = :end_user)
 ORDER BY s.id DESC LIMIT :limit
 
 -- name: set_manual_title

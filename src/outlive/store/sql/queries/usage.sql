@@ -2,16 +2,17 @@
 -- with the entry it is keyed by, and the session's running totals beside it.
 
 -- name: insert_ledger_row
--- Owner and agent from the session row, which the writing transaction holds already.
+-- Owner, agent and end user from the session row, which the writing transaction holds already.
 INSERT INTO usage_ledger (session_id, entry_seq, owner_id, attempt, fence, call_index, kind,
                           route, model, agent, input_tokens, output_tokens, cached_input_tokens,
-                          reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at)
+                          reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at,
+                          end_user)
 -- The casts type the parameters for PostgreSQL (a NULL cost is otherwise text).
 SELECT s.id, CAST(:seq AS bigint), s.owner_id, CAST(:attempt AS integer),
        CAST(:fence AS bigint), CAST(:idx AS integer), :kind, :route, :model, s.agent,
        CAST(:input AS bigint), CAST(:output AS bigint), CAST(:cached AS bigint),
        CAST(:reasoning AS bigint),
-       :estimated, CAST(:latency AS integer), CAST(:cost AS bigint), {now}
+       :estimated, CAST(:latency AS integer), CAST(:cost AS bigint), {now}, s.end_user
 FROM sessions s WHERE s.id = :sid
 
 -- name: add_session_usage
@@ -40,12 +41,14 @@ WITH t AS (
        input bigint, output bigint, cached bigint, reasoning bigint, cost bigint,
        unpriced integer)
   WHERE s.id = a.sid
-  RETURNING s.id, s.owner_id, s.agent)
+  RETURNING s.id, s.owner_id, s.agent, s.end_user)
 INSERT INTO usage_ledger (session_id, entry_seq, owner_id, attempt, fence, call_index, kind,
                           route, model, agent, input_tokens, output_tokens, cached_input_tokens,
-                          reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at)
+                          reasoning_tokens, estimated, latency_ms, cost_nano_usd, created_at,
+                          end_user)
 SELECT r.sid, r.seq, t.owner_id, r.attempt, r.fence, r.idx, r.kind, r.route, r.model, t.agent,
-       r.input, r.output, r.cached, r.reasoning, r.estimated, r.latency, r.cost, {now}
+       r.input, r.output, r.cached, r.reasoning, r.estimated, r.latency, r.cost, {now},
+       t.end_user
 FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(sid text, seq bigint, attempt integer,
      fence bigint, idx integer, kind text, route text, model text, input bigint,
      output bigint, cached bigint, reasoning bigint, estimated boolean, latency integer,
@@ -57,9 +60,10 @@ SELECT * FROM usage_ledger WHERE session_id = :sid ORDER BY entry_seq
 
 -- name: usage_report
 -- dialect: sqlite
--- `:lo` and `:hi` are epoch seconds, the half-open period [lo, hi).
+-- `:lo` and `:hi` are epoch seconds, the half-open period [lo, hi). Grouped by end user,
+-- the calls of sessions without one make the last group, its key NULL.
 SELECT CASE :grp WHEN 'model' THEN route WHEN 'agent' THEN agent
-                 WHEN 'session' THEN session_id
+                 WHEN 'session' THEN session_id WHEN 'end_user' THEN end_user
                  ELSE strftime('%Y-%m-%d', created_at, 'unixepoch') END AS k,
        COUNT(*) AS model_calls, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(cached_input_tokens) AS cached_input_tokens,
@@ -67,12 +71,13 @@ SELECT CASE :grp WHEN 'model' THEN route WHEN 'agent' THEN agent
        SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls
 FROM usage_ledger
 WHERE owner_id = :owner AND created_at >= :lo AND created_at < :hi
-GROUP BY k ORDER BY k
+  AND (CAST(:end_user AS TEXT) IS NULL OR end_user = :end_user)
+GROUP BY k ORDER BY k IS NULL, k
 
 -- name: usage_report
 -- dialect: postgres
 SELECT CASE CAST(:grp AS text) WHEN 'model' THEN route WHEN 'agent' THEN agent
-                 WHEN 'session' THEN session_id
+                 WHEN 'session' THEN session_id WHEN 'end_user' THEN end_user
                  ELSE to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') END AS k,
        COUNT(*) AS model_calls, SUM(input_tokens) AS input_tokens,
        SUM(output_tokens) AS output_tokens, SUM(cached_input_tokens) AS cached_input_tokens,
@@ -80,7 +85,8 @@ SELECT CASE CAST(:grp AS text) WHEN 'model' THEN route WHEN 'agent' THEN agent
        SUM(CASE WHEN cost_nano_usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls
 FROM usage_ledger
 WHERE owner_id = :owner AND created_at >= to_timestamp(:lo) AND created_at < to_timestamp(:hi)
-GROUP BY k ORDER BY k
+  AND (CAST(:end_user AS TEXT) IS NULL OR end_user = :end_user)
+GROUP BY k ORDER BY k NULLS LAST
 
 -- name: subtree_use
 -- A session and every session below it (its sub-agents, theirs, …): their summed totals.

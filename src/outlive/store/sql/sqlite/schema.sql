@@ -74,6 +74,7 @@ CREATE TABLE sessions (
     detached            INTEGER NOT NULL DEFAULT 0,
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        TEXT,
+    end_user            TEXT,
     tool_choice         TEXT,
     forked_from_id      TEXT,
     forked_from_seq     INTEGER,
@@ -81,6 +82,9 @@ CREATE TABLE sessions (
 );
 
 CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_at IS NULL;
+-- A list by end user (0021): an owner's filter, a token's view.
+CREATE INDEX sessions_owner_end_user ON sessions (owner_id, end_user, id DESC)
+    WHERE deleted_at IS NULL AND end_user IS NOT NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
 CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
 CREATE INDEX sessions_reports_due ON sessions (id)
@@ -238,6 +242,7 @@ CREATE TABLE usage_ledger (
     latency_ms          INTEGER NOT NULL,
     cost_nano_usd       INTEGER,
     created_at          REAL NOT NULL,
+    end_user            TEXT,
     PRIMARY KEY (session_id, entry_seq)
 );
 CREATE INDEX usage_ledger_owner_time ON usage_ledger (owner_id, created_at);
