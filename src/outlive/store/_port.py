@@ -34,8 +34,8 @@ from ..domain.tool_calls import ToolChoice
 from ..domain.usage import SessionUsage, UsageGroup, UsageTotals
 from ._child_port import ChildStore
 from ._client_port import ClientCallStore, ClientResultStore
-from ._fork_port import ForkStore
 from ._credential_port import CredentialStore, Owner
+from ._fork_port import ForkStore
 from ._schedule_ports import (
     FireReport,
     FiringStore,
