@@ -1,13 +1,44 @@
 -- Runs: claims, leases, fenced writes of a worker, the end of a run.
 
 -- name: claim_candidates
--- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
--- those waiting on an approval (no lease until a decision) or on their children.
-SELECT {session_row} FROM sessions s
-WHERE s.status = 'queued'
-   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
-       AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool')) AND s.awaiting_children = 0)
-ORDER BY s.id LIMIT :limit {skip_locked}
+-- dialect: sqlite
+-- Running sessions nobody holds (parked, or their lease lapsed), but for those waiting on an
+-- approval, a client's tools or their children, first; then the queued sessions, fairly
+-- between owners (docs/quotas.md): the owners with queued sessions (walked one to the next
+-- through `sessions_queued_by_owner`) in turn from the one after :rotate, each skipped at
+-- its cap on running sessions, take their oldest in rounds (each owner's first, then each
+-- one's second, ...), as PostgreSQL's `claim_take` does.
+WITH RECURSIVE walk(owner_id) AS (
+  SELECT (SELECT owner_id FROM sessions WHERE status = 'queued' ORDER BY owner_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT s.owner_id FROM sessions s
+          WHERE s.status = 'queued' AND s.owner_id > w.owner_id ORDER BY s.owner_id LIMIT 1)
+  FROM walk w WHERE w.owner_id IS NOT NULL
+), ranked AS (
+  SELECT w.owner_id,
+         COALESCE(CAST(json_extract(ow.quotas, '$.running') AS INTEGER), :cap_running)
+           - (SELECT count(*) FROM sessions h WHERE h.owner_id = w.owner_id
+                AND h.status = 'running' AND h.lease_expires_at IS NOT NULL) AS room,
+         row_number() OVER (ORDER BY w.owner_id <= :rotate, w.owner_id) AS pos
+  FROM walk w JOIN owners ow ON ow.id = w.owner_id WHERE w.owner_id IS NOT NULL
+), turn AS (
+  SELECT * FROM ranked WHERE room > 0 ORDER BY pos LIMIT :limit
+), queued AS (
+  SELECT s.id, t.pos, t.room,
+         row_number() OVER (PARTITION BY s.owner_id ORDER BY s.id) AS rk
+  FROM turn t JOIN sessions s ON s.owner_id = t.owner_id AND s.status = 'queued'
+  WHERE s.id IN (SELECT x.id FROM sessions x WHERE x.owner_id = t.owner_id
+                   AND x.status = 'queued' ORDER BY x.id LIMIT :limit)
+), picked AS (
+  SELECT id, 1 AS part, rk, pos FROM queued WHERE rk <= room
+  UNION ALL
+  SELECT s.id, 0, 0, 0 FROM sessions s
+  WHERE s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+    AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool'))
+    AND s.awaiting_children = 0
+)
+SELECT {session_row}, p.part, p.rk, p.pos FROM picked p JOIN sessions s ON s.id = p.id
+ORDER BY p.part, p.rk, p.pos, s.id LIMIT :limit
 
 -- name: claimed_sessions
 -- The sessions a claim took, as it left them, in one statement whatever their number,
@@ -254,29 +285,85 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 -- name: claim_take
 -- dialect: postgres
 -- A worker's claim in one statement for its common case: the sessions `claim_candidates`
--- describes (those nobody holds chosen longest unheld first, below), locked, as they were
--- (`taken` says which this statement took); of
--- them, with `:start`, each queued session no cancel, deletion, attention, compaction request
--- (whose claim may be a `compact`) or attempt cap stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
--- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
--- the database clock after its row was updated. The store checks each taken row against
--- the machine (`RunOps._taken`); every other candidate goes the general way.
--- The candidates are searched in two parts, each an ordered scan of its own index (0011) that
--- stops at the limit, so a claim reads what it takes however many sessions run: the oldest
--- queued sessions, and the running ones nobody holds, longest unheld first (no lease at all,
--- then the lease that ended first), the two merged oldest first. `now()` (the claim's start):
--- an index condition needs a stable time. Rows either part locks and the merge leaves out
--- stay untouched until the COMMIT.
-WITH q AS (
-  SELECT {session_row} FROM sessions s WHERE s.status = 'queued'
-  ORDER BY s.id LIMIT :limit {skip_locked}
-), o AS (
+-- describes, chosen fairly between owners (below), locked, as they were (`taken` says which
+-- this statement took); of them, with `:start`, each queued session no cancel, deletion,
+-- attention, compaction request (whose claim may be a `compact`) or attempt cap stops is
+-- taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`: lease,
+-- fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by the
+-- database clock after its row was updated. The store checks each taken row against the
+-- machine (`RunOps._taken`); every other candidate goes the general way.
+-- Every search is an ordered index range scan that stops at a LIMIT, so a claim reads what
+-- it takes (plus one index probe per owner with queued sessions) however many sessions wait
+-- or run, whatever the statistics say:
+-- * `o`: the running sessions nobody holds, longest unheld first (no lease at all, then the
+--   lease that ended first; `sessions_lease_ends`), taken first;
+-- * `walk`: the owners with queued sessions, one to the next (a loose index scan of
+--   `sessions_queued_by_owner`: each step the first owner above the last), in turn from
+--   the one after :rotate (the store moves it on each claim, so no owner is always first);
+-- * `ranked`: of them, in that turn, the first :limit with room under their cap on running
+--   sessions (their held sessions counted, at most to the cap: `sessions_held_by_owner`);
+-- * `fair`: each ranked owner's oldest queued sessions, ceil(:limit / owners) of them at
+--   most, and never past its room;
+-- * `fill`: the rest of the batch, from the ranked owners whose share `fair` took whole, in
+--   turn: each one's next oldest after its share, within its room (the outer LIMIT stops
+--   the walk, and the locking, once the batch is full).
+-- A backlog of one owner therefore cannot keep another's session out of the next claim.
+-- `now()` (the claim's start): an index condition needs a stable time. Rows a part locks and
+-- the batch leaves out stay untouched until the COMMIT.
+WITH RECURSIVE o AS (
   SELECT {session_row} FROM sessions s
   WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool'))
     AND s.awaiting_children = 0 AND COALESCE(s.lease_expires_at, '-infinity') < now()
   ORDER BY COALESCE(s.lease_expires_at, '-infinity') LIMIT :limit {skip_locked}
+), walk(owner_id) AS (
+  (SELECT s.owner_id FROM sessions s WHERE s.status = 'queued' ORDER BY s.owner_id LIMIT 1)
+  UNION ALL
+  SELECT (SELECT s.owner_id FROM sessions s
+          WHERE s.status = 'queued' AND s.owner_id > w.owner_id ORDER BY s.owner_id LIMIT 1)
+  FROM walk w WHERE w.owner_id IS NOT NULL
+), turn AS (
+  SELECT w.owner_id FROM walk w WHERE w.owner_id IS NOT NULL
+  ORDER BY w.owner_id <= :rotate, w.owner_id
+), ranked0 AS (
+  SELECT t.owner_id, r.room FROM turn t
+  CROSS JOIN LATERAL (
+    SELECT COALESCE(CAST(ow.quotas ->> 'running' AS bigint), :cap_running) AS cap
+    FROM owners ow WHERE ow.id = t.owner_id) k
+  CROSS JOIN LATERAL (
+    SELECT k.cap - (SELECT count(*) FROM (
+      SELECT 1 FROM sessions h
+      WHERE h.owner_id = t.owner_id AND h.status = 'running' AND h.lease_expires_at IS NOT NULL
+      LIMIT k.cap) AS held) AS room) r
+  WHERE r.room > 0
+  LIMIT :limit
+), ranked AS (
+  SELECT owner_id, room, row_number() OVER () AS pos,
+         CAST(ceil(CAST(:limit AS numeric) / count(*) OVER ()) AS bigint) AS share
+  FROM ranked0
+), fair AS (
+  SELECT f.*, r.pos, row_number() OVER (PARTITION BY r.owner_id ORDER BY f.id) AS rk,
+         1 AS part
+  FROM ranked r CROSS JOIN LATERAL (
+    SELECT {session_row} FROM sessions s
+    WHERE s.status = 'queued' AND s.owner_id = r.owner_id
+    ORDER BY s.owner_id, s.id LIMIT LEAST(r.room, r.share) {skip_locked}) AS f
+), fill AS (
+  SELECT g.*, r.pos, CAST(0 AS bigint) AS rk, 2 AS part
+  FROM ranked r
+  CROSS JOIN LATERAL (SELECT count(*) AS got, max(fair.id) AS last FROM fair
+                      WHERE fair.owner_id = r.owner_id) AS mine
+  CROSS JOIN LATERAL (
+    SELECT {session_row} FROM sessions s
+    WHERE s.status = 'queued' AND s.owner_id = r.owner_id AND s.id > mine.last
+    ORDER BY s.owner_id, s.id LIMIT GREATEST(0, r.room - mine.got) {skip_locked}) AS g
+  WHERE mine.got >= r.share
+  LIMIT GREATEST(0, :limit - (SELECT count(*) FROM fair))
 ), c AS (
-  SELECT * FROM q UNION ALL SELECT * FROM o ORDER BY id LIMIT :limit
+  SELECT * FROM (
+    SELECT o.*, CAST(0 AS bigint) AS pos, CAST(0 AS bigint) AS rk, 0 AS part FROM o
+    UNION ALL SELECT * FROM fair
+    UNION ALL SELECT * FROM fill) AS c0
+  ORDER BY part, rk, pos, id LIMIT :limit
 ), u AS (
   UPDATE sessions s
   SET status = 'running', attempt = s.attempt + 1, fence = s.fence + 1, updated_at = {now},
@@ -294,4 +381,5 @@ WITH q AS (
                             'attempt', u.attempt)
   FROM u
 )
-SELECT c.*, (u.id IS NOT NULL) AS taken FROM c LEFT JOIN u ON u.id = c.id ORDER BY c.id
+SELECT c.*, (u.id IS NOT NULL) AS taken FROM c LEFT JOIN u ON u.id = c.id
+ORDER BY c.part, c.rk, c.pos, c.id
