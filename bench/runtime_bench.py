@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     Worker,
+    bench_owner,
     machine,
     mean,
     pct,
@@ -294,7 +295,7 @@ async def main() -> None:
         await store.migrate()
         conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
         db = Db(conn)
-        owner = (await store.ensure_owner("bench")).id
+        owner = (await bench_owner(store, "bench")).id
         try:
             if "throughput" in parts:
                 await print_throughput(url, store, db, owner, args.sessions, args.workers)
