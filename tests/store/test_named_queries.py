@@ -80,7 +80,8 @@ def samples(store: Any) -> dict[str, Any]:
         "overlap": "skip", "catch_up": "one", "paused": False, "next": 60, "no": False,
         "fire": 60, "pending": None, "before": None, "caught_up": False,
         # fair claims and quotas (runs.sql, quotas.sql)
-        "rotate": "", "cap_running": 1000, "cap_queued": 10000, "end_user": "",
+        "rotate": "", "rotate_eu": "", "cap_running": 1000, "cap_eu_running": 64,
+        "cap_queued": 10000, "cap_eu_queued": 1000,
         "quotas": d.json({"running": 1}), "input_bytes": 0, "bytes": 2,
     }
 

@@ -36,6 +36,8 @@ class QuotaOps(StoreCore):
 
     _claim_rotate: str = ""
     """The owner a claim's turn starts after (the next claim moves it on)."""
+    _claim_rotate_eu: str = ""
+    """The end user each owner's turn of its end users starts after."""
 
     def _own(self, raw: Any) -> dict[str, int] | None:
         caps = None if raw is None else self.d.load_json(raw)
@@ -72,34 +74,56 @@ class QuotaOps(StoreCore):
         await self._write(op)
         return self.quotas.with_caps(own), own
 
-    async def _admit_create(self, tx: Tx, owner_id: str, prompt: str | None) -> None:
-        """The owner exists (else `NotFound`), and one more session stays within its creates
-        per minute and its queued sessions (else `QuotaExceeded`), its prompt within the
-        history cap (else `HistoryTooLarge`)."""
+    async def _admit_create(self, tx: Tx, owner_id: str, prompt: str | None,
+                            end_user: str | None) -> None:
+        """The owner exists (else `NotFound`), and one more session stays within the creates
+        per minute and the queued sessions of the owner and of its end user (else
+        `QuotaExceeded`), its prompt within the history cap (else `HistoryTooLarge`)."""
         rows = await tx.fetch(self.q.admit_create, {
-            "owner": owner_id, "end_user": "", "cap_queued": self.quotas.queued})
+            "owner": owner_id, "end_user": end_user, "cap_queued": self.quotas.queued,
+            "cap_eu_queued": self.quotas.end_user_queued})
         if not rows:
             raise NotFound(f"owner {owner_id} not found")
-        row = rows[0]
+        row = dict(rows[0])
         quotas = self._effective(row["quotas"])
-        if row["creates"] is None:  # SQLite: the window and the count are statements
-            [window] = await tx.fetch(self.q.bump_create_window,
-                                      {"owner": owner_id, "end_user": ""})
-            [queued] = await tx.fetch(self.q.count_queued,
-                                      {"owner": owner_id, "cap_queued": quotas.queued})
-            row = {**row, **window, **queued}
+        if row["creates"] is None:  # SQLite: the windows and the counts are statements
+            await self._sqlite_admission(tx, row, owner_id, end_user, quotas)
         if int(row["creates"]) > quotas.creates_per_minute:
             raise QuotaExceeded("creates_per_minute", quotas.creates_per_minute,
                                 retry_after=float(row["window_left"]))
+        if end_user is not None and int(row["eu_creates"]) > quotas.end_user_creates_per_minute:
+            raise QuotaExceeded("end_user_creates_per_minute",
+                                quotas.end_user_creates_per_minute,
+                                retry_after=float(row["eu_window_left"]), end_user=True)
         if int(row["queued"]) >= quotas.queued:
             raise QuotaExceeded("queued", quotas.queued)
+        if end_user is not None and int(row["eu_queued"]) >= quotas.end_user_queued:
+            raise QuotaExceeded("end_user_queued", quotas.end_user_queued, end_user=True)
         if text_bytes(prompt) > quotas.history_bytes:
             raise HistoryTooLarge(quotas.history_bytes, 0)
 
+    async def _sqlite_admission(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                end_user: str | None, quotas: Quotas) -> None:
+        """`admit_create`'s windows and counts, one statement each (SQLite writes in no WITH,
+        and its LIMIT reads no row)."""
+        [w] = await tx.fetch(self.q.bump_create_window, {"owner": owner_id, "end_user": ""})
+        row.update(w)
+        [n] = await tx.fetch(self.q.count_queued,
+                             {"owner": owner_id, "cap_queued": quotas.queued})
+        row.update(n)
+        if end_user is not None:
+            [w] = await tx.fetch(self.q.bump_create_window,
+                                 {"owner": owner_id, "end_user": end_user})
+            row.update(eu_creates=w["creates"], eu_window_left=w["window_left"])
+            [n] = await tx.fetch(self.q.count_end_user_queued, {
+                "owner": owner_id, "end_user": end_user,
+                "cap_eu_queued": quotas.end_user_queued})
+            row.update(n)
+
     async def _admit_message(self, tx: Tx, row: Row, text: str, requeues: bool) -> int:
         """A message of `text` to the session of `row` stays within its history cap (else
-        `HistoryTooLarge`) and, when it queues the session again, its owner's queued
-        sessions (else `QuotaExceeded`); returns the message's size in bytes."""
+        `HistoryTooLarge`) and, when it queues the session again, the queued sessions of its
+        owner and its end user (else `QuotaExceeded`); returns the message's size in bytes."""
         size = text_bytes(text)
         owner = row["owner_id"]
         found = await tx.fetch(self.q.owner_quotas, {"owner": owner})
@@ -112,12 +136,25 @@ class QuotaOps(StoreCore):
                                  {"owner": owner, "cap_queued": quotas.queued})
             if int(n["queued"]) >= quotas.queued:
                 raise QuotaExceeded("queued", quotas.queued)
+            if row["end_user"] is not None:
+                [n] = await tx.fetch(self.q.count_end_user_queued, {
+                    "owner": owner, "end_user": row["end_user"],
+                    "cap_eu_queued": quotas.end_user_queued})
+                if int(n["eu_queued"]) >= quotas.end_user_queued:
+                    raise QuotaExceeded("end_user_queued", quotas.end_user_queued,
+                                        end_user=True)
         return size
 
     def _rotate_after(self, rows: Sequence[Row], limit: int) -> None:
         """Move the claims' turn on: past the last owner this claim took from when there
         were more owners than the batch's size (the next claim goes on from there), else
-        past the first (so each owner comes first in its turn)."""
-        fair = sorted({(int(r["pos"]), str(r["owner_id"])) for r in rows if int(r["part"]) == 1})
-        if fair:
-            self._claim_rotate = (fair[-1] if len(fair) >= limit else fair[0])[1]
+        past the first (so each owner comes first in its turn); and, the same way, past the
+        last end user it took from of the owner that came first."""
+        fair = [r for r in rows if int(r["part"]) == 1]
+        if not fair:
+            return
+        owners = sorted({(int(r["pos"]), str(r["owner_id"])) for r in fair})
+        self._claim_rotate = (owners[-1] if len(owners) >= limit else owners[0])[1]
+        first = [r for r in fair if int(r["pos"]) == owners[0][0]]
+        self._claim_rotate_eu = str(max(first, key=lambda r: (r["end_user"] or "", r["id"]))
+                                    ["end_user"] or "")

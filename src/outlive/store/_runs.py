@@ -105,7 +105,9 @@ class RunOps(QuotaOps):
         the statement already took itself (none here: PostgreSQL's override takes new runs
         and follow-ups in the same statement, `_taken`)."""
         rows = await tx.fetch(self.q.claim_candidates, {
-            "limit": limit, "rotate": self._claim_rotate, "cap_running": self.quotas.running})
+            "limit": limit, "rotate": self._claim_rotate, "rotate_eu": self._claim_rotate_eu,
+            "cap_running": self.quotas.running,
+            "cap_eu_running": self.quotas.end_user_running})
         self._rotate_after(rows, limit)
         return rows, set()
 

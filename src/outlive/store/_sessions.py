@@ -96,7 +96,7 @@ class SessionOps(ChildOps, QuotaOps):
                     first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
                                                                   None))
                     return replace(first, replayed=True), st
-            await self._admit_create(tx, owner_id, prompt)
+            await self._admit_create(tx, owner_id, prompt, end_user)
             parent = (None if parent_id is None
                       else await self._parent_for_create(tx, owner_id, parent_id))
             if parent is not None and child_limits is not None:

@@ -90,8 +90,9 @@ CREATE INDEX sessions_owner_end_user ON sessions (owner_id, end_user, id DESC)
     WHERE deleted_at IS NULL AND end_user IS NOT NULL;
 -- Fair claims (0022): the queued sessions per owner, walked owner to owner, and the held
 -- sessions per owner, counted against its cap on running sessions.
-CREATE INDEX sessions_queued_by_owner ON sessions (owner_id, id) WHERE status = 'queued';
-CREATE INDEX sessions_held_by_owner ON sessions (owner_id)
+CREATE INDEX sessions_queued_by_owner ON sessions (owner_id, (COALESCE(end_user, '')), id)
+    WHERE status = 'queued';
+CREATE INDEX sessions_held_by_owner ON sessions (owner_id, (COALESCE(end_user, '')))
     WHERE status = 'running' AND lease_expires_at IS NOT NULL;
 -- A claim's search for the running sessions it may take, by the end of their lease (no
 -- lease: minus infinity; 0011); the queued ones are walked per owner (0022, above).
