@@ -17,9 +17,11 @@ from .errors import InvalidInput, OutliveError, TooLarge
 __all__ = [
     "DEFAULT_QUOTAS",
     "HistoryTooLarge",
+    "OwnerQuotas",
     "QuotaExceeded",
     "Quotas",
     "parse_quota_caps",
+    "parse_quota_pairs",
     "parse_quotas_text",
 ]
 
@@ -52,6 +54,8 @@ class Quotas:
 
 
 DEFAULT_QUOTAS = Quotas()
+OwnerQuotas = tuple[Quotas, dict[str, int] | None]
+"""The quotas that apply to an owner, and its own caps (None: the server's)."""
 _NAMES = frozenset(f.name for f in fields(Quotas))
 
 
@@ -72,17 +76,22 @@ def parse_quota_caps(value: Any) -> dict[str, int] | None:
     return out or None
 
 
-def parse_quotas_text(text: str | None, base: Quotas = DEFAULT_QUOTAS) -> Quotas:
-    """`running=64,queued=5000` (a server's flag or environment variable) over `base`."""
-    if not text or not text.strip():
-        return base
+def parse_quota_pairs(text: str) -> dict[str, int] | None:
+    """`running=64,queued=5000` (a flag or an environment variable) as checked caps."""
     caps: dict[str, Any] = {}
     for part in text.split(","):
         name, sep, raw = part.strip().partition("=")
         if not sep or not raw.strip().isdigit() or not raw.strip().isascii():
             raise InvalidInput(f"quota {part.strip()!r} is not name=number")
         caps[name.strip()] = int(raw.strip())
-    return base.with_caps(parse_quota_caps(caps))
+    return parse_quota_caps(caps)
+
+
+def parse_quotas_text(text: str | None, base: Quotas = DEFAULT_QUOTAS) -> Quotas:
+    """The server's quotas: `base` with the caps of `text` (None or blank: none)."""
+    if not text or not text.strip():
+        return base
+    return base.with_caps(parse_quota_pairs(text))
 
 
 class QuotaExceeded(OutliveError):

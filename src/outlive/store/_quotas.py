@@ -15,6 +15,7 @@ from ..domain.errors import NotFound
 from ..domain.quotas import (
     DEFAULT_QUOTAS,
     HistoryTooLarge,
+    OwnerQuotas,
     QuotaExceeded,
     Quotas,
     parse_quota_caps,
@@ -46,9 +47,9 @@ class QuotaOps(StoreCore):
     def _effective(self, raw: Any) -> Quotas:
         return self.quotas.with_caps(self._own(raw))
 
-    async def owner_quotas(self, owner_id: str) -> tuple[Quotas, dict[str, int] | None]:
+    async def owner_quotas(self, owner_id: str) -> OwnerQuotas:
         """The quotas that apply to the owner, and its own caps (None: the server's)."""
-        async def op(tx: Tx) -> tuple[Quotas, dict[str, int] | None]:
+        async def op(tx: Tx) -> OwnerQuotas:
             rows = await tx.fetch(self.q.owner_quotas, {"owner": owner_id})
             if not rows:
                 raise NotFound(f"owner {owner_id} not found")
@@ -59,7 +60,7 @@ class QuotaOps(StoreCore):
 
     async def set_owner_quotas(
         self, owner_id: str, caps: dict[str, Any] | None
-    ) -> tuple[Quotas, dict[str, int] | None]:
+    ) -> OwnerQuotas:
         """Replace the owner's own caps whole (None or {}: the server's again)."""
         own = parse_quota_caps(caps)
 
