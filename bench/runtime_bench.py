@@ -77,9 +77,9 @@ class Db:
 
     async def active_count(self) -> int:
         """Sessions queued, or running and not waiting on an approval, in the scratch
-        database: what the partial indexes `sessions_queued` and `sessions_lease_ends` hold,
-        so a poll costs well under a millisecond while the exact `open_count` of 4,000 ids
-        costs about 14 ms of CPU the workers would not get."""
+        database: what the partial indexes `sessions_queued_by_owner` and
+        `sessions_lease_ends` hold, so a poll costs well under a millisecond while the exact
+        `open_count` of 4,000 ids costs about 14 ms of CPU the workers would not get."""
         (row,) = await self.rows(
             "SELECT (SELECT count(*) FROM sessions WHERE status = 'queued') + "
             "(SELECT count(*) FROM sessions WHERE status = 'running' AND "

@@ -298,7 +298,7 @@ UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHE
 -- Before `claim_take`, for its transaction only: no bitmap scan. A backlog that arrived since
 -- the table's last ANALYZE (or a table never analyzed) looks to the planner like a handful of
 -- claimable rows, and it reads them all through a bitmap and sorts them to keep :limit (11 ms
--- for 4,000 queued sessions); the ordered scans of `sessions_queued` and
+-- for 4,000 queued sessions); the ordered scans of `sessions_queued_by_owner` and
 -- `sessions_lease_ends` stop after :limit, whatever the statistics say. Per transaction
 -- (SET LOCAL), so safe behind a pooler in transaction mode; it is left off to the claim's
 -- COMMIT rather than restored with one more statement per claim: every other statement of a
