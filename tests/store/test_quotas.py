@@ -12,7 +12,7 @@ import pytest
 from outlive.domain import InvalidInput, NotFound, Status
 from outlive.domain.errors import TooLarge
 from outlive.domain.quotas import DEFAULT_QUOTAS, HistoryTooLarge, QuotaExceeded
-from tests.support.store_suite import LONG_TTL, new_owner, new_session
+from tests.support.store_suite import LONG_TTL, expire, held, new_owner, new_session
 
 
 async def _claim(store, limit: int) -> list[str]:
@@ -73,6 +73,19 @@ async def test_a_claim_skips_an_owner_and_an_end_user_at_their_cap_on_running(st
     assert await _claim(store, 10) == [a_x[1]]
     # the other's sessions were not held back by any of it
     assert {(await store.load_session(s)).status for s in b_s} == {Status.RUNNING}
+
+
+async def test_a_lapsed_lease_is_taken_over_whatever_the_cap(store):
+    """A takeover continues a run that had started: the cap on running sessions holds back
+    new runs only (a cap of 0 lets nothing new start)."""
+    owner = await new_owner(store)
+    s, lease = await held(store, owner.id)
+    waiting = await new_session(store, owner.id)
+    await store.set_owner_quotas(owner.id, {"running": 0})
+    await expire(store, lease)
+    [c] = await store.claim("w2", limit=10, lease_ttl=LONG_TTL, start=True)
+    assert c.session.id == s.id and c.lease is not None and c.lease.worker == "w2"
+    assert (await store.load_session(waiting.id)).status is Status.QUEUED
 
 
 async def test_creates_per_minute_are_refused_with_when_to_retry(store):
