@@ -88,7 +88,7 @@ class QuotaOps(StoreCore):
         row = dict(rows[0])
         quotas = self._effective(row["quotas"])
         if row["creates"] is None:  # SQLite: the windows and the counts are statements
-            await self._sqlite_admission(tx, row, owner_id, end_user, quotas)
+            await self._admission_statements(tx, row, owner_id, end_user, quotas)
         if int(row["creates"]) > quotas.creates_per_minute:
             raise QuotaExceeded("creates_per_minute", quotas.creates_per_minute,
                                 retry_after=float(row["window_left"]))
@@ -103,23 +103,11 @@ class QuotaOps(StoreCore):
         if text_bytes(prompt) > quotas.history_bytes:
             raise HistoryTooLarge(quotas.history_bytes, 0)
 
-    async def _sqlite_admission(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                end_user: str | None, quotas: Quotas) -> None:
-        """`admit_create`'s windows and counts, one statement each (SQLite writes in no WITH,
-        and its LIMIT reads no row)."""
-        [w] = await tx.fetch(self.q.bump_create_window, {"owner": owner_id, "end_user": ""})
-        row.update(w)
-        [n] = await tx.fetch(self.q.count_queued,
-                             {"owner": owner_id, "cap_queued": quotas.queued})
-        row.update(n)
-        if end_user is not None:
-            [w] = await tx.fetch(self.q.bump_create_window,
-                                 {"owner": owner_id, "end_user": end_user})
-            row.update(eu_creates=w["creates"], eu_window_left=w["window_left"])
-            [n] = await tx.fetch(self.q.count_end_user_queued, {
-                "owner": owner_id, "end_user": end_user,
-                "cap_eu_queued": quotas.end_user_queued})
-            row.update(n)
+    async def _admission_statements(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                    end_user: str | None, quotas: Quotas) -> None:
+        """`admit_create`'s windows and counts, for an adapter whose `admit_create` left them
+        out (SQLite writes in no WITH): its own statements fill them in `row`."""
+        raise NotImplementedError
 
     async def _admit_message(self, tx: Tx, row: Row, text: str, requeues: bool) -> int:
         """A message of `text` to the session of `row` stays within its history cap (else

@@ -101,15 +101,9 @@ class RunOps(QuotaOps):
         start: bool,
     ) -> tuple[list[Row], set[str]]:
         """The claimable sessions, locked, fairly between owners (takeovers first, then each
-        owner's oldest in turn), as they were; and the ids of those
-        the statement already took itself (none here: PostgreSQL's override takes new runs
-        and follow-ups in the same statement, `_taken`)."""
-        rows = await tx.fetch(self.q.claim_candidates, {
-            "limit": limit, "rotate": self._claim_rotate, "rotate_eu": self._claim_rotate_eu,
-            "cap_running": self.quotas.running,
-            "cap_eu_running": self.quotas.end_user_running})
-        self._rotate_after(rows, limit)
-        return rows, set()
+        owner's oldest in turn), as they were; and the ids of those the statement already
+        took itself. Each adapter claims in its own dialect (its queries are its own)."""
+        raise NotImplementedError
 
     def _taken(
         self, st: TxState, row: Row, worker: str, max_attempts: int,
