@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ServeProcess, machine, pct, scratch_database, table
+from _common import ServeProcess, bench_owner, machine, pct, scratch_database, table
 from tests.support.processes import child_env
 
 from outlive.api import hash_key, new_key
@@ -223,7 +223,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         store = PostgresStore(url, max_size=4)
         await store.open()
         await store.migrate()
-        owner = (await store.ensure_owner("bench")).id
+        owner = (await bench_owner(store, "bench")).id
         key = new_key()
         await store.create_api_key(owner, hash_key(key), "context bench")
         with tempfile.TemporaryDirectory() as tmp:

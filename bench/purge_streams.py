@@ -29,7 +29,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ServeProcess, machine, pct, scratch_database, table
+from _common import ServeProcess, bench_owner, machine, pct, scratch_database, table
 from stream_bench import Stream, _last
 
 from outlive.api import hash_key, new_key
@@ -152,7 +152,7 @@ async def main() -> None:
         store = PostgresStore(url, max_size=20)
         await store.open()
         await store.migrate()
-        owner = (await store.ensure_owner("bench")).id
+        owner = (await bench_owner(store, "bench")).id
         key = new_key()
         await store.create_api_key(owner, hash_key(key), "purge bench")
         await asyncio.to_thread(seed, url, owner, args.purge)

@@ -7,7 +7,8 @@ Run:  .venv/bin/python bench/run_all.py [--full]
 
 Runs, as subprocesses of this script, their output shown as it comes: store_bench.py,
 runtime_bench.py, stream_bench.py, scale_bench.py, peers.py, storage_bench.py,
-purge_streams.py, context_bench.py, schedule_bench.py and subagent_bench.py. runtime_bench's
+purge_streams.py, context_bench.py, schedule_bench.py, subagent_bench.py and
+fairness_bench.py. runtime_bench's
 numbers are read from its printed tables (columns split on two or more spaces); the others
 write JSON.
 """
@@ -140,6 +141,9 @@ def main() -> None:
         tj = Path(tmp) / "subagent.json"
         run("subagent_bench.py", *quick, "--json", str(tj))
         tree: dict[str, Any] = json.loads(tj.read_text()) if tj.exists() else {}
+        fj = Path(tmp) / "fairness.json"
+        run("fairness_bench.py", *quick, "--json", str(fj))
+        fair: dict[str, Any] = json.loads(fj.read_text()) if fj.exists() else {}
         stream: dict[str, Any] = json.loads(sj.read_text()) if sj.exists() else {}
         scale: dict[int, dict[str, Any]] = (
             {r["N"]: r for r in json.loads(cj.read_text())} if cj.exists() else {})
@@ -255,6 +259,14 @@ def main() -> None:
          f"both children cancelled p50 {float(tree.get('observed p50 ms', NAN)):.0f} ms, "
          f"p99 {float(tree.get('observed p99 ms', NAN)):.0f} ms, "
          f"{len(tree.get('problems', []))} problems"),
+        ("beside another owner's 5,000 queued sessions, a session starts in the first claim "
+         "after its create (20 trials)",
+         fair["claims before max"] == 0 if fair else None,
+         f"p99 {float(fair.get('busy', {}).get('p99 ms', NAN)):.0f} ms vs idle "
+         f"{float(fair.get('idle', {}).get('p99 ms', NAN)):.0f} ms "
+         f"({float(fair.get('p99 ratio', NAN)):.1f}x; a busy claim round "
+         f"{float(fair.get('busy', {}).get('claim round p50 ms', NAN)):.0f} ms), "
+         f"claims before it max {fair.get('claims before max', '?')}"),
     ]
     for n, limit in ((1000, 10.0), (2000, None)):
         r = scale.get(n)

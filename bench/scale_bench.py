@@ -37,7 +37,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Worker, machine, pct, scratch_database, table, wait_listening
+from _common import Worker, bench_owner, machine, pct, scratch_database, table, wait_listening
 
 from outlive.providers.demo import CHARS_PER_SECOND, FIRST_TOKEN_SECONDS, TOOL_CALL_SECONDS
 from outlive.store import PostgresStore, SqliteStore
@@ -59,7 +59,7 @@ async def planned_pace() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         store = await SqliteStore(Path(tmp) / "plan.db").open()
         await store.migrate()
-        owner = await store.ensure_owner("plan")
+        owner = await bench_owner(store, "plan")
         s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
                                        prompt=PROMPT)
         w = InProcessWorker(store, AgentRegistry([demo_agent(0)]), default_registry(demo_speed=0),
@@ -101,7 +101,7 @@ async def one_size(n: int, planned: float, loop: str = "default") -> dict[str, A
         try:
             await worker.ready()
             await wait_listening(url, 1)
-            owner = (await store.ensure_owner("scale")).id
+            owner = (await bench_owner(store, "scale")).id
             cpu0 = cpu_seconds(worker.pid)
             commits0 = await commits(store)
             created = await asyncio.gather(*[

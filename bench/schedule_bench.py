@@ -29,7 +29,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, pct, scratch_database, start_workers, table
+from _common import bench_owner, machine, pct, scratch_database, start_workers, table
 
 from outlive.store import PostgresStore
 
@@ -47,7 +47,7 @@ async def run(n: int, workers: int) -> dict[str, float]:
     async with scratch_database("outlive_sched") as url:
         store = await PostgresStore(url).open()
         await store.migrate()
-        owners = [await store.ensure_owner(f"bench-{i}") for i in range(OWNERS)]
+        owners = [await bench_owner(store, f"bench-{i}") for i in range(OWNERS)]
         for i in range(n):  # as many per owner as its limit allows
             await store.create_schedule(owners[i % OWNERS].id, every=3600, prompt=PROMPT,
                                         agent="demo", model="demo:scripted")

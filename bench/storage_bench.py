@@ -43,7 +43,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, scratch_database, table
+from _common import bench_owner, machine, scratch_database, table
 from tests.support.inprocess import start_worker
 
 from outlive.domain import Status
@@ -121,7 +121,7 @@ async def settle_all(store: AnyStore, ids: list[str], timeout: float) -> None:
 
 async def run_sessions(store: AnyStore, prompt: str, n: int, speed: float,
                        concurrency: int) -> list[str]:
-    owner = await store.ensure_owner("bench")
+    owner = await bench_owner(store, "bench")
     worker = await start_worker(store, speed, concurrency=concurrency,
                                 flush_interval=0.05 / max(speed, 1.0), sweep_interval=None,
                                 backstop_interval=0.2)

@@ -33,7 +33,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, ratio, scratch_database, table
+from _common import bench_owner, machine, ratio, scratch_database, table
 
 from outlive.domain import Lease, NewEvent
 from outlive.store import PostgresStore, SqliteStore
@@ -64,7 +64,7 @@ def events(n: int) -> list[NewEvent]:
 
 
 async def leases(store: PostgresStore | SqliteStore, n: int) -> list[Lease]:
-    owner = await store.ensure_owner("bench")
+    owner = await bench_owner(store, "bench")
     for _ in range(n):
         await store.create_session(owner.id, agent="demo", model="demo:scripted")
     claims = await store.claim("bench-writer", limit=n, lease_ttl=3600)

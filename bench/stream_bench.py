@@ -38,7 +38,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ServeProcess, machine, pct, scratch_database, table
+from _common import ServeProcess, bench_owner, machine, pct, scratch_database, table
 
 from outlive.api import hash_key, new_key
 from outlive.domain import Lease, NewEvent
@@ -249,7 +249,7 @@ async def main() -> None:
         store = PostgresStore(url, min_size=WRITERS, max_size=WRITERS + 4, acquire_timeout=120)
         await store.open()
         await store.migrate()
-        owner = (await store.ensure_owner("bench")).id
+        owner = (await bench_owner(store, "bench")).id
         key = new_key()
         await store.create_api_key(owner, hash_key(key), "stream bench")
         with tempfile.TemporaryDirectory() as tmp:

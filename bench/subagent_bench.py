@@ -46,7 +46,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, pct, scratch_database, start_workers, table
+from _common import bench_owner, machine, pct, scratch_database, start_workers, table
 
 from outlive.store import PostgresStore
 
@@ -121,7 +121,7 @@ async def run(trials: int, workers: int, speed: float, seed: int) -> dict[str, A
     async with scratch_database("outlive_tree") as url:
         store = await PostgresStore(url).open()
         await store.migrate()
-        owner = (await store.ensure_owner("bench")).id
+        owner = (await bench_owner(store, "bench")).id
         procs = await start_workers(url, workers, "--concurrency", "16", speed=speed)
         observed: list[float] = []
         stored: list[float] = []

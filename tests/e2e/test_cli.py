@@ -179,6 +179,27 @@ def test_owners_budget_sets_shows_and_removes_a_monthly_budget(tmp_path: Path) -
     assert removed.stdout.startswith("owner 'bob': no monthly budget"), removed.stderr
 
 
+def test_owners_quotas_sets_shows_and_clears_an_owners_own_caps(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    assert outlive("keys", "create", "--owner", "bob", "--db", db, cwd=tmp_path).returncode == 0
+    shown = outlive("owners", "quotas", "bob", "--db", db, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "  running 1000\n" in shown.stdout and "(own)" not in shown.stdout
+    done = outlive("owners", "quotas", "bob", "--set", "running=8,end_user_queued=50",
+                   "--db", db, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "  running 8 (own)" in done.stdout and "  end_user_queued 50 (own)" in done.stdout
+    assert "  queued 10000\n" in done.stdout
+    again = outlive("owners", "quotas", "bob", "--db", db, cwd=tmp_path).stdout
+    assert "  running 8 (own)" in again
+    for bad in ("runing=1", "running=-1", "running"):
+        refused = outlive("owners", "quotas", "bob", "--set", bad, "--db", db, cwd=tmp_path)
+        assert refused.returncode == 2, (bad, refused.stderr)
+    assert outlive("owners", "quotas", "eve", "--db", db, cwd=tmp_path).returncode == 1
+    cleared = outlive("owners", "quotas", "bob", "--clear", "--db", db, cwd=tmp_path)
+    assert "(own)" not in cleared.stdout and "  running 1000" in cleared.stdout
+
+
 def test_migrate_is_idempotent(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     first = outlive("migrate", "--db", db, cwd=tmp_path)

@@ -21,8 +21,12 @@ def create_statements(dialect: str) -> list[str]:
     the COMMIT's flush, so the commit, and with it the workers' notice, follows the INSERT
     without a round trip between them."""
     notify = ["notify"] if dialect == "postgres" else []
+    # the owner check is the quotas' admission (docs/quotas.md): on PostgreSQL one statement
+    # with this minute's creates and the queued sessions, on SQLite three
+    admit = (["admit_create"] if dialect == "postgres"
+             else ["admit_create", "bump_create_window", "count_queued"])
     return [
-        "owner_exists", "insert_session", "insert_events_now", "next_owner_event_id",
+        *admit, "insert_session", "insert_events_now", "next_owner_event_id",
         "insert_owner_event", *notify, "get_session",
     ]
 

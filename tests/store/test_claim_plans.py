@@ -179,6 +179,9 @@ async def test_a_claim_beside_thousands_of_held_sessions_reads_what_it_takes(sto
     lease ended and the few with none, not the running ones, and leaves alone those waiting
     on an approval."""
     owner = await new_owner(store)
+    # the held sessions are another owner's: the claimed owner's count against its cap on
+    # running sessions (docs/quotas.md) would be read up to that cap
+    holder = await new_owner(store)
     insert = ("INSERT INTO sessions (id, owner_id, agent, model, status, attempt, fence, "
               "lease_worker, lease_expires_at, attention) "
               "SELECT %s || lpad(i::text, 6, '0'), %s, 'demo', 'demo:scripted', %s, %s, %s, "
@@ -186,7 +189,7 @@ async def test_a_claim_beside_thousands_of_held_sessions_reads_what_it_takes(sto
     try:
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
             await conn.execute("ALTER TABLE sessions SET (autovacuum_enabled = false)")
-            await conn.execute(insert, ("ses_0held", owner.id, "running", 1, 1, "w0", 3600,
+            await conn.execute(insert, ("ses_0held", holder.id, "running", 1, 1, "w0", 3600,
                                         None, BACKLOG))
             await conn.execute(insert, ("ses_1lapsed", owner.id, "running", 1, 1, "gone",
                                         -60, None, 3))
@@ -204,6 +207,53 @@ async def test_a_claim_beside_thousands_of_held_sessions_reads_what_it_takes(sto
         assert all(c.lease is not None and c.lease.worker == "w1" for c in claims)
         [read] = explained["claim_take"]
         assert read <= 3 * 20, explained
+    finally:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")
+
+
+async def test_a_fair_claim_of_a_burst_of_one_owner_reads_what_it_takes(store, explained):
+    """Fair claims (docs/quotas.md) beside a burst of one owner since the last ANALYZE: owner
+    A's 4,000 queued sessions the statistics do not show, and a few of B and C. The claim
+    walks the three owners through the index and takes each one's oldest, reading about what
+    it takes, never A's backlog; and B's and C's sessions are in this very claim, as is the
+    one session of A's other end user beside the end user whose backlog it is."""
+    a, b, c = [await new_owner(store) for _ in range(3)]
+    insert = ("INSERT INTO sessions (id, owner_id, agent, model, status) "
+              "SELECT %s || lpad(i::text, 6, '0'), %s, 'demo', 'demo:scripted', %s "
+              "FROM generate_series(1, %s) AS i")
+    try:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            await conn.execute("ALTER TABLE sessions SET (autovacuum_enabled = false)")
+            await conn.execute(insert, ("ses_0ended", a.id, "succeeded", BACKLOG))
+            await conn.execute("ANALYZE sessions")
+            await conn.execute(insert, ("ses_1a", a.id, "queued", 2 * BACKLOG))
+            await conn.execute(insert, ("ses_2b", b.id, "queued", 3))
+            await conn.execute(insert, ("ses_3c", c.id, "queued", 2))
+            # A's backlog is one end user's; another of A's end users has one session
+            await conn.execute("UPDATE sessions SET end_user = 'busy' WHERE id LIKE 'ses_1a%%'")
+            await conn.execute(insert, ("ses_4a", a.id, "queued", 1))
+            await conn.execute("UPDATE sessions SET end_user = 'quiet' WHERE id LIKE 'ses_4a%%'")
+        claims = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
+        got = [cl.session.id for cl in claims]
+        assert len(got) == 10 and all(cl.started for cl in claims)
+        # B's and C's all (fewer than their share), A the rest, each owner oldest first
+        assert sorted(i for i in got if i.startswith("ses_2b")) == [
+            f"ses_2b{i:06d}" for i in range(1, 4)]
+        assert sorted(i for i in got if i.startswith("ses_3c")) == [
+            f"ses_3c{i:06d}" for i in range(1, 3)]
+        # A's quiet end user's one session, and the busy one's oldest for the rest
+        assert "ses_4a000001" in got
+        assert sorted(i for i in got if i.startswith("ses_1a")) == [
+            f"ses_1a{i:06d}" for i in range(1, 5)]
+        # one probe per owner and end user, the sessions taken and their updates by key:
+        # never A's 4,000
+        [read] = explained["claim_take"]
+        assert read <= 3 * 10 + 3 * 4, explained
+        # and the next claim goes on with A's backlog, still reading what it takes
+        more = await store.claim("w1", limit=10, lease_ttl=LONG_TTL, start=True)
+        assert [cl.session.id for cl in more] == [f"ses_1a{i:06d}" for i in range(5, 15)]
+        assert explained["claim_take"][1] <= 3 * 10 + 3 * 4, explained
     finally:
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
             await conn.execute("ALTER TABLE sessions RESET (autovacuum_enabled)")

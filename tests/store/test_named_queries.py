@@ -79,6 +79,10 @@ def samples(store: Any) -> dict[str, Any]:
         "cron": None, "every": 60, "anchor": 0, "tz": "UTC", "prompt": "hi", "target": None,
         "overlap": "skip", "catch_up": "one", "paused": False, "next": 60, "no": False,
         "fire": 60, "pending": None, "before": None, "caught_up": False,
+        # fair claims and quotas (runs.sql, quotas.sql)
+        "rotate": "", "rotate_eu": "", "cap_running": 1000, "cap_eu_running": 64,
+        "cap_queued": 10000, "cap_eu_queued": 1000,
+        "quotas": d.json({"running": 1}), "input_bytes": 0, "bytes": 2,
     }
 
 

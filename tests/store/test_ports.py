@@ -24,8 +24,9 @@ from outlive.store import (
 
 ADAPTERS = (SqliteStore, PostgresStore)
 
-ADAPTER_ONLY = {"open", "from_url", "on_query"}
-"""Public names of an adapter that are not Store operations: how it is made, a test hook."""
+ADAPTER_ONLY = {"open", "from_url", "on_query", "quotas"}
+"""Public names of an adapter that are not Store operations: how it is made, a test hook,
+the server's quotas it is given (docs/quotas.md)."""
 
 
 def own_members(port: type[Any]) -> set[str]:

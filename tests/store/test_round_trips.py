@@ -36,8 +36,9 @@ async def test_create_and_claim_each_wait_one_round_trip_before_their_commit(sto
     owner = await new_owner(store)
     fetches.clear()
     s = await store.create_session(owner.id, agent="demo", model="demo:scripted", prompt="hi")
-    # the owner check; the INSERTs, the NOTIFY and the read of the new row go with the COMMIT
-    assert fetches == ["owner_exists"]
+    # the owner check with the quotas' admission (creates this minute, queued sessions:
+    # docs/quotas.md); the INSERTs, the NOTIFY and the read of the new row go with the COMMIT
+    assert fetches == ["admit_create"]
     fetches.clear()
     [c] = await store.claim("w1", limit=4, lease_ttl=LONG_TTL, start=True)
     # the candidates, taken with their session_start in the same statement; the owner

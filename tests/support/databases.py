@@ -28,7 +28,7 @@ TABLES = (
     "schedule_runs", "schedules", "scheduled_messages",
     "webhook_deliveries", "webhooks", "approvals", "create_requests", "message_requests",
     "owner_events", "session_snapshots", "session_entries", "session_events", "sessions",
-    "login_sessions", "api_keys", "owners",
+    "login_sessions", "api_keys", "create_windows", "owners",
 )
 """Every table with rows, children before parents."""
 

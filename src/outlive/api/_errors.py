@@ -37,6 +37,7 @@ __all__ = [
     "error_json",
     "error_responses",
     "install_error_handlers",
+    "retry_after",
 ]
 
 log = logging.getLogger("outlive.api")
@@ -81,10 +82,12 @@ _DESCRIPTIONS = {
     404: "No such session for this owner (NOT_FOUND; identical for foreign sessions)",
     409: "Conflict (SESSION_BUSY, SESSION_ALREADY_TERMINAL with `status`, "
     "SESSION_CANNOT_COMPACT)",
-    413: "Too large (TOO_LARGE: text over 100,000 characters or body over the limit)",
+    413: "Too large (TOO_LARGE: text over 100,000 characters or body over the limit; "
+    "HISTORY_TOO_LARGE with `limit_bytes`: the session's history would pass its quota)",
     422: "Request failed validation (VALIDATION_ERROR with `errors`)",
     429: "Too many failed key checks from this address (TOO_MANY_FAILED_LOGINS, with "
-    "Retry-After)",
+    "Retry-After), or a quota reached (QUOTA_EXCEEDED with `quota` and `limit`; Retry-After "
+    "for creates per minute)",
     503: "The store is unreachable (STORE_UNAVAILABLE)",
 }
 
@@ -141,7 +144,13 @@ async def _on_outlive_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500:
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
         return error_json(500, "INTERNAL", "internal server error")
-    return error_json(status, exc.code, exc.message, exc.details)
+    return error_json(status, exc.code, exc.message, exc.details, retry_after(exc))
+
+
+def retry_after(exc: OutliveError) -> dict[str, str]:
+    """`Retry-After` for a refusal that says when to retry (a quota's window, in seconds)."""
+    wait = exc.details.get("retry_after")
+    return {"Retry-After": str(int(wait))} if isinstance(wait, int) else {}
 
 
 async def _on_store_unavailable(request: Request, exc: Exception) -> JSONResponse:

@@ -97,7 +97,7 @@ def client_tools_of(ctx: Ctx, agent: str, given: Sequence[ClientToolIn] | None
     responses={200: {"model": SessionOut,
                      "description": "A create with this idempotency key was made before: "
                      "its session, unchanged"},
-               **error_responses(400, 401, 404, 413, 422)},
+               **error_responses(400, 401, 404, 413, 422, 429)},
     summary="Start a session: it is queued and a worker runs it",
 )
 async def create_session(
@@ -279,7 +279,7 @@ async def delete_session(
     "/sessions/{session_id}/messages",
     status_code=202,
     response_model=PostMessageOut | ScheduledMessageOut,
-    responses=error_responses(400, 401, 404, 409, 413, 422),
+    responses=error_responses(400, 401, 404, 409, 413, 422, 429),
     summary="Send a follow-up message (steer, queue, interrupt or reject while running), "
     "now or at `deliver_at` / after `delay`",
 )

@@ -188,3 +188,49 @@ def owners_budget(
         console.print(f"no owner {owner!r}; see `outlive owners list`")
         raise typer.Exit(1)
     typer.echo(text)
+
+
+@owners_app.command("quotas")
+def owners_quotas(
+    owner: Annotated[str, typer.Argument(help="Owner (tenant) name.")],
+    set_caps: Annotated[str | None, typer.Option(
+        "--set", help="The owner's own caps, name=number comma-separated "
+                      "(running=64,end_user_queued=100); they replace its caps whole.")] = None,
+    clear: Annotated[bool, typer.Option(
+        "--clear", help="Remove the owner's own caps (the server's apply again).")] = False,
+    db: DbOption = None,
+    listen_db: ListenDbOption = None,
+) -> None:
+    """Show the quotas OWNER runs under (its own marked `own`; docs/quotas.md); with --set
+    or --clear, change its own caps first. The server's come from `--quotas`, which this
+    command does not see: unmarked caps are the defaults."""
+    from ..domain.errors import InvalidInput
+    from ..domain.quotas import parse_quota_pairs
+
+    if set_caps is not None and clear:
+        raise typer.BadParameter("give --set or --clear, not both")
+
+    async def work(store: Store) -> str:
+        found = [o for o in await store.list_owners() if o.name == owner]
+        if not found:
+            return ""
+        oid = found[0].id
+        if set_caps is not None:
+            quotas, own = await store.set_owner_quotas(oid, parse_quota_pairs(set_caps))
+        elif clear:
+            quotas, own = await store.set_owner_quotas(oid, None)
+        else:
+            quotas, own = await store.owner_quotas(oid)
+        mine = own or {}
+        return "\n".join([f"owner {owner!r}:"] + [
+            f"  {name} {value}" + (" (own)" if name in mine else "")
+            for name, value in quotas.to_dict().items()])
+
+    try:
+        text = _on_store(db, listen_db, work)
+    except InvalidInput as exc:
+        raise typer.BadParameter(exc.message, param_hint="--set") from None
+    if not text:
+        console.print(f"no owner {owner!r}; see `outlive owners list`")
+        raise typer.Exit(1)
+    typer.echo(text)

@@ -33,6 +33,7 @@ __all__ = [
     "LogLevelOption",
     "LoopOption",
     "PrivateWebhooksOption",
+    "QuotasOption",
     "RetainOption",
     "RoutesOption",
     "SecretKeyFileOption",
@@ -149,6 +150,13 @@ RetainOption = Annotated[
     typer.Option("--retain", envvar="OUTLIVE_RETAIN",
                  help="Purge sessions that ended this long ago (30d, 12h, …) "
                       "[default: keep forever]. See docs/retention.md."),
+]
+QuotasOption = Annotated[
+    str | None,
+    typer.Option("--quotas", envvar="OUTLIVE_QUOTAS",
+                 help="The server's quotas over the defaults, name=number comma-separated "
+                      "(running=64,creates_per_minute=120, …); an owner's own replace them "
+                      "one by one. See docs/quotas.md."),
 ]
 CompactOption = Annotated[
     str,

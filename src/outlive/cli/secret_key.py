@@ -23,6 +23,7 @@ from ..client import key_file_for
 from ..domain.secret_box import SecretBox, SecretKeyMissing, new_key, parse_key
 
 if TYPE_CHECKING:
+    from ..domain.quotas import Quotas
     from ..store import PostgresStore, SqliteStore
 
 __all__ = [
@@ -95,13 +96,18 @@ def key_source(db_url: str, option: str | None,
 
 
 async def open_sealed_store(url: str, source: KeySource, *, listen_url: str | None = None,
-                            migrate: bool = True) -> PostgresStore | SqliteStore:
+                            migrate: bool = True, quotas: Quotas | None = None
+                            ) -> PostgresStore | SqliteStore:
     """`open_store` with the keyring of `source`: plain secrets are sealed and a secret
-    under a key this process lacks fails the start (`keyring`)."""
+    under a key this process lacks fails the start (`keyring`). `quotas`: the server's
+    (docs/quotas.md; None: the defaults)."""
     from ..store import open_store
 
     with keyring(source) as box:
-        return await open_store(url, migrate=migrate, listen_url=listen_url, secrets=box)
+        store = await open_store(url, migrate=migrate, listen_url=listen_url, secrets=box)
+    if quotas is not None:
+        store.quotas = quotas
+    return store
 
 
 @contextlib.contextmanager

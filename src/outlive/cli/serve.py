@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from ..config import build_agents, build_providers, configure_logging, database_url, parse_duration
+from ..domain.quotas import DEFAULT_QUOTAS, Quotas
 from . import event_loop
 from .gc_tuning import tune_for_server
 from .local_key import key_file, local_key
@@ -33,6 +34,7 @@ from .options import (
     LoopOption,
     MetricsPortOption,
     PrivateWebhooksOption,
+    QuotasOption,
     RetainOption,
     RoutesOption,
     SecretKeyFileOption,
@@ -50,6 +52,7 @@ from .secret_key import KeySource, key_source
 from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
 from .traces import traces
+from .worker import checked_quotas
 
 if TYPE_CHECKING:  # the store, runtime and API are imported when a command runs, not by --help
     import uvicorn
@@ -93,6 +96,8 @@ class ServePlan:
     providers: ProviderRegistry
     api_settings: ApiSettings
     settings: RuntimeSettings
+    quotas: Quotas = DEFAULT_QUOTAS
+    """The server's quotas (docs/quotas.md), for its API and its worker alike."""
 
 
 def serve(
@@ -129,6 +134,7 @@ def serve(
     webhook_timeout: WebhookTimeoutOption = D.webhook_timeout,
     log_level: LogLevelOption = "INFO",
     loop: LoopOption = "auto",
+    quotas: QuotasOption = None,
     cookie_secure: Annotated[
         bool, typer.Option("--cookie-secure", envvar="OUTLIVE_COOKIE_SECURE", show_envvar=False,
                            help="Always mark the login cookie Secure (it is anyway on requests "
@@ -168,6 +174,7 @@ def serve(
         console.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1)
     loop_name, factory = chosen_loop(loop)
+    server_quotas = checked_quotas(quotas)
     settings = checked_settings(WorkerOptions(
         concurrency=concurrency, lease_ttl=lease_ttl, heartbeat=heartbeat, backstop=backstop,
         grace=grace, retain=retain, compact_after=compact_after,
@@ -196,7 +203,7 @@ def serve(
         providers=build_providers(demo_speed=demo_speed, routes_file=routes,
                                   demo_calls=demo_calls),
         api_settings=api_settings,
-        settings=settings,
+        settings=settings, quotas=server_quotas,
     )
     with traces(console):
         tune_for_server()
@@ -211,7 +218,8 @@ async def run_server(plan: ServePlan) -> None:
     from ..runtime import Catalog, Worker
     from .secret_key import open_sealed_store
 
-    store = await open_sealed_store(plan.url, plan.secret_keys, listen_url=plan.listen_url)
+    store = await open_sealed_store(plan.url, plan.secret_keys, listen_url=plan.listen_url,
+                                    quotas=plan.quotas)
     key = None if plan.replica else await local_key(store, plan.keys)
     api = create_app(store, catalog=Catalog(plan.registry, plan.providers),
                      settings=plan.api_settings)

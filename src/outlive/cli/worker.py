@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import typer
 from rich.console import Console
 
 from ..config import build_agents, build_providers, configure_logging, database_url
+from ..domain.errors import InvalidInput
+from ..domain.quotas import Quotas, parse_quotas_text
 from . import event_loop
 from .gc_tuning import tune_for_server
 from .options import (
@@ -25,6 +28,7 @@ from .options import (
     LoopOption,
     MetricsPortOption,
     PrivateWebhooksOption,
+    QuotasOption,
     RetainOption,
     RoutesOption,
     SecretKeyFileOption,
@@ -41,9 +45,17 @@ from .settings import WORKER_DEFAULTS as D
 from .settings import WorkerOptions
 from .traces import traces
 
-__all__ = ["install_stop", "worker"]
+__all__ = ["checked_quotas", "install_stop", "worker"]
 
 console = Console(stderr=True)
+
+
+def checked_quotas(text: str | None) -> Quotas:
+    """`--quotas` over the defaults (docs/quotas.md), a wrong value a usage error."""
+    try:
+        return parse_quotas_text(text)
+    except InvalidInput as exc:
+        raise typer.BadParameter(exc.message, param_hint="--quotas") from None
 
 
 def install_stop(stop: asyncio.Event) -> None:
@@ -76,10 +88,12 @@ def worker(
     loop: LoopOption = "auto",
     metrics_port: MetricsPortOption = None,
     secret_key_file: SecretKeyFileOption = None,
+    quotas: QuotasOption = None,
 ) -> None:
     """Run sessions: claim, keep leases, run turns, until SIGTERM (then finish or park)."""
     configure_logging(log_level)
     loop_name, factory = chosen_loop(loop)
+    server_quotas = checked_quotas(quotas)
     settings = checked_settings(WorkerOptions(
         concurrency=concurrency, lease_ttl=lease_ttl, heartbeat=heartbeat, backstop=backstop,
         grace=grace, retain=retain, compact_after=compact_after,
@@ -101,7 +115,7 @@ def worker(
     async def go() -> None:
         url = database_url(db)
         store = await open_sealed_store(url, key_source(url, secret_key_file),
-                                        listen_url=listen_db)
+                                        listen_url=listen_db, quotas=server_quotas)
         w = Worker(store, registry, providers, settings, worker_id=worker_id)
         stop = asyncio.Event()
         install_stop(stop)

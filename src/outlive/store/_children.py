@@ -107,6 +107,7 @@ class ChildOps(StoreCore):
             "parent": parent["id"], "root": parent["root_id"] or parent["id"],
             "call_id": s.call_id, "depth": int(parent["depth"]) + 1,
             "detached": int(s.detached), "end_user": parent["end_user"],
+            "input_bytes": len(s.task.encode("utf-8", "surrogatepass")),
         })
         message = UserMessage(text=s.task, delivery=Delivery.START.value)
         await self._insert_events_now(tx, [(sid, 1, 0, 0, message.new())])

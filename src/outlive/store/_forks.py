@@ -47,6 +47,8 @@ class ForkOps(SessionOps):
 
         async def op(tx: Tx, st: TxState) -> TxState:
             row = await self._owned(tx, owner_id, session_id)
+            # A fork is a create: the owner's and end user's quotas hold for it too.
+            await self._admit_create(tx, owner_id, prompt, row["end_user"])
             cut = await self._cut(tx, row, at_seq, before_message)
             wanted = at_seq if at_seq is not None else (before_message or 1) - 1
             source, seq = row, cut.seq
@@ -102,6 +104,8 @@ class ForkOps(SessionOps):
                 self.d.load_json(row["budget"])),
             "parent": None, "call_id": None, "root": None, "depth": 0, "detached": 0,
             "end_user": row["end_user"],  # a fork serves the person its parent served
+            # Its history is a prefix of its parent's: the parent's bytes bound it (docs/quotas.md).
+            "input_bytes": int(row["input_bytes"] or 0),
         })
         copy = {"new": sid, "sid": parent}
         await tx.execute(self.q.copy_fork_events, {**copy, "upto": cut.seq})

@@ -12,7 +12,7 @@ is a dialect fragment:
 * `{session_row}`: a session's columns plus `lease_expired`.
 
 Parameters are `:name`; rendering also converts them to the driver's style, so a call site
-pays nothing per call: it names a query (`self.q.claim_candidates`) and passes parameters.
+pays nothing per call: it names a query (`self.q.get_session`) and passes parameters.
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ from ..domain.model import (
 )
 from ..domain.status import Action, transition
 from ._base import Row, Tx, TxState, lifecycle, to_event, to_session
-from ._core import OwnerEvent, StoreCore
+from ._core import OwnerEvent
 from ._lifecycle import held, session_end, status_event
 from ._port import Held
+from ._quotas import QuotaOps
 
 __all__ = ["RunOps"]
 
@@ -41,7 +42,7 @@ _BUSY_TRIES = 3
 """Heartbeat passes over the sessions whose rows were locked by another transaction."""
 
 
-class RunOps(StoreCore):
+class RunOps(QuotaOps):
     async def claim(
         self, worker: str, *, limit: int, lease_ttl: float, max_attempts: int = 5,
         start: bool = False,
@@ -99,10 +100,10 @@ class RunOps(StoreCore):
         self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
         start: bool,
     ) -> tuple[list[Row], set[str]]:
-        """The claimable sessions, locked, oldest first, as they were; and the ids of those
-        the statement already took itself (none here: PostgreSQL's override takes new runs
-        and follow-ups in the same statement, `_taken`)."""
-        return await tx.fetch(self.q.claim_candidates, {"limit": limit}), set()
+        """The claimable sessions, locked, fairly between owners (takeovers first, then each
+        owner's oldest in turn), as they were; and the ids of those the statement already
+        took itself. Each adapter claims in its own dialect (its queries are its own)."""
+        raise NotImplementedError
 
     def _taken(
         self, st: TxState, row: Row, worker: str, max_attempts: int,

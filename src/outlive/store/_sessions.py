@@ -35,6 +35,7 @@ from ._base import Row, Tx, TxState, lifecycle, to_session
 from ._children import ChildOps
 from ._core import OwnerEvent
 from ._lifecycle import aborts_run, status_event
+from ._quotas import QuotaOps, text_bytes
 from ._validation import (
     check_attention,
     check_client_request_id,
@@ -49,7 +50,7 @@ from ._validation import (
 __all__ = ["SessionOps"]
 
 
-class SessionOps(ChildOps):
+class SessionOps(ChildOps, QuotaOps):
     async def create_session(
         self,
         owner_id: str,
@@ -84,21 +85,22 @@ class SessionOps(ChildOps):
         sid = new_id("ses")
 
         async def op(tx: Tx, st: TxState) -> tuple[Session | None, TxState]:
-            # A keyed create locks the owner row first, so concurrent retries take turns.
-            owner_q = self.q.owner_exists if client_request_id is None else self.q.lock_owner
-            if not await tx.fetch(owner_q, {"id": owner_id}):
-                raise NotFound(f"owner {owner_id} not found")
-            parent = (None if parent_id is None
-                      else await self._parent_for_create(tx, owner_id, parent_id))
-            if parent is not None and child_limits is not None:
-                await self._check_child_limits(tx, parent, *child_limits)
+            # A keyed create locks the owner row first, so concurrent retries take turns (and
+            # a replay counts against no quota); else the owner check is the admission.
             if client_request_id is not None:
+                if not await tx.fetch(self.q.lock_owner, {"id": owner_id}):
+                    raise NotFound(f"owner {owner_id} not found")
                 seen = await tx.fetch(self.q.find_create_request,
                                       {"owner": owner_id, "crid": client_request_id})
                 if seen:
                     first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
                                                                   None))
                     return replace(first, replayed=True), st
+            await self._admit_create(tx, owner_id, prompt, end_user)
+            parent = (None if parent_id is None
+                      else await self._parent_for_create(tx, owner_id, parent_id))
+            if parent is not None and child_limits is not None:
+                await self._check_child_limits(tx, parent, *child_limits)
             await self._create_in(
                 tx, st, owner_id, sid, agent=agent, model=model, prompt=prompt,
                 title=clean_title, metadata=metadata, abandon_after=abandon_after,
@@ -152,6 +154,7 @@ class SessionOps(ChildOps):
                 "depth": 0 if parent is None else int(parent["depth"]) + 1, "detached": 0,
                 "end_user": end_user if end_user is not None or parent is None
                 else parent["end_user"],
+                "input_bytes": text_bytes(prompt),
             },
         )
         if prompt is not None:  # seq 1, stamped after created_at; attempt and fence 0
@@ -366,6 +369,7 @@ class SessionOps(ChildOps):
 
         async def op(tx: Tx, st: TxState) -> PostResult:
             row = await self._locked(tx, session_id, owner_id)
+            await self._admit_message(tx, row, text, lifecycle(row).status in TERMINAL)
             if client_tools is not None:
                 await self._set_client_tools(tx, session_id, client_tools)
             if tool_choice is not None:
@@ -410,7 +414,8 @@ class SessionOps(ChildOps):
             await tx.execute(self.q.set_traceparent, {"tp": tp, "id": session_id})
         ev = await self._append(tx, session_id, [message.new()], fenced=None)
         seq = ev[0].seq
-        await tx.execute(self.q.set_last_input_seq, {"seq": seq, "id": session_id})
+        await tx.execute(self.q.set_last_input_seq,
+                         {"seq": seq, "id": session_id, "bytes": text_bytes(text)})
         # A person who writes is watching: the abandon clock starts from here, so a
         # session revived long after its last stream is not abandoned on the spot.
         await tx.execute(self.q.touch_watched, {"ids": self.d.ids([session_id])})

@@ -395,7 +395,10 @@ class PostgresStore(SqlStore):
         await tx.execute(self.q.claim_plan)
         rows = await tx.fetch(self.q.claim_take, {
             "limit": limit, "worker": worker, "ttl": lease_ttl,
-            "max_attempts": max_attempts, "start": start})
+            "max_attempts": max_attempts, "start": start, "rotate": self._claim_rotate,
+            "rotate_eu": self._claim_rotate_eu, "cap_eu_running": self.quotas.end_user_running,
+            "cap_running": self.quotas.running})
+        self._rotate_after(rows, limit)
         return rows, {r["id"] for r in rows if r["taken"]}
 
     async def _read_events_many(

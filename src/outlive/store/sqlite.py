@@ -17,6 +17,7 @@ import aiosqlite
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
+from ..domain.quotas import Quotas
 from ..domain.secret_box import SecretBox
 from ._base import Query, QueryHook, Row, Tx, TxState, epoch
 from ._commits import HeadItem
@@ -318,6 +319,38 @@ class SqliteStore(SqlStore):
 
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
         await tx.execute(self.q.settle_rows, {"items": json.dumps([list(e) for e in ends])})
+
+    async def _claim_candidates(
+        self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
+        start: bool,
+    ) -> tuple[list[Row], set[str]]:
+        """The claimable sessions, fairly between owners (takeovers first, then each owner's
+        oldest in turn), as they were; none taken by the statement itself (PostgreSQL's
+        takes new runs and follow-ups in the same statement, `_taken`)."""
+        rows = await tx.fetch(self.q.claim_candidates, {
+            "limit": limit, "rotate": self._claim_rotate, "rotate_eu": self._claim_rotate_eu,
+            "cap_running": self.quotas.running,
+            "cap_eu_running": self.quotas.end_user_running})
+        self._rotate_after(rows, limit)
+        return rows, set()
+
+    async def _admission_statements(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                    end_user: str | None, quotas: Quotas) -> None:
+        """`admit_create`'s windows and counts, one statement each (SQLite writes in no WITH,
+        and its LIMIT reads no row)."""
+        [w] = await tx.fetch(self.q.bump_create_window, {"owner": owner_id, "end_user": ""})
+        row.update(w)
+        [n] = await tx.fetch(self.q.count_queued,
+                             {"owner": owner_id, "cap_queued": quotas.queued})
+        row.update(n)
+        if end_user is not None:
+            [w] = await tx.fetch(self.q.bump_create_window,
+                                 {"owner": owner_id, "end_user": end_user})
+            row.update(eu_creates=w["creates"], eu_window_left=w["window_left"])
+            [n] = await tx.fetch(self.q.count_end_user_queued, {
+                "owner": owner_id, "end_user": end_user,
+                "cap_eu_queued": quotas.end_user_queued})
+            row.update(n)
 
     def subscribe(self) -> FanoutSubscription:
         return self._fanout.subscribe()

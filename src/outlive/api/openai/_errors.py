@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...domain.errors import OutliveError, StoreUnavailable
-from .._errors import RETRY_AFTER_SECONDS, ApiError, BodyLimit
+from .._errors import RETRY_AFTER_SECONDS, ApiError, BodyLimit, retry_after
 
 __all__ = [
     "OpenAIBodyLimit",
@@ -87,7 +87,9 @@ async def _on_outlive(request: Request, exc: Exception) -> JSONResponse:
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
         return openai_error(status, "The server had an error while processing your request.",
                             type="server_error", code=exc.code.lower())
-    return openai_error(status, exc.message, code=exc.code.lower())
+    return openai_error(status, exc.message, code=exc.code.lower(),
+                        type="rate_limit_error" if status == 429 else INVALID,
+                        headers=retry_after(exc))
 
 
 _VALIDATION_CODES = {"missing": "missing_required_parameter",

@@ -6,7 +6,8 @@ CREATE TABLE owners (
     created_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
     retain_seconds DOUBLE PRECISION
                   CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1),
-    monthly_budget JSONB
+    monthly_budget JSONB,
+    quotas        JSONB
 );
 
 CREATE TABLE api_keys (
@@ -75,6 +76,7 @@ CREATE TABLE sessions (
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        JSONB,
     end_user            TEXT,
+    input_bytes         BIGINT NOT NULL DEFAULT 0,
     tool_choice         JSONB,
     forked_from_id      TEXT,
     forked_from_seq     BIGINT,
@@ -86,9 +88,14 @@ CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_a
 -- A list by end user (0021): an owner's filter, a token's view.
 CREATE INDEX sessions_owner_end_user ON sessions (owner_id, end_user, id DESC)
     WHERE deleted_at IS NULL AND end_user IS NOT NULL;
--- A claim's two searches (0011): the queued sessions in id order, and the running ones it
--- may take by the end of their lease (no lease: minus infinity); and the abandon sweep's.
-CREATE INDEX sessions_queued ON sessions (id) WHERE status = 'queued';
+-- Fair claims (0022): the queued sessions per owner, walked owner to owner, and the held
+-- sessions per owner, counted against its cap on running sessions.
+CREATE INDEX sessions_queued_by_owner ON sessions (owner_id, (COALESCE(end_user, '')), id)
+    WHERE status = 'queued';
+CREATE INDEX sessions_held_by_owner ON sessions (owner_id, (COALESCE(end_user, '')))
+    WHERE status = 'running' AND lease_expires_at IS NOT NULL;
+-- A claim's search for the running sessions it may take, by the end of their lease (no
+-- lease: minus infinity; 0011); the queued ones are walked per owner (0022, above).
 CREATE INDEX sessions_lease_ends ON sessions ((COALESCE(lease_expires_at, '-infinity')))
     WHERE status = 'running' AND (attention IS NULL OR attention NOT IN ('approval', 'tool'))
       AND awaiting_children = 0;
@@ -325,4 +332,13 @@ CREATE TABLE schedule_runs (
     caught_up   BOOLEAN NOT NULL DEFAULT false,
     fired_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (schedule_id, fire_at)
+);
+
+-- Creates per minute (0022): one fixed window per owner (end_user '') and per end user.
+CREATE TABLE create_windows (
+    owner_id     TEXT NOT NULL,
+    end_user     TEXT NOT NULL,
+    window_start BIGINT NOT NULL,
+    creates      INTEGER NOT NULL,
+    PRIMARY KEY (owner_id, end_user)
 );

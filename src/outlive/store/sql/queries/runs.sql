@@ -1,13 +1,68 @@
 -- Runs: claims, leases, fenced writes of a worker, the end of a run.
 
 -- name: claim_candidates
--- Queued sessions, and running ones nobody holds (parked, or their lease lapsed), but for
--- those waiting on an approval (no lease until a decision) or on their children.
-SELECT {session_row} FROM sessions s
-WHERE s.status = 'queued'
-   OR (s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
-       AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool')) AND s.awaiting_children = 0)
-ORDER BY s.id LIMIT :limit {skip_locked}
+-- dialect: sqlite
+-- Running sessions nobody holds (parked, or their lease lapsed), but for those waiting on an
+-- approval, a client's tools or their children, first; then the queued sessions, fairly
+-- between owners and between an owner's end users (docs/quotas.md), as PostgreSQL's
+-- `claim_take` chooses them: the (owner, end user) pairs with queued sessions walked one to
+-- the next through `sessions_queued_by_owner`; the owners in turn from the one after
+-- :rotate, their end users from the one after :rotate_eu, each skipped at its cap on
+-- running sessions; then in rounds, each owner's oldest (in rounds of its end users) first,
+-- each owner and end user within its room.
+WITH RECURSIVE walk(owner_id, eu) AS (
+  SELECT * FROM (SELECT owner_id, COALESCE(end_user, '') FROM sessions
+                 WHERE status = 'queued' ORDER BY owner_id, COALESCE(end_user, '') LIMIT 1)
+  UNION ALL
+  SELECT (SELECT s.owner_id FROM sessions s
+          WHERE s.status = 'queued' AND (s.owner_id, COALESCE(s.end_user, '')) > (w.owner_id, w.eu)
+          ORDER BY s.owner_id, COALESCE(s.end_user, '') LIMIT 1),
+         (SELECT COALESCE(s.end_user, '') FROM sessions s
+          WHERE s.status = 'queued' AND (s.owner_id, COALESCE(s.end_user, '')) > (w.owner_id, w.eu)
+          ORDER BY s.owner_id, COALESCE(s.end_user, '') LIMIT 1)
+  FROM walk w WHERE w.owner_id IS NOT NULL
+), ranked AS (
+  SELECT t.owner_id, t.room, t.eu_cap, row_number() OVER (ORDER BY t.wrapped, t.owner_id) AS pos
+  FROM (
+    SELECT w.owner_id, w.owner_id <= :rotate AS wrapped,
+           COALESCE(CAST(json_extract(ow.quotas, '$.running') AS INTEGER), :cap_running)
+             - (SELECT count(*) FROM sessions h WHERE h.owner_id = w.owner_id
+                  AND h.status = 'running' AND h.lease_expires_at IS NOT NULL) AS room,
+           COALESCE(CAST(json_extract(ow.quotas, '$.end_user_running') AS INTEGER),
+                    :cap_eu_running) AS eu_cap
+    FROM walk w JOIN owners ow ON ow.id = w.owner_id
+    WHERE w.owner_id IS NOT NULL GROUP BY w.owner_id) AS t
+  WHERE t.room > 0 ORDER BY pos LIMIT :limit
+), pairs AS (
+  SELECT w.owner_id, w.eu, r.pos, r.room AS owner_room,
+         CASE WHEN w.eu = '' THEN r.room ELSE MIN(r.room, r.eu_cap - (
+           SELECT count(*) FROM sessions h
+           WHERE h.owner_id = w.owner_id AND COALESCE(h.end_user, '') = w.eu
+             AND h.status = 'running' AND h.lease_expires_at IS NOT NULL)) END AS eu_room,
+         row_number() OVER (PARTITION BY w.owner_id ORDER BY w.eu <= :rotate_eu, w.eu) AS epos
+  FROM walk w JOIN ranked r ON r.owner_id = w.owner_id
+), queued AS (
+  SELECT s.id, p.owner_id, p.pos, p.epos, p.owner_room, p.eu_room,
+         row_number() OVER (PARTITION BY p.owner_id, p.eu ORDER BY s.id) AS rk
+  FROM pairs p JOIN sessions s
+    ON s.owner_id = p.owner_id AND COALESCE(s.end_user, '') = p.eu AND s.status = 'queued'
+  WHERE p.eu_room > 0 AND s.id IN (
+    SELECT x.id FROM sessions x
+    WHERE x.owner_id = p.owner_id AND COALESCE(x.end_user, '') = p.eu
+      AND x.status = 'queued' ORDER BY x.id LIMIT :limit)
+), rounds AS (
+  SELECT q.*, row_number() OVER (PARTITION BY q.owner_id ORDER BY q.rk, q.epos) AS rnd
+  FROM queued q WHERE q.rk <= q.eu_room
+), picked AS (
+  SELECT id, 1 AS part, rnd, pos FROM rounds WHERE rnd <= owner_room
+  UNION ALL
+  SELECT s.id, 0, 0, 0 FROM sessions s
+  WHERE s.status = 'running' AND (s.lease_worker IS NULL OR s.lease_expires_at < {now})
+    AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool'))
+    AND s.awaiting_children = 0
+)
+SELECT {session_row}, p.part, p.rnd, p.pos FROM picked p JOIN sessions s ON s.id = p.id
+ORDER BY p.part, p.rnd, p.pos, s.id LIMIT :limit
 
 -- name: claimed_sessions
 -- The sessions a claim took, as it left them, in one statement whatever their number,
@@ -243,7 +298,7 @@ UPDATE sessions SET cancel_requested_at = {now}, cancel_reason = 'abandoned' WHE
 -- Before `claim_take`, for its transaction only: no bitmap scan. A backlog that arrived since
 -- the table's last ANALYZE (or a table never analyzed) looks to the planner like a handful of
 -- claimable rows, and it reads them all through a bitmap and sorts them to keep :limit (11 ms
--- for 4,000 queued sessions); the ordered scans of `sessions_queued` and
+-- for 4,000 queued sessions); the ordered scans of `sessions_queued_by_owner` and
 -- `sessions_lease_ends` stop after :limit, whatever the statistics say. Per transaction
 -- (SET LOCAL), so safe behind a pooler in transaction mode; it is left off to the claim's
 -- COMMIT rather than restored with one more statement per claim: every other statement of a
@@ -254,29 +309,125 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 -- name: claim_take
 -- dialect: postgres
 -- A worker's claim in one statement for its common case: the sessions `claim_candidates`
--- describes (those nobody holds chosen longest unheld first, below), locked, as they were
--- (`taken` says which this statement took); of
--- them, with `:start`, each queued session no cancel, deletion, attention, compaction request
--- (whose claim may be a `compact`) or attempt cap stops is taken exactly as the status machine's claim takes it (`_apply`, `_claim_one`:
--- lease, fence + 1, attempt + 1, the next seq) and its `session_start` inserted, stamped by
--- the database clock after its row was updated. The store checks each taken row against
--- the machine (`RunOps._taken`); every other candidate goes the general way.
--- The candidates are searched in two parts, each an ordered scan of its own index (0011) that
--- stops at the limit, so a claim reads what it takes however many sessions run: the oldest
--- queued sessions, and the running ones nobody holds, longest unheld first (no lease at all,
--- then the lease that ended first), the two merged oldest first. `now()` (the claim's start):
--- an index condition needs a stable time. Rows either part locks and the merge leaves out
--- stay untouched until the COMMIT.
-WITH q AS (
-  SELECT {session_row} FROM sessions s WHERE s.status = 'queued'
-  ORDER BY s.id LIMIT :limit {skip_locked}
-), o AS (
+-- describes, chosen fairly between owners and between the end users of an owner (below),
+-- locked, as they were (`taken` says which this statement took); of them, with `:start`,
+-- each queued session no cancel, deletion, attention, compaction request (whose claim may
+-- be a `compact`) or attempt cap stops is taken exactly as the status machine's claim takes
+-- it (`_apply`, `_claim_one`: lease, fence + 1, attempt + 1, the next seq) and its
+-- `session_start` inserted, stamped by the database clock after its row was updated. The
+-- store checks each taken row against the machine (`RunOps._taken`); every other candidate
+-- goes the general way.
+-- Every search is an index range scan that stops at a LIMIT, so a claim reads what it takes
+-- (plus one index probe per owner and end user with queued sessions, and the held sessions
+-- of those it takes from, counted up to their caps) however many sessions wait or run,
+-- whatever the statistics say:
+-- * `o`: the running sessions nobody holds, longest unheld first (no lease at all, then the
+--   lease that ended first; `sessions_lease_ends`), taken first, whatever the quotas;
+-- * `walk`: the (owner, end user) pairs with queued sessions, one to the next (a loose index
+--   scan of `sessions_queued_by_owner`: each step the first pair above the last; no end
+--   user is '', which no end user's id can be);
+-- * `ranked`: the owners in turn from the one after :rotate (the store moves it on each
+--   claim, so no owner is always first), the first :limit with room under their cap on
+--   running sessions, each with its share of the batch, ceil(:limit / owners);
+-- * `pairs`: each ranked owner's end users with room under theirs, in turn from the one
+--   after :rotate_eu, the first `share` of them, each with its part of the owner's share;
+-- * `fair`: each pair's oldest queued sessions, its part at most and never past its room;
+-- * `fill`: the rest of the batch, from the pairs whose part `fair` took whole: each one's
+--   next oldest, within its room (the outer LIMIT stops the walk, and the locking, once the
+--   batch is full);
+-- * `c`: within each owner's room, in rounds: each owner's first, then each one's second
+--   (an owner's own in rounds of its end users), then the fill.
+-- A backlog of one owner, or of one end user, therefore cannot keep another's session out
+-- of the next claim. `now()` (the claim's start): an index condition needs a stable time.
+-- Rows a part locks and the batch leaves out stay untouched until the COMMIT.
+WITH RECURSIVE o AS (
   SELECT {session_row} FROM sessions s
   WHERE s.status = 'running' AND (s.attention IS NULL OR s.attention NOT IN ('approval', 'tool'))
     AND s.awaiting_children = 0 AND COALESCE(s.lease_expires_at, '-infinity') < now()
   ORDER BY COALESCE(s.lease_expires_at, '-infinity') LIMIT :limit {skip_locked}
+), walk(owner_id, eu) AS (
+  (SELECT s.owner_id, COALESCE(s.end_user, '') FROM sessions s WHERE s.status = 'queued'
+   ORDER BY s.owner_id, COALESCE(s.end_user, '') LIMIT 1)
+  UNION ALL
+  SELECT n.owner_id, n.eu FROM walk w CROSS JOIN LATERAL (
+    SELECT s.owner_id, COALESCE(s.end_user, '') AS eu FROM sessions s
+    WHERE s.status = 'queued' AND (s.owner_id, COALESCE(s.end_user, '')) > (w.owner_id, w.eu)
+    ORDER BY s.owner_id, COALESCE(s.end_user, '') LIMIT 1) AS n
+), turn AS (
+  SELECT w.owner_id FROM walk w GROUP BY w.owner_id ORDER BY w.owner_id <= :rotate, w.owner_id
+), ranked0 AS (
+  SELECT t.owner_id, r.room, k.eu_cap FROM turn t
+  CROSS JOIN LATERAL (
+    SELECT COALESCE(CAST(ow.quotas ->> 'running' AS bigint), :cap_running) AS cap,
+           COALESCE(CAST(ow.quotas ->> 'end_user_running' AS bigint), :cap_eu_running) AS eu_cap
+    FROM owners ow WHERE ow.id = t.owner_id) k
+  CROSS JOIN LATERAL (
+    SELECT k.cap - (SELECT count(*) FROM (
+      SELECT 1 FROM sessions h
+      WHERE h.owner_id = t.owner_id AND h.status = 'running' AND h.lease_expires_at IS NOT NULL
+      LIMIT k.cap) AS held) AS room) r
+  WHERE r.room > 0
+  LIMIT :limit
+), ranked AS (
+  SELECT owner_id, room, eu_cap, row_number() OVER () AS pos,
+         CAST(ceil(CAST(:limit AS numeric) / count(*) OVER ()) AS bigint) AS share
+  FROM ranked0
+), pairs0 AS (
+  SELECT w.owner_id, w.eu, r.pos, r.share, r.room AS owner_room, e.room AS eu_room,
+         row_number() OVER (PARTITION BY w.owner_id ORDER BY w.eu <= :rotate_eu, w.eu) AS epos
+  FROM walk w JOIN ranked r ON r.owner_id = w.owner_id
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN w.eu = '' THEN r.room ELSE LEAST(r.room, r.eu_cap - (
+      SELECT count(*) FROM (
+        SELECT 1 FROM sessions h
+        WHERE h.owner_id = w.owner_id AND COALESCE(h.end_user, '') = w.eu
+          AND h.status = 'running' AND h.lease_expires_at IS NOT NULL
+        LIMIT r.eu_cap) AS held)) END AS room) e
+  WHERE e.room > 0
+), pairs AS (
+  SELECT p.*, CAST(ceil(CAST(p.share AS numeric)
+                        / count(*) OVER (PARTITION BY p.owner_id)) AS bigint) AS part_of
+  FROM pairs0 p WHERE p.epos <= p.share
+), fair0 AS (
+  SELECT f.*, p.pos, p.epos, p.owner_room,
+         row_number() OVER (PARTITION BY p.owner_id, p.eu ORDER BY f.id) AS rk
+  FROM pairs p CROSS JOIN LATERAL (
+    SELECT {session_row} FROM sessions s
+    WHERE s.status = 'queued' AND s.owner_id = p.owner_id AND COALESCE(s.end_user, '') = p.eu
+    ORDER BY s.owner_id, COALESCE(s.end_user, ''), s.id
+    LIMIT LEAST(p.eu_room, p.part_of) {skip_locked}) AS f
+), fair AS (
+  SELECT z.*, 1 AS part FROM (
+    SELECT fair0.*, row_number() OVER (PARTITION BY fair0.owner_id
+                                       ORDER BY fair0.rk, fair0.epos) AS rnd
+    FROM fair0) AS z
+), fill AS (
+  SELECT g.*, p.pos, p.epos, p.owner_room, CAST(0 AS bigint) AS rk, CAST(0 AS bigint) AS rnd,
+         2 AS part
+  FROM pairs p
+  CROSS JOIN LATERAL (SELECT count(*) AS got, max(fair0.id) AS last FROM fair0
+                      WHERE fair0.owner_id = p.owner_id
+                        AND COALESCE(fair0.end_user, '') = p.eu) AS mine
+  CROSS JOIN LATERAL (
+    SELECT {session_row} FROM sessions s
+    WHERE s.status = 'queued' AND s.owner_id = p.owner_id AND COALESCE(s.end_user, '') = p.eu
+      AND s.id > mine.last
+    ORDER BY s.owner_id, COALESCE(s.end_user, ''), s.id
+    LIMIT GREATEST(0, p.eu_room - mine.got) {skip_locked}) AS g
+  WHERE mine.got >= p.part_of
+  LIMIT GREATEST(0, :limit - (SELECT count(*) FROM fair))
 ), c AS (
-  SELECT * FROM q UNION ALL SELECT * FROM o ORDER BY id LIMIT :limit
+  SELECT * FROM (
+    SELECT x.*, row_number() OVER (PARTITION BY x.owner_id, x.part = 0
+                                   ORDER BY x.part, x.rnd, x.id) AS nth
+    FROM (
+      SELECT o.*, CAST(0 AS bigint) AS pos, CAST(0 AS bigint) AS epos,
+             CAST(0 AS bigint) AS owner_room, CAST(0 AS bigint) AS rk,
+             CAST(0 AS bigint) AS rnd, 0 AS part FROM o
+      UNION ALL SELECT * FROM fair
+      UNION ALL SELECT * FROM fill) AS x) AS y
+  WHERE y.part = 0 OR y.nth <= y.owner_room
+  ORDER BY y.part, y.rnd, y.pos, y.id LIMIT :limit
 ), u AS (
   UPDATE sessions s
   SET status = 'running', attempt = s.attempt + 1, fence = s.fence + 1, updated_at = {now},
@@ -294,4 +445,5 @@ WITH q AS (
                             'attempt', u.attempt)
   FROM u
 )
-SELECT c.*, (u.id IS NOT NULL) AS taken FROM c LEFT JOIN u ON u.id = c.id ORDER BY c.id
+SELECT c.*, (u.id IS NOT NULL) AS taken FROM c LEFT JOIN u ON u.id = c.id
+ORDER BY c.part, c.rnd, c.pos, c.id

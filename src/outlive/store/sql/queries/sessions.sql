@@ -13,13 +13,14 @@ SELECT id FROM owners WHERE id = :id {for_update}
 INSERT INTO sessions (id, owner_id, agent, model, title, title_state, status, metadata,
                       abandon_after, created_at, updated_at, last_seq, last_input_seq,
                       traceparent, budget, parent_id, root_id, parent_call_id, depth,
-                      detached, end_user)
+                      detached, end_user, input_bytes)
 VALUES (:id, :owner, :agent, :model, :title, :title_state, 'queued', :metadata,
         :abandon, {now}, {now}, :last, :last, :tp, :budget, :parent, :root, :call_id,
-        :depth, :detached, :end_user)
+        :depth, :detached, :end_user, :input_bytes)
 
 -- name: set_last_input_seq
-UPDATE sessions SET last_input_seq = :seq WHERE id = :id
+-- With the message's bytes added to the session's history size (its quota, docs/quotas.md).
+UPDATE sessions SET last_input_seq = :seq, input_bytes = input_bytes + :bytes WHERE id = :id
 
 -- name: get_session
 SELECT {session_row} FROM sessions s WHERE s.id = :id

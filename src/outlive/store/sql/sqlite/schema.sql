@@ -6,7 +6,8 @@ CREATE TABLE owners (
     created_at    REAL NOT NULL,
     retain_seconds REAL
                   CHECK (retain_seconds IS NULL OR retain_seconds >= 0 OR retain_seconds = -1),
-    monthly_budget TEXT
+    monthly_budget TEXT,
+    quotas        TEXT
 );
 
 CREATE TABLE api_keys (
@@ -75,6 +76,7 @@ CREATE TABLE sessions (
     report_posted       INTEGER NOT NULL DEFAULT 0,
     client_tools        TEXT,
     end_user            TEXT,
+    input_bytes         INTEGER NOT NULL DEFAULT 0,
     tool_choice         TEXT,
     forked_from_id      TEXT,
     forked_from_seq     INTEGER,
@@ -85,6 +87,12 @@ CREATE INDEX sessions_owner_list ON sessions (owner_id, id DESC) WHERE deleted_a
 -- A list by end user (0021): an owner's filter, a token's view.
 CREATE INDEX sessions_owner_end_user ON sessions (owner_id, end_user, id DESC)
     WHERE deleted_at IS NULL AND end_user IS NOT NULL;
+-- Fair claims (0022): the queued sessions per owner, walked owner to owner, and the held
+-- sessions per owner, counted against its cap on running sessions.
+CREATE INDEX sessions_queued_by_owner ON sessions (owner_id, (COALESCE(end_user, '')), id)
+    WHERE status = 'queued';
+CREATE INDEX sessions_held_by_owner ON sessions (owner_id, (COALESCE(end_user, '')))
+    WHERE status = 'running' AND lease_expires_at IS NOT NULL;
 CREATE INDEX sessions_claimable ON sessions (id) WHERE status IN ('queued', 'running');
 CREATE UNIQUE INDEX sessions_parent_call ON sessions (parent_id, parent_call_id);
 CREATE INDEX sessions_reports_due ON sessions (id)
@@ -314,4 +322,13 @@ CREATE TABLE schedule_runs (
     caught_up   INTEGER NOT NULL DEFAULT 0,
     fired_at    REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
     PRIMARY KEY (schedule_id, fire_at)
+);
+
+-- Creates per minute (0022): one fixed window per owner (end_user '') and per end user.
+CREATE TABLE create_windows (
+    owner_id     TEXT NOT NULL,
+    end_user     TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    creates      INTEGER NOT NULL,
+    PRIMARY KEY (owner_id, end_user)
 );
