@@ -45,6 +45,7 @@ from pydantic_core import to_json
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import TERMINAL, Event, OwnerEvent, Session
 from ._context import ApiContext
 from ._hub import Mailbox, StreamClosed
@@ -264,6 +265,11 @@ class EventStream(StreamingResponse):
             return  # the client went away mid-write
         except Exception as exc:  # a store error mid-stream: end it; the client resumes
             log.warning("stream ended by error: %s", exc)
+            if not self._gone:
+                why = "store_unavailable" if isinstance(exc, StoreUnavailable) else "error"
+                with contextlib.suppress(OSError):
+                    await send({"type": "http.response.body", "body": ending(why),
+                                "more_body": True})
         if not self._gone:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
