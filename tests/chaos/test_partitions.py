@@ -11,7 +11,8 @@ proxy per link (tests/support/hosts.py), which the test stalls, cuts, drops and 
    stopped), every session succeeds, the logs are gapless, every message is in them once.
 2. `test_api_host_partitioned` — two API hosts, one worker host. API host 1's database link
    is cut while clients stream from it: its requests answer 503 STORE_UNAVAILABLE with
-   Retry-After (on /v1 and on the OpenAI-compatible surface, never a 500), its open streams
+   Retry-After (on /v1, the OpenAI-compatible, AG-UI and AI SDK routes; never a 500) and
+   /healthz says 503, its open streams
    end with the reason (`: stream ended: store_unavailable`), and `AsyncClient(base_urls=
    [api1, api2])` resumes every stream on API host 2 with nothing lost or repeated.
 3. `test_database_connections_dropped_under_load` — every proxy resets all its connections
@@ -45,7 +46,11 @@ pytestmark = pytest.mark.slow
 
 SPEED = 3.0
 """Demo speed: "run long" streams about 10 s, long enough to be cut off in the middle."""
-WORKER = {"speed": SPEED, "lease_ttl": 2.0, "heartbeat": 0.5}
+
+
+def _worker(host: Host, *args: str) -> WorkerProcess:
+    """A worker with a 2 s lease (heartbeat 0.5 s) that polls every 0.5 s besides LISTEN."""
+    return host.worker("--backstop", "0.5", *args, speed=SPEED, lease_ttl=2.0, heartbeat=0.5)
 
 
 @pytest.fixture
@@ -106,7 +111,7 @@ async def test_worker_host_partitioned_and_healed(trouble: str, chaos_db: str,
     key = create_key(postgres_url(chaos_db), "partition")
     api_host, host_a, host_b = [await bed.host(n) for n in ("api", "wa", "wb")]
     api = api_host.api("--log-level", "WARNING")
-    wa = host_a.worker("--backstop", "0.5", **WORKER)  # type: ignore[arg-type]
+    wa = _worker(host_a)
     await asyncio.gather(api.ready(), wa.ready())
     conn = await connect(chaos_db)
     client = AsyncClient(api.url, key, timeout=30.0)
@@ -118,8 +123,7 @@ async def test_worker_host_partitioned_and_healed(trouble: str, chaos_db: str,
             return all(r["worker"] == wa.id and r["last_seq"] >= 4 for r in rows.values())
 
         await eventually(streaming_on_a, 20, 0.05, "every session streaming on worker A")
-        wb = host_b.worker("--backstop", "0.5", "--grace", "0.3",
-                           **WORKER)  # type: ignore[arg-type]
+        wb = _worker(host_b, "--grace", "0.3")
         await wb.ready()
         fence_a = {sid: r["fence"] for sid, r in (await _sessions(conn, sids)).items()}
         t_cut = time.monotonic()
@@ -127,8 +131,8 @@ async def test_worker_host_partitioned_and_healed(trouble: str, chaos_db: str,
 
         async def taken_over() -> bool:
             rows = await _sessions(conn, sids)
-            return all(r["worker"] == wb.id and r["fence"] > fence_a[s]
-                       or r["status"] == "succeeded" and r["fence"] > fence_a[s]
+            return all(r["fence"] > fence_a[s]
+                       and (r["worker"] == wb.id or r["status"] == "succeeded")
                        for s, r in rows.items())
 
         try:
@@ -195,7 +199,7 @@ async def test_api_host_partitioned(chaos_db: str, bed: TestBed) -> None:
     key = create_key(postgres_url(chaos_db), "partition")
     h1, h2, hw = [await bed.host(n) for n in ("api1", "api2", "w")]
     api1, api2 = h1.api("--log-level", "WARNING"), h2.api("--log-level", "WARNING")
-    worker = hw.worker("--backstop", "0.5", **WORKER)  # type: ignore[arg-type]
+    worker = _worker(hw)
     await asyncio.gather(api1.ready(), api2.ready(), worker.ready())
     conn = await connect(chaos_db)
     client = AsyncClient(base_urls=[api1.url, api2.url], api_key=key, timeout=30.0)
@@ -233,12 +237,16 @@ async def test_api_host_partitioned(chaos_db: str, bed: TestBed) -> None:
 
             # Its requests: 503 STORE_UNAVAILABLE with Retry-After, on every surface.
             for path in (f"/v1/sessions/{sids[0]}", "/v1/sessions",
-                         f"/v1/sessions/{sids[0]}/events", "/openai/v1/responses/resp_x"):
+                         f"/v1/sessions/{sids[0]}/events", "/openai/v1/responses/resp_x",
+                         f"/ag-ui/{sids[0]}/runs/r1/events", f"/ai-sdk/chat/{sids[0]}/stream"):
                 r = await raw.get(f"{api1.url}{path}")
                 assert r.status_code == 503, (path, r.status_code, r.text)
                 assert r.headers.get("Retry-After"), (path, r.headers)
-                if not path.startswith("/openai"):
+                assert "STORE_UNAVAILABLE" in r.text or "store" in r.text.lower(), r.text
+                if path.startswith("/v1"):
                     assert r.json()["error"]["code"] == "STORE_UNAVAILABLE", r.text
+            health = await raw.get(f"{api1.url}/healthz")
+            assert health.status_code == 503, health.text
             r = await raw.post(f"{api1.url}/v1/sessions", json={"prompt": "hi"})
             assert r.status_code == 503 and r.headers.get("Retry-After"), r.text
 
@@ -278,7 +286,7 @@ async def test_database_connections_dropped_under_load(chaos_db: str, bed: TestB
     key = create_key(postgres_url(chaos_db), "partition")
     hosts: list[Host] = [await bed.host(n) for n in ("api", "w1", "w2")]
     api = hosts[0].api("--log-level", "WARNING")
-    workers = [h.worker("--backstop", "0.5", **WORKER) for h in hosts[1:]]  # type: ignore[arg-type]
+    workers = [_worker(h) for h in hosts[1:]]
     await asyncio.gather(api.ready(), *(w.ready() for w in workers))
     pids = [p.pid for p in bed.processes()]
     conn = await connect(chaos_db)

@@ -52,7 +52,7 @@ from tests.support.tcpproxy import TcpProxy
 __all__ = ["Host", "TestBed", "require_root"]
 
 _LOCK = Path("/tmp/outlive-testbed.lock")
-_NET = ipaddress.ip_network("10.213.0.0/16")
+_NET = ipaddress.IPv4Network("10.213.0.0/16")
 _NS = re.compile(r"^olt(\d+)-\d+\b")
 
 

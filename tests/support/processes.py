@@ -190,7 +190,8 @@ class WorkerProcess(LoggedProcess):
             rf"worker\s+{re.escape(self.id)}\s+on\s+(?:postgres|sqlite)")
         argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
                 self.id, "--demo-speed", f"{speed:g}", *args]
-        super().__init__(wrap(argv) if wrap else argv, log_dir / f"{self.id}.log", name=self.id, env=env)
+        super().__init__(wrap(argv) if wrap else argv, log_dir / f"{self.id}.log",
+                         name=self.id, env=env)
 
 
 class ServeProcess(LoggedProcess):
