@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.support.processes import (
@@ -156,6 +157,23 @@ class Host:
 
     def heal(self) -> None:
         self.proxy.heal()
+
+    async def end_stalled_transactions(self) -> int:
+        """End this host's server sessions that sit inside a transaction (how many): what
+        the server's TCP keepalives do to a peer lost mid-transaction in a real partition.
+        Through the proxy they never fire (the proxy, alive, answers them), so a stall that
+        split a write's flush, BEGIN and an UPDATE delivered and the COMMIT held, would hold
+        that session row's lock, and block every takeover, until `heal()`."""
+        ports = self.proxy.upstream_ports()
+        if not ports:
+            return 0
+        async with await psycopg.AsyncConnection.connect(self.bed.dsn, autocommit=True) as c:
+            cur = await c.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND client_port = ANY(%s) "
+                "AND xact_start IS NOT NULL AND pid <> pg_backend_pid()", (ports,))
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
 
     # -- processes ---------------------------------------------------------------------------
 

@@ -93,6 +93,16 @@ class TcpProxy:
         self.mode = Mode.BLACK_HOLE
         self._flowing.clear()
 
+    def upstream_ports(self) -> list[int]:
+        """The local ports of the open upstream connections: how the server (its
+        `pg_stat_activity.client_port`) tells this proxy's clients from everyone else's."""
+        out = []
+        for _, up in list(self._conns):
+            name = up.get_extra_info("sockname") if up is not None else None
+            if name:
+                out.append(int(name[1]))
+        return out
+
     def stall(self) -> None:
         """`black_hole()` under the name the test bed uses: forwarding stops, sockets stay."""
         self.black_hole()
