@@ -1,8 +1,9 @@
 """`AsyncClient(base_urls=[...])`: several API hosts on one store. A host that cannot be
 reached (nothing listens, or a real TCP proxy in front of it drops every connection) is left
 for the next: reads and never-sent requests go again there, a stream resumes there from its
-cursor with nothing lost or repeated. (A host whose store is unreachable answers 503 and ends
-its streams with the reason: tests/chaos/test_partitions.py, in network namespaces.)"""
+cursor with nothing lost or repeated; the blocking `Client` does the same. (A host whose
+store is unreachable answers 503 and ends its streams with the reason:
+tests/chaos/test_partitions.py, in network namespaces.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 
 import pytest
 
-from outlive.client import AsyncClient, EventRecord, StreamItem, TransportError
+from outlive.client import AsyncClient, Client, EventRecord, StreamItem, TransportError
 from tests.support.live import Live
 from tests.support.processes import free_port
 from tests.support.tcpproxy import TcpProxy
@@ -71,8 +72,37 @@ async def test_a_write_that_may_have_been_sent_is_not_sent_twice(
     assert again.id == s.id
 
 
+async def test_the_blocking_client_fails_over_the_same_way(live: Live, proxy: TcpProxy) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    s = await live.client.create_session("run long")
+
+    def run() -> tuple[str, str, list[EventRecord], str]:
+        with Client(base_urls=[dead, live.server.url], api_key=live.key) as c:
+            created = c.create_session("hello")  # refused, sent again on the next host
+            moved = c.base_url
+        with Client(base_urls=[proxy.url, live.server.url], api_key=live.key) as c:
+            events: list[EventRecord] = []
+            for item in c.stream(s.id, after=0, until_end=True):
+                if isinstance(item, EventRecord):
+                    events.append(item)
+                    if len(events) == 5:
+                        proxy.drop()  # handed to the event loop, which owns the proxy
+            return created.id, moved, events, c.base_url
+
+    loop = asyncio.get_running_loop()
+    real_drop = proxy.drop
+    proxy.drop = lambda: loop.call_soon_threadsafe(real_drop)  # type: ignore[method-assign]
+    created, moved, events, streamed_on = await asyncio.to_thread(run)
+    assert moved == live.server.url and created
+    assert streamed_on == live.server.url
+    stored = await live.client.all_events(s.id)
+    assert [(e.seq, e.type) for e in events] == [(e.seq, e.type) for e in stored]
+
+
 def test_base_url_and_base_urls_are_exclusive() -> None:
     with pytest.raises(ValueError):
         AsyncClient("http://a", base_urls=["http://b"], api_key="k")
     with pytest.raises(ValueError):
         AsyncClient(base_urls=[], api_key="k")
+    with pytest.raises(ValueError):
+        Client("http://a", base_urls=["http://b"], api_key="k")

@@ -36,7 +36,7 @@ from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
 from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_error, is_transient
-from ._failover import STORE_GONE, Hosts, moves_on, resendable
+from ._failover import Hosts, host_lost, moves_on, resendable, store_gone
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
     Approval,
@@ -429,13 +429,12 @@ class AsyncClient:
                                 yield item
                             if state.done:
                                 return
-                failed = parser.last_comment is not None and STORE_GONE in parser.last_comment
+                failed = store_gone(parser.last_comment)
             except (ClientError, httpx.TransportError) as exc:
                 if not is_transient(exc) or state.give_up(exc):
                     raise
                 log.debug("session stream %s: %r; reconnecting", session_id, exc)
-                failed = isinstance(exc, TransportError | httpx.TransportError) or (
-                    isinstance(exc, ApiError) and exc.status == 503)
+                failed = host_lost(exc)
             if failed and moves < len(self._hosts) - 1 and self._failed(used):
                 moves += 1
                 log.debug("session stream %s: moving to %s", session_id, self.base_url)

@@ -21,7 +21,9 @@ from typing import Any
 
 import httpx
 
-__all__ = ["Hosts", "resendable"]
+from ._errors import ApiError, TransportError
+
+__all__ = ["Hosts", "host_lost", "moves_on", "resendable", "store_gone"]
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
@@ -61,6 +63,17 @@ def moves_on(response: httpx.Response) -> bool:
     """A response that says this host cannot serve now but another may: 503 (the store is
     unreachable from here)."""
     return response.status_code == 503
+
+
+def host_lost(exc: BaseException) -> bool:
+    """A stream's failure that is the host's, not the request's: no connection, or 503."""
+    return isinstance(exc, TransportError | httpx.TransportError) or (
+        isinstance(exc, ApiError) and exc.status == 503)
+
+
+def store_gone(last_comment: str | None) -> bool:
+    """Whether a stream that ended said its host lost the store."""
+    return last_comment is not None and STORE_GONE in last_comment
 
 
 def resendable(method: str, json: Any, headers: Mapping[str, str] | None,
