@@ -221,6 +221,7 @@ async def test_overflow_ends_the_stream_and_resume_loses_nothing(harness):
         )
         frames = await st.rest(timeout=5)
     assert frames == []  # closed rather than skipping anything
+    assert st.last_comment == "stream ended: overflow; reconnect with Last-Event-ID"
     async with sse(c, path, headers={"Last-Event-ID": "1"}) as st:
         await st.next()
         frames = await st.until(lambda f: f.event == "caught_up")

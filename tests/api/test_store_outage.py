@@ -129,6 +129,8 @@ async def test_a_stopped_postgres_is_503_until_it_is_back(cluster: PrivateCluste
                 with pytest.raises(EOFError):
                     while True:
                         await sse.next(timeout=30)
+                assert sse.last_comment == (  # and says why
+                    "stream ended: store_unavailable; reconnect with Last-Event-ID")
             finally:
                 await asyncio.to_thread(cluster.start)
 

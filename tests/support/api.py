@@ -202,6 +202,8 @@ class SSE:
         self.pings = 0
         self._lines = response.aiter_lines()
         self.ended = False
+        self.last_comment: str | None = None
+        """The last comment line's text: how the server says why it ended the stream."""
 
     async def next(self, timeout: float = 10) -> Frame:
         """The next frame; raises EOFError when the server closed the stream."""
@@ -228,6 +230,7 @@ class SSE:
                     continue
                 if line.startswith(":"):
                     self.pings += 1
+                    self.last_comment = line[1:].strip()
                     continue
                 name, _, value = line.partition(":")
                 value = value.removeprefix(" ")

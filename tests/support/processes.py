@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -181,13 +182,16 @@ class WorkerProcess(LoggedProcess):
     it logs `worker <id> on postgres` (or `on sqlite`, for a SQLite file)."""
 
     def __init__(self, db_url: str, *args: str, log_dir: Path, name: str = "w",
-                 speed: float = 0.0, env: dict[str, str] | None = None) -> None:
+                 speed: float = 0.0, env: dict[str, str] | None = None,
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+        """`wrap`: how the command is run (the test bed runs it in a network namespace)."""
         self.id = f"{name}-{uuid.uuid4().hex[:6]}"
         self.ready_pattern = re.compile(
             rf"worker\s+{re.escape(self.id)}\s+on\s+(?:postgres|sqlite)")
         argv = [sys.executable, "-m", "outlive", "worker", "--db", db_url, "--worker-id",
                 self.id, "--demo-speed", f"{speed:g}", *args]
-        super().__init__(argv, log_dir / f"{self.id}.log", name=self.id, env=env)
+        super().__init__(wrap(argv) if wrap else argv, log_dir / f"{self.id}.log",
+                         name=self.id, env=env)
 
 
 class ServeProcess(LoggedProcess):
@@ -202,15 +206,21 @@ class ServeProcess(LoggedProcess):
         r"(?P<file>\S+)$|an API replica.*$)", re.MULTILINE)
 
     def __init__(self, cwd: Path, name: str, *args: str, db: str | None = None,
-                 key_file: Path | None = None, env: dict[str, str] | None = None) -> None:
+                 key_file: Path | None = None, env: dict[str, str] | None = None,
+                 wrap: Callable[[list[str]], list[str]] | None = None,
+                 host: str = "127.0.0.1") -> None:
+        """`wrap` and `host`: how the command is run and where it listens (`--host` is in
+        `args`), for the test bed's namespaces."""
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         argv = [sys.executable, "-m", "outlive", "serve", "--port", str(self.port)]
         if db is not None:
             argv += ["--db", db]
         if key_file is not None:
             argv += ["--key-file", str(key_file)]
-        super().__init__([*argv, *args], cwd / f"{name}.log", name=name, cwd=cwd, env=env)
+        argv = [*argv, *args]
+        super().__init__(wrap(argv) if wrap else argv, cwd / f"{name}.log", name=name, cwd=cwd,
+                         env=env)
 
     async def ready(self, timeout: float = 40.0) -> re.Match[str]:
         return await super().ready(timeout)

@@ -1,4 +1,6 @@
-"""A real TCP proxy on 127.0.0.1 for network-trouble tests, in the test's event loop.
+"""A real TCP proxy for network-trouble tests, in the test's event loop (on 127.0.0.1 unless
+`listen_host` says otherwise: the multi-host test bed, tests/support/hosts.py, puts one on the
+root side of each namespace's veth link).
 
 It forwards bytes both ways between its clients and one upstream port, and can misbehave the
 two ways networks do:
@@ -11,6 +13,10 @@ two ways networks do:
 * `cut()`: every open connection is reset once; new ones work at once (a blip).
 
 `heal()` forwards again; black-holed bytes then flow on (as after a wake-up).
+
+`delay_up` / `delay_down` (seconds, settable at any time) hold each chunk that long before
+it is forwarded towards the upstream / back to the client: added latency per direction, in
+order, for kernels without `netem`. A round trip through the proxy takes both.
 
 `answers` counts the round trips a client waited for: how often bytes came back from
 upstream after the client last sent some (meaningful with one connection through the proxy).
@@ -36,8 +42,13 @@ class Mode(enum.Enum):
 
 
 class TcpProxy:
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1", *,
+                 listen_host: str = "127.0.0.1", delay_up: float = 0.0,
+                 delay_down: float = 0.0) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.listen_host = listen_host
+        self.delay_up = delay_up
+        self.delay_down = delay_down
         self.mode = Mode.FORWARD
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -59,10 +70,10 @@ class TcpProxy:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.listen_host}:{self.port}"
 
     async def start(self) -> TcpProxy:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, self.listen_host, 0)
         return self
 
     async def close(self) -> None:
@@ -81,6 +92,20 @@ class TcpProxy:
     def black_hole(self) -> None:
         self.mode = Mode.BLACK_HOLE
         self._flowing.clear()
+
+    def upstream_ports(self) -> list[int]:
+        """The local ports of the open upstream connections: how the server (its
+        `pg_stat_activity.client_port`) tells this proxy's clients from everyone else's."""
+        out = []
+        for _, up in list(self._conns):
+            name = up.get_extra_info("sockname") if up is not None else None
+            if name:
+                out.append(int(name[1]))
+        return out
+
+    def stall(self) -> None:
+        """`black_hole()` under the name the test bed uses: forwarding stops, sockets stay."""
+        self.black_hole()
 
     def drop(self) -> None:
         self.mode = Mode.DROP
@@ -139,20 +164,56 @@ class TcpProxy:
 
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *,
                     upstream: bool) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+        delayed: asyncio.Queue[tuple[float, bytes]] | None = None
+        sender: asyncio.Task[None] | None = None
+        loop = asyncio.get_running_loop()
+        try:
+            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+                while True:
+                    await self._flowing.wait()
+                    data = await src.read(_CHUNK)
+                    if not data:
+                        break
+                    delay = self.delay_up if upstream else self.delay_down
+                    if delay > 0 and delayed is None:  # from now on in order, through a queue
+                        delayed = asyncio.Queue()
+                        sender = self._spawn(self._send_later(delayed, dst, upstream=upstream))
+                    if delayed is not None:
+                        delayed.put_nowait((loop.time() + delay, data))
+                        continue
+                    if not await self._forward(data, dst, upstream=upstream):
+                        return
+            if delayed is not None and sender is not None:  # flush what is still held
+                delayed.put_nowait((0.0, b""))
+                await sender
+        finally:
+            if sender is not None and not sender.done():
+                sender.cancel()
+
+    async def _send_later(self, queue: asyncio.Queue[tuple[float, bytes]],
+                          dst: asyncio.StreamWriter, *, upstream: bool) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError):
             while True:
-                await self._flowing.wait()
-                data = await src.read(_CHUNK)
+                due, data = await queue.get()
                 if not data:
                     return
-                await self._flowing.wait()  # bytes read during a black hole wait here
-                if self.mode is Mode.DROP:
+                if (wait := due - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                if not await self._forward(data, dst, upstream=upstream):
                     return
-                if not upstream and self._sent_last:
-                    self.answers += 1
-                self._sent_last = upstream
-                dst.write(data)
-                await dst.drain()
+
+    async def _forward(self, data: bytes, dst: asyncio.StreamWriter, *, upstream: bool) -> bool:
+        """Write one chunk on (False: the link was dropped meanwhile)."""
+        await self._flowing.wait()  # bytes read during a black hole wait here
+        if self.mode is Mode.DROP:
+            return False
+        if not upstream and self._sent_last:
+            self.answers += 1
+        self._sent_last = upstream
+        dst.write(data)
+        await dst.drain()
+        return True
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

@@ -55,7 +55,9 @@ STOP_GRACE = 5.0
 
 
 class StreamClosed(Exception):
-    """The stream must end: `reason` is "overflow" (too slow) or "shutdown"."""
+    """The stream must end: `reason` is "overflow" (too slow), "store_unavailable" (a read
+    found the database unreachable) or "shutdown" (the server stops, or the stream was
+    closed on purpose)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -83,6 +85,8 @@ class Mailbox(Generic[T]):
         self._wake = asyncio.Event()
         self.overflowed = False
         self.closed = False
+        self.reason = "shutdown"
+        """Why it was closed (`StreamClosed.reason`)."""
         self._waiting = False
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -101,7 +105,9 @@ class Mailbox(Generic[T]):
             self._items.extend(fresh)
         self._wake.set()
 
-    def close(self) -> None:
+    def close(self, reason: str = "shutdown") -> None:
+        if not self.closed:
+            self.reason = reason
         self.closed = True
         if self._timer is not None:
             self._timer.cancel()
@@ -143,7 +149,7 @@ class Mailbox(Generic[T]):
         if self.overflowed:
             raise StreamClosed("overflow")
         if self.closed and not self._items:
-            raise StreamClosed("shutdown")
+            raise StreamClosed(self.reason)
         items = list(self._items)
         self._items.clear()
         return items
@@ -338,7 +344,7 @@ class Hub:
         except StoreUnavailable as exc:  # end the streams: clients reconnect and resume
             log.warning("fan-out read for %s failed, closing its streams: %s", topic.key, exc)
             for mb in list(topic.mailboxes):
-                mb.close()
+                mb.close("store_unavailable")
         except Exception as exc:  # the backstop tries again
             log.warning("fan-out read for %s failed: %s", topic.key, exc)
         finally:
@@ -367,7 +373,7 @@ class Hub:
                         len(topics), exc)
             for t in topics:
                 for mb in list(t.mailboxes):
-                    mb.close()
+                    mb.close("store_unavailable")
             return
         except Exception as exc:  # the backstop tries again
             log.warning("fan-out read for %d sessions failed: %s", len(topics), exc)

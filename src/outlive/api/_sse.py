@@ -45,6 +45,7 @@ from pydantic_core import to_json
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ..domain.errors import StoreUnavailable
 from ..domain.model import TERMINAL, Event, OwnerEvent, Session
 from ._context import ApiContext
 from ._hub import Mailbox, StreamClosed
@@ -57,6 +58,7 @@ __all__ = [
     "SESSION_REPLAY_LIMIT",
     "EventStream",
     "data_frame",
+    "ending",
     "frame",
     "owner_frames",
     "session_frames",
@@ -70,6 +72,16 @@ watchdog reconnects a stream that has been silent for 2.5 ping intervals."""
 COMMENT_PING = b": ping\n\n"
 """For protocols whose clients would choke on an event they do not know (OpenAI's SDKs)."""
 OWNER_BACKLOG_LIMIT = 1000
+
+
+def ending(reason: str) -> bytes:
+    """The comment a stream ends with when the server ends it (`StreamClosed.reason`:
+    `store_unavailable`, `overflow`, `shutdown`): a comment, so no client of any protocol
+    chokes on it, but one a client (and a person reading the stream) can tell why from. The
+    client resumes with Last-Event-ID, on another API host when this one lost its store."""
+    return f": stream ended: {reason}; reconnect with Last-Event-ID\n\n".encode()
+
+
 SESSION_REPLAY_LIMIT = 2500
 """A cursor further behind than this gets a snapshot instead of the replay (the seeds' ring
 size): reattaching after a long absence costs one snapshot, not 100,000 frames."""
@@ -253,6 +265,11 @@ class EventStream(StreamingResponse):
             return  # the client went away mid-write
         except Exception as exc:  # a store error mid-stream: end it; the client resumes
             log.warning("stream ended by error: %s", exc)
+            if not self._gone:
+                why = "store_unavailable" if isinstance(exc, StoreUnavailable) else "error"
+                with contextlib.suppress(OSError):
+                    await send({"type": "http.response.body", "body": ending(why),
+                                "more_body": True})
         if not self._gone:
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -380,7 +397,8 @@ async def session_frames(
     while True:
         try:
             items = await mb.next_batch(ping)
-        except StreamClosed:
+        except StreamClosed as closed:
+            yield ending(closed.reason)
             return
         if items is None:
             yield PING
@@ -437,7 +455,8 @@ async def owner_frames(
     while True:
         try:
             items = await mb.next_batch(ping)
-        except StreamClosed:
+        except StreamClosed as closed:
+            yield ending(closed.reason)
             return
         if items is None:
             yield PING

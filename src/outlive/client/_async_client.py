@@ -12,6 +12,11 @@ connection that worked). It drops events it already delivered, reconnects when o
 missing, and raises only what will not heal: 401, 404, 400…, or a frame that still does not
 parse after 5 connections (a server bug); 5xx answers, network errors, dropped connections
 and server restarts are waited out.
+
+Given `base_urls=[...]` (several API hosts on one store), a call or stream that cannot reach
+its host, or hears that the host's store is unreachable (503, or a stream ended for that
+reason), moves to the next host; a stream resumes there from its cursor at once
+(`_failover.py` says which calls are sent again).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
 from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_error, is_transient
+from ._failover import Hosts, host_lost, moves_on, resendable, store_gone
 from ._frames import SessionCursor, decode_owner, decode_session
 from ._models import (
     Approval,
@@ -72,13 +78,19 @@ class AsyncClient:
         stream_read_timeout: float | None = 37.5,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> None:
         """`base_url` defaults to `OUTLIVE_URL` (else http://127.0.0.1:8765), `api_key` to
         `OUTLIVE_API_KEY`, else the key `outlive serve` wrote to ./outlive.db.key
         (`find_api_key`). `stream_read_timeout`: a stream silent this long (no event, no
         ping) is taken as dead and reconnected; once a server announces its ping interval,
-        2.5 times that is used instead (`SILENCE_FACTOR`)."""
-        self.base_url = _calls.resolve_base_url(base_url)
+        2.5 times that is used instead (`SILENCE_FACTOR`). `base_urls` (instead of
+        `base_url`): several API hosts on the same store, used in turn when one fails."""
+        if base_urls is not None and base_url is not None:
+            raise ValueError("give base_url or base_urls, not both")
+        self._hosts = Hosts(base_urls if base_urls is not None
+                            else [_calls.resolve_base_url(base_url)])
+        self.base_url = self._hosts.current
         self._timeout = _calls.timeouts(timeout)
         self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
         self._watchdog = Watchdog(stream_read_timeout)
@@ -101,15 +113,33 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    def _failed(self, url: str) -> bool:
+        """The host at `url` failed: use the next one (if any) from now on."""
+        if not self._hosts.fail(url):
+            return False
+        if self._hosts.current != self.base_url:
+            self.base_url = self._hosts.current
+            self._http.base_url = httpx.URL(self.base_url)
+        return True
+
     async def _call(self, call: Call[T]) -> T:
-        try:
-            response = await self._http.request(
-                call.method, call.path, json=call.json, params=call.params,
-                headers=call.headers,
-            )
-        except httpx.TransportError as exc:
-            raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
-        return _calls.finish(call, response)
+        for tries_left in range(len(self._hosts) - 1, -1, -1):
+            used = self.base_url
+            try:
+                response = await self._http.request(
+                    call.method, call.path, json=call.json, params=call.params,
+                    headers=call.headers,
+                )
+            except httpx.TransportError as exc:
+                if (tries_left and self._failed(used)
+                        and resendable(call.method, call.json, call.headers, exc)):
+                    continue
+                raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+            if (moves_on(response) and tries_left and self._failed(used)
+                    and resendable(call.method, call.json, call.headers, None)):
+                continue
+            return _calls.finish(call, response)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     # ---- sessions -----------------------------------------------------------------------
 
@@ -381,10 +411,12 @@ class AsyncClient:
         state = SessionCursor(after, until_end)
         backoff = Backoff(self._rng)
         path = _calls.session_path(session_id, "/events")
+        moves = 0  # hosts tried since the last frame heard: a whole ring, then back off
         while True:
+            used = self.base_url
+            parser = SSEParser()
             try:
                 async with self._open_sse(path, state.headers(), state.params()) as response:
-                    parser = SSEParser()
                     async for chunk in self._watchdog.watch(response.aiter_bytes()):
                         for msg in parser.feed(chunk):
                             item = decode_session(msg)
@@ -392,14 +424,21 @@ class AsyncClient:
                                 continue
                             self._watchdog.heard(item)
                             backoff.reset()
+                            moves = 0
                             if state.accept(item):
                                 yield item
                             if state.done:
                                 return
+                failed = store_gone(parser.last_comment)
             except (ClientError, httpx.TransportError) as exc:
                 if not is_transient(exc) or state.give_up(exc):
                     raise
                 log.debug("session stream %s: %r; reconnecting", session_id, exc)
+                failed = host_lost(exc)
+            if failed and moves < len(self._hosts) - 1 and self._failed(used):
+                moves += 1
+                log.debug("session stream %s: moving to %s", session_id, self.base_url)
+                continue
             delay = backoff.next()
             log.debug("session stream %s: reconnecting in %.2fs", session_id, delay)
             await asyncio.sleep(delay)

@@ -47,6 +47,8 @@ class SSEParser:
         self.last_event_id: str | None = None
         self.comments = 0
         """Comment lines seen (pings); a sign of life with no event."""
+        self.last_comment: str | None = None
+        """The text of the last comment line (a server says there why it ended a stream)."""
 
     def feed(self, chunk: bytes | str) -> list[SSEMessage]:
         text = self._decoder.decode(chunk) if isinstance(chunk, bytes) else chunk
@@ -87,6 +89,7 @@ class SSEParser:
             return self._dispatch()
         if line.startswith(":"):
             self.comments += 1
+            self.last_comment = line[1:].strip()
             return None
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):

@@ -20,6 +20,7 @@ from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
 from ._errors import ApiError, ClientError, ProtocolError, TransportError, api_error, is_transient
+from ._failover import Hosts, host_lost, moves_on, resendable, store_gone
 from ._frames import SessionCursor, decode_session
 from ._models import (
     Approval,
@@ -56,10 +57,15 @@ class Client:
         stream_read_timeout: float | None = 37.5,
         transport: httpx.BaseTransport | None = None,
         rng: random.Random | None = None,
+        base_urls: Sequence[str] | None = None,
     ) -> None:
         """Defaults as `AsyncClient`'s: `OUTLIVE_URL`, and `OUTLIVE_API_KEY` else
-        ./outlive.db.key (`find_api_key`)."""
-        self.base_url = _calls.resolve_base_url(base_url)
+        ./outlive.db.key (`find_api_key`); `base_urls` as there (`_failover.py`)."""
+        if base_urls is not None and base_url is not None:
+            raise ValueError("give base_url or base_urls, not both")
+        self._hosts = Hosts(base_urls if base_urls is not None
+                            else [_calls.resolve_base_url(base_url)])
+        self.base_url = self._hosts.current
         self._timeout = _calls.timeouts(timeout)
         self._stream_timeout = _calls.stream_timeouts(self._timeout, stream_read_timeout)
         self._rng = rng or random.Random()
@@ -81,15 +87,33 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
+    def _failed(self, url: str) -> bool:
+        """The host at `url` failed: use the next one (if any) from now on."""
+        if not self._hosts.fail(url):
+            return False
+        if self._hosts.current != self.base_url:
+            self.base_url = self._hosts.current
+            self._http.base_url = httpx.URL(self.base_url)
+        return True
+
     def _call(self, call: Call[T]) -> T:
-        try:
-            response = self._http.request(
-                call.method, call.path, json=call.json, params=call.params,
-                headers=call.headers,
-            )
-        except httpx.TransportError as exc:
-            raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
-        return _calls.finish(call, response)
+        for tries_left in range(len(self._hosts) - 1, -1, -1):
+            used = self.base_url
+            try:
+                response = self._http.request(
+                    call.method, call.path, json=call.json, params=call.params,
+                    headers=call.headers,
+                )
+            except httpx.TransportError as exc:
+                if (tries_left and self._failed(used)
+                        and resendable(call.method, call.json, call.headers, exc)):
+                    continue
+                raise TransportError(f"{call.method} {call.path}: {exc!r}") from exc
+            if (moves_on(response) and tries_left and self._failed(used)
+                    and resendable(call.method, call.json, call.headers, None)):
+                continue
+            return _calls.finish(call, response)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def create_session(
         self,
@@ -339,24 +363,32 @@ class Client:
         state = SessionCursor(after, until_end)
         backoff = Backoff(self._rng)
         path = _calls.session_path(session_id, "/events")
+        moves = 0  # hosts tried since the last frame heard: a whole ring, then back off
         while True:
+            used = self.base_url
+            parser = SSEParser()
             try:
                 with self._open_sse(path, state.headers(), state.params()) as response:
-                    parser = SSEParser()
                     for chunk in response.iter_bytes():
                         for msg in parser.feed(chunk):
                             item = decode_session(msg)
                             if item is None:
                                 continue
                             backoff.reset()
+                            moves = 0
                             if state.accept(item):
                                 yield item
                             if state.done:
                                 return
+                failed = store_gone(parser.last_comment)
             except (ClientError, httpx.TransportError) as exc:
                 if not is_transient(exc) or state.give_up(exc):
                     raise
                 log.debug("session stream %s: %r; reconnecting", session_id, exc)
+                failed = host_lost(exc)
+            if failed and moves < len(self._hosts) - 1 and self._failed(used):
+                moves += 1
+                continue
             time.sleep(backoff.next())
 
     @contextmanager

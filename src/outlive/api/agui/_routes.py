@@ -42,7 +42,7 @@ from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, decides, latest_run_start, watch_session
 from .._scopes import require_scope
-from .._sse import PING, EventStream
+from .._sse import PING, EventStream, ending
 from .._threads import (
     RunRef,
     find_thread,
@@ -216,5 +216,6 @@ async def _frames(feed: RunFeed, projection: RunProjection, after: int | None
                 if after is None or index > after:
                     yield _frame(index, out)
                 index += 1
-    except StreamClosed:
+    except StreamClosed as closed:
+        yield ending(closed.reason)
         return

@@ -44,7 +44,7 @@ from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._run_feed import RunFeed, latest_run_start, watch_session
 from .._scopes import visible_session
-from .._sse import PING, EventStream, data_frame
+from .._sse import PING, EventStream, data_frame, ending
 from .._threads import RunRef, find_thread, not_found, start_run
 from ._projection import ChatProjection, hidden_deltas, passed_waits
 from ._requests import client_outputs, declared_tools, new_input, parse_chat
@@ -191,7 +191,8 @@ async def _frames(feed: RunFeed, projection: ChatProjection, chunks: list[dict[s
                 if index >= start:
                     yield data_frame(chunk)
                 index += 1
-    except StreamClosed:
+    except StreamClosed as closed:
+        yield ending(closed.reason)
         return
     if projection.ended:
         yield DONE

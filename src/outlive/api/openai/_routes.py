@@ -38,7 +38,7 @@ from .._cursor import MAX_SEQUENCE, sequence_number
 from .._hub import StreamClosed
 from .._path_ids import refuse_unstorable
 from .._scopes import creating_for, require_scope
-from .._sse import COMMENT_PING, EventStream, frame
+from .._sse import COMMENT_PING, EventStream, ending, frame
 from ._approval import answer_approval, refuse_unanswered
 from ._errors import bad_request
 from ._feed import ResponseFeed, ResponseRef, open_feed
@@ -268,8 +268,8 @@ async def _frames(ctx: ApiContext, owner_id: str, feed: ResponseFeed, after: int
                 yield COMMENT_PING
             else:
                 yield frame(out["type"], out, out["sequence_number"])
-    except StreamClosed:
-        pass
+    except StreamClosed as closed:
+        yield ending(closed.reason)
     finally:
         # Runs on the normal end and when the response is closed (also after a disconnect).
         if foreground and conn.gone and not feed.ended:
