@@ -40,6 +40,8 @@ async def _heard(sub: Subscription, ids: set[str], which: Callable[[Notice], boo
 
 async def test_a_claim_a_heartbeat_and_an_abandon_sweep_over_a_thousand_sessions(store):
     owner = await new_owner(store)
+    # A thousand creates in a moment: past the default creates per minute (docs/quotas.md).
+    await store.set_owner_quotas(owner.id, {"creates_per_minute": 10**6, "queued": 10**6})
     ids = await _create(store, owner.id, abandon_after=0.05)
     await store.wait_listening()
     sub = store.subscribe()

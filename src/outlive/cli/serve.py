@@ -157,9 +157,9 @@ def serve(
     cors_origin: Annotated[
         list[str] | None, typer.Option(
             "--cors-origin", envvar="OUTLIVE_CORS_ORIGINS", show_envvar=False,
-            help="Let pages of this origin (scheme://host[:port]) call /v1, /ai-sdk, /ag-ui "
-                 "and /openai/v1 with a browser token, no cookies (repeatable) "
-                 "[env OUTLIVE_CORS_ORIGINS, space-separated; docs/end-users.md].")
+            help="Let pages of this origin (scheme://host[:port]) call the API and its chat "
+                 "surfaces with a browser token, never with cookies (repeatable) [env "
+                 "OUTLIVE_CORS_ORIGINS, origins separated by spaces].")
     ] = None,
     api_docs: Annotated[
         bool, typer.Option("--api-docs", help="Serve /docs and /redoc (they load scripts "
