@@ -123,3 +123,29 @@ async def test_no_write_transaction_waits_for_the_notifier(store):
         await new_session(pg, owner.id)
     assert time.monotonic() - t0 < 5.0
     assert pg._notifier.pending >= 20
+
+
+async def test_hints_that_arrive_while_a_send_is_in_flight_go_out_together(
+    store, store_factory
+):
+    """Thirty concurrent writes: fewer sends than writes, every session's hint delivered."""
+    pg = _pg(store)
+    other = await store_factory()
+    theirs = other.subscribe()
+    try:
+        await other.wait_listening()
+        owner = await new_owner(pg)
+        await new_session(pg, owner.id)
+        await pg._notifier.flush()
+        before = pg._notifier.sent
+        made = await asyncio.gather(*(new_session(pg, owner.id) for _ in range(30)))
+        waiting = {s.id for s in made}
+        async with asyncio.timeout(5):
+            async for n in theirs:
+                waiting.discard(n.session_id)
+                if not waiting:
+                    break
+        await pg._notifier.flush()
+        assert 1 <= pg._notifier.sent - before < 30
+    finally:
+        await theirs.close()
