@@ -15,25 +15,25 @@ from tests.support.waiting import eventually
 
 
 def create_statements(dialect: str) -> list[str]:
-    """`create_session` with a prompt: one transaction (PostgreSQL adds its NOTIFY). The row
+    """`create_session` with a prompt: one transaction (no NOTIFY in it on PostgreSQL: the
+    notifier sends the hint after the COMMIT, on its own connection). The row
     is inserted with its prompt's seq (1), the prompt stamped by its own INSERT, and the new
     session read with the COMMIT: on PostgreSQL everything after the owner check goes out in
     the COMMIT's flush, so the commit, and with it the workers' notice, follows the INSERT
     without a round trip between them."""
-    notify = ["notify"] if dialect == "postgres" else []
     # the owner check is the quotas' admission (docs/quotas.md): on PostgreSQL one statement
     # with this minute's creates and the queued sessions, on SQLite three
     admit = (["admit_create"] if dialect == "postgres"
              else ["admit_create", "bump_create_window", "count_queued"])
     return [
         *admit, "insert_session", "insert_events_now", "next_owner_event_id",
-        "insert_owner_event", *notify, "get_session",
+        "insert_owner_event", "get_session",
     ]
 
 
 def run_statements(dialect: str) -> list[str]:
-    """What the worker runs, transaction by transaction."""
-    notify = ["notify"] if dialect == "postgres" else []
+    """What the worker runs, transaction by transaction. No transaction sends a NOTIFY:
+    on PostgreSQL the Store's notifier sends each commit's hints after it, outside."""
     # claim: take the session and lease it (one UPDATE), write session_start (stamped by its
     # INSERT, after the lease; the first event is durable at the claim's commit), tell its
     # owner, and read the sessions as taken and the prompts waiting with the COMMIT (so the
@@ -54,21 +54,21 @@ def run_statements(dialect: str) -> list[str]:
         owned = ["next_owner_event_id", "insert_owner_event"]
         ledger, totals = ["insert_ledger_row", "add_session_usage"], ["add_session_usage"]
     return [
-        *claim, *owned, *notify, "claimed_sessions", "claimed_inputs",
+        *claim, *owned, "claimed_sessions", "claimed_inputs",
         # commit 1 (through the worker's group commit, alone here): the first turn and the
         # automatic title, both set by the one head statement (which takes the seq of the
         # title's event too, after the turn's; its event in the commit's INSERT), then its
         # owner event (the owner's only one in this transaction: no reservation on SQLite)
-        "commit_heads", *logs, *owned, *notify,
+        "commit_heads", *logs, *owned,
         # before the first model call, which owners have a monthly budget: read once per 2 s
         # by each worker, whatever its runs (none here, so no call is admitted one by one)
         "owners_with_budgets",
         # commit 2: the model's answer and the tool call; the answer's model call in the
         # usage ledger and the session's totals (written with the entry, so exactly once;
         # one statement for all on PostgreSQL)
-        "commit_heads", *logs, *ledger, *notify,
+        "commit_heads", *logs, *ledger,
         # commit 3: the tool result (counted in the session's totals) and the second turn
-        "commit_heads", *logs, *totals, *notify,
+        "commit_heads", *logs, *totals,
         # settle (through the group commit too, as a `Settle` item): the rows of the settles
         # locked in one statement, which also says whether their owners have a webhook
         # endpoint (none here: no outbox statement); every end in one UPDATE for all (status,
@@ -77,7 +77,7 @@ def run_statements(dialect: str) -> list[str]:
         # the owner's session_status
         "lock_sessions", "settle_rows", *logs, *ledger, *owned,
         # the settled sessions, read with the COMMIT (no round trip of its own on PostgreSQL)
-        *notify, "settled_sessions",
+        "settled_sessions",
         # the worker, free again, looks for more work
         *look,
     ]

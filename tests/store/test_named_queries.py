@@ -33,7 +33,7 @@ def samples(store: Any) -> dict[str, Any]:
         "last_entry_seqs": [1],
         "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
         "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,
-        "nn": 1, "owner": "own_1", "pairs": '[["ses_1", 1]]', "payload": "[]",
+        "nn": 1, "owner": "own_1", "pairs": '[["ses_1", 1]]', "payloads": ["[]"],
         "requeued": False, "start": True, "max_attempts": 5,
         "rows": '[{"session_id": "ses_1", "seq": 1, "attempt": 1, "fence": 1, "data": {}}]',
         "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),

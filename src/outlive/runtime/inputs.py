@@ -23,14 +23,19 @@ class _Read(enum.Enum):
     """Read since the last notice."""
 
 
+COMPLETE_BACKSTOP = 30.0
+"""Seconds between a run's reads of its inbox with no notice, where notices are complete."""
+
+
 class Inbox:
     """The undelivered user messages of one run's session. Read again after a notice, or
     when the last read is older than the backstop interval: a run between quick steps with no
     notice has nothing new, and one whose notices cannot reach it (a worker process of its own
     on SQLite, whose notices stay in-process) still sees new input at its next turn. Where
     every notice reaches the run (`notices_complete`: PostgreSQL's LISTEN, whose reconnection
-    pokes every run), a notice is the only reason to read again: a run of many turns does not
-    read its session once a second for nothing."""
+    pokes every run), a notice is the main reason to read again: a run of many turns does not
+    read its session once a second for nothing, only every `COMPLETE_BACKSTOP`, for the hint
+    a process lost by dying between its COMMIT and its notifier's send."""
 
     def __init__(self, store: RunnerStore, claimed: Session, backstop_interval: float | None,
                  claimed_inputs: Sequence[Event] | None = None, *,
@@ -39,9 +44,9 @@ class Inbox:
         self.store = store
         self.claimed = claimed
         self._claimed_inputs = None if claimed_inputs is None else list(claimed_inputs)
-        self.backstop = backstop_interval or 1.0
-        self.timed = not notices_complete
-        """Whether the last read goes stale with time too (not only with a notice)."""
+        self.backstop = max(backstop_interval or 1.0, COMPLETE_BACKSTOP if notices_complete
+                            else 0.0)
+        """How old the last read may grow before it is read again without a notice."""
         self._state = _Read.CLAIMED
         self._read_at = time.monotonic()
         self._waiting: list[Event] = []
@@ -60,7 +65,7 @@ class Inbox:
         """Whether to read the session again before trusting `waiting()`."""
         if self._state is not _Read.READ:
             return True
-        return self.timed and time.monotonic() - self._read_at >= self.backstop
+        return time.monotonic() - self._read_at >= self.backstop
 
     def waiting(self) -> list[Event]:
         return list(self._waiting)

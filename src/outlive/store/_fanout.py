@@ -22,7 +22,8 @@ class Fanout:
     def __init__(self, bound: int = QUEUE_BOUND, *,
                  complete: Callable[[], bool] | None = None) -> None:
         """`complete`: whether what is published now is every process's notices (or a
-        rescan follows any gap); none: only this process's."""
+        rescan follows any gap, but for a dead process's unsent hints); none: only this
+        process's."""
         self._bound = bound
         self._queues: set[asyncio.Queue[Notice | None]] = set()
         self._complete = complete

@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 import orjson
 import psycopg
@@ -86,8 +86,11 @@ def decode_notices(payload: str) -> list[Notice]:
 class Listener:
     """One LISTEN connection per Store, feeding its fan-out; reconnects forever."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, own_pids: Set[int] = frozenset()) -> None:
+        """`own_pids`: the server processes of this Store's own notifier, whose notices
+        were delivered in-process at their commit already."""
         self.dsn = dsn
+        self._own = own_pids
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
@@ -122,6 +125,8 @@ class Listener:
                         self.fanout.rescan()
                     first, delay = False, 0.1
                     async for n in conn.notifies():
+                        if n.pid in self._own:
+                            continue
                         try:
                             self.fanout.publish(decode_notices(n.payload))
                         except (ValueError, TypeError):

@@ -177,8 +177,10 @@ class Subscription(Protocol):
     def complete(self) -> bool:
         """Whether, from now on, every commit's notices from every process reach this
         subscriber, or a rescan notice says some may have been lost (PostgreSQL while its
-        LISTEN connection is up). False: a reader must also look again on a timer (SQLite,
-        whose notices stay in the process that committed)."""
+        LISTEN connection is up), but for the hints of a process that died between a COMMIT
+        and its notifier's send: a reader still looks again, on a long timer. False: a reader
+        must also look again on a short timer (SQLite, whose notices stay in the process that
+        committed)."""
         ...
 
 

@@ -1,8 +1,10 @@
 """The scale-out adapter: PostgreSQL through psycopg 3 async with a pool.
 
-Lease times come from the database clock. Claims use `FOR UPDATE SKIP LOCKED`. Each committed
-transaction sends at most one NOTIFY carrying ids only; one dedicated LISTEN connection per
-Store fans notices out to every subscriber in the process and reconnects with backoff.
+Lease times come from the database clock. Claims use `FOR UPDATE SKIP LOCKED`. A write
+transaction sends no NOTIFY: after its COMMIT its notices go to this process's subscribers at
+once and to the Store's notifier, which sends them batched on a connection of its own
+(`_pg_notifier`); one dedicated LISTEN connection per Store fans every other process's
+notices out to the subscribers in this one and reconnects with backoff.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import random
 import re
 import select
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -37,7 +39,9 @@ from ._engine import SqlStore
 from ._fanout import FanoutSubscription
 from ._ledger import LedgerRow, LedgerSums
 from ._migrate import SCHEMA_VERSION_DDL, migrations
-from ._pg_payload import CHANNEL, Listener, decode_notices, encode_notices
+from ._pg_notifier import Notifier
+from ._pg_payload import Listener, decode_notices, encode_notices
+from ._port import Notice
 from ._settles import SettleRow
 
 __all__ = ["PostgresStore", "decode_notices", "encode_notices"]
@@ -279,7 +283,8 @@ class PostgresStore(SqlStore):
         self._acquire_timeout = acquire_timeout
         self._outage_timeout = outage_timeout
         self._opened = False
-        self._listener = Listener(self.listen_dsn)
+        self._notifier = Notifier(self.listen_dsn, self.q.notify.sql)
+        self._listener = Listener(self.listen_dsn, own_pids=self._notifier.pids)
 
     async def open(self) -> PostgresStore:
         if not self._opened:
@@ -288,6 +293,10 @@ class PostgresStore(SqlStore):
         return self
 
     async def close(self) -> None:
+        with contextlib.suppress(TimeoutError):  # the last hints out, if the server answers
+            async with asyncio.timeout(1.0):
+                await self._notifier.flush()
+        await self._notifier.stop()
         await self._listener.stop()
         if self._opened:
             await self._pool.close()
@@ -325,7 +334,10 @@ class PostgresStore(SqlStore):
             st = TxState()
             try:
                 async with self._pool.connection(self._wait()) as conn:
-                    return await self._in_one_flush(conn, fn, st)
+                    result = await self._in_one_flush(conn, fn, st)
+                if st.notices:
+                    self._notify(st.notices.values())
+                return result
             except _RETRYABLE:
                 if attempt == 4:
                     raise
@@ -335,7 +347,7 @@ class PostgresStore(SqlStore):
     async def _in_one_flush(self, conn: psycopg.AsyncConnection[Any],
                             fn: Callable[[Tx, TxState], Awaitable[T]], st: TxState) -> T:
         """One transaction in pipeline mode with BEGIN and COMMIT sent as plain statements:
-        everything whose result is not read (BEGIN, INSERTs, the NOTIFY, COMMIT, the reads
+        everything whose result is not read (BEGIN, INSERTs, COMMIT, the reads
         that come back with it) goes out in one flush and costs one round trip.
         `conn.transaction()` costs three more in pipeline mode: it syncs after BEGIN, before
         COMMIT and after it. On an error the server skips the rest up to the Sync (the
@@ -345,9 +357,6 @@ class PostgresStore(SqlStore):
                 await conn.execute(b"BEGIN")
                 tx = _PgTx(conn, self.on_query)
                 result = await fn(tx, st)
-                if st.notices:  # one commit's notices: a few payloads at most
-                    for payload in encode_notices(list(st.notices.values())):
-                        await tx.execute(self.q.notify, {"channel": CHANNEL, "payload": payload})
                 lasts = [await tx.send(*read) for read in st.last_reads]
                 await conn.execute(b"COMMIT")
         except BaseException:
@@ -358,6 +367,13 @@ class PostgresStore(SqlStore):
             raise
         st.last_rows = [list(await cur.fetchall()) for cur in lasts]
         return result
+
+    def _notify(self, notices: Iterable[Notice]) -> None:
+        """After COMMIT: this process's subscribers at once, every other process through the
+        notifier (whose own notifications the listener then skips)."""
+        batch = list(notices)
+        self._listener.fanout.publish(batch)
+        self._notifier.send(batch)
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()

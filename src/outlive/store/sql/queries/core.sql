@@ -74,8 +74,10 @@ UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id
 
 -- name: notify
 -- dialect: postgres
--- At most one per transaction, sent in it, so it goes out only if the transaction commits.
-SELECT pg_notify(:channel, :payload)
+-- Sent by the notifier after the writes committed, never inside a write transaction (whose
+-- COMMIT would then hold the cluster-wide notify lock through its flush): a batch of
+-- payloads in one statement, one transaction of its own.
+SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p
 
 -- name: insert_events_now
 -- dialect: postgres
