@@ -12,6 +12,11 @@ from .browser import Stack
 
 TIMEOUT_MS = 40_000
 
+# An assertion waits as long as a page action does (the page's default, `Browser.new_page`):
+# Playwright's own 5 s is less than a page takes to draw its first view when the suite's
+# other processes load both cores.
+expect.set_options(timeout=15_000)
+
 # A page URL whose watcher notices a dead stream within a second (see web/config.js).
 FAST_HEALTH = "?health_sample_ms=200&degraded_after=3&backoff_max_ms=1000"
 

@@ -31,7 +31,8 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from . import _calls, _schedule_calls, _tool_calls
+from . import _calls, _tool_calls
+from ._async_schedules import AsyncScheduleCalls
 from ._backoff import Backoff
 from ._calls import Call
 from ._credentials import find_api_key
@@ -68,7 +69,7 @@ PAGE_SIZE = 200
 """Sessions per page when reading the whole list (the API's maximum)."""
 
 
-class AsyncClient:
+class AsyncClient(AsyncScheduleCalls):
     def __init__(
         self,
         base_url: str | None = None,
@@ -343,42 +344,6 @@ class AsyncClient:
         """Set (None: remove) the owner's monthly caps; sessions a budget stopped that no
         budget stops now continue."""
         return await self._call(_calls.set_owner_budget(monthly))
-
-    # ---- schedules (docs/schedules.md): the API's JSON objects -------------------------
-
-    async def create_schedule(self, prompt: str, **fields: Any) -> dict[str, Any]:
-        """`fields`: cron or every, timezone, agent, model, target, overlap, catch_up."""
-        return await self._call(_schedule_calls.create_schedule(prompt, **fields))
-
-    async def schedules(self, *, limit: int | None = None,
-                    cursor: str | None = None) -> dict[str, Any]:
-        return await self._call(_schedule_calls.list_schedules(limit=limit, cursor=cursor))
-
-    async def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
-        return await self._call(_schedule_calls.set_paused(schedule_id, True))
-
-    async def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
-        return await self._call(_schedule_calls.set_paused(schedule_id, False))
-
-    async def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
-        return await self._call(_schedule_calls.delete_schedule(schedule_id))
-
-    async def schedule_runs(self, schedule_id: str, *, limit: int | None = None) -> dict[str, Any]:
-        return await self._call(_schedule_calls.schedule_runs(schedule_id, limit=limit))
-
-    async def schedule_message(self, session_id: str, text: str, *, delay: float | None = None,
-                         deliver_at: str | None = None,
-                         mode: str | None = None) -> dict[str, Any]:
-        """A follow-up posted `delay` seconds from now or at `deliver_at` (RFC 3339)."""
-        return await self._call(_schedule_calls.schedule_message(
-            session_id, text, delay=delay, deliver_at=deliver_at, mode=mode))
-
-    async def cancel_scheduled(self, session_id: str, message_id: str) -> dict[str, Any]:
-        return await self._call(_schedule_calls.cancel_scheduled(session_id, message_id))
-
-    async def scheduled(self, session_id: str) -> dict[str, Any]:
-        """The session's messages waiting for their time."""
-        return await self._call(_schedule_calls.scheduled(session_id))
 
     async def healthz(self) -> bool:
         return await self._call(_calls.healthz())
