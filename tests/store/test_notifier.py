@@ -10,12 +10,14 @@ import contextlib
 import time
 
 import psycopg
-import pytest
 
 from outlive.store import Notice
 from outlive.store._fanout import FanoutSubscription
 from outlive.store.postgres import PostgresStore
 from tests.support.store_suite import new_owner, new_session
+
+DATABASES = ("postgres",)
+"""The notifier is PostgreSQL's: SQLite fans out in-process at commit."""
 
 DEAD_DSN = "postgresql://127.0.0.1:1/nothing"
 """Where a notifier can never connect: its hints are lost, as a crashed process's are."""
@@ -40,8 +42,7 @@ async def _first(sub: FanoutSubscription, session_id: str, seconds: float) -> No
 
 
 def _pg(store: object) -> PostgresStore:
-    if not isinstance(store, PostgresStore):
-        pytest.skip("the notifier is PostgreSQL's (SQLite fans out in-process at commit)")
+    assert isinstance(store, PostgresStore)
     return store
 
 

@@ -70,6 +70,9 @@ async def _first_text(client: AsyncClient, session_id: str) -> None:
 
 
 async def _end_status(client: AsyncClient, session_id: str) -> str:
+    """The status the session ended with, once its stream says it ended. A stream opened
+    after the end may begin with a snapshot that holds the `session_end`: the session's own
+    status is read then."""
     stream = client.stream(session_id, until_end=True)
     status = "unknown"
     try:
@@ -78,6 +81,8 @@ async def _end_status(client: AsyncClient, session_id: str) -> str:
                 status = item.payload.status
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+    if status == "unknown":
+        status = str((await client.get_session(session_id)).session.status)
     return status
 
 
