@@ -3,6 +3,7 @@ come, kept apart so the client's module says one thing at a time."""
 
 from __future__ import annotations
 
+import abc
 from typing import Any, TypeVar
 
 from . import _schedule_calls
@@ -13,9 +14,10 @@ __all__ = ["AsyncScheduleCalls"]
 T = TypeVar("T")
 
 
-class AsyncScheduleCalls:
+class AsyncScheduleCalls(abc.ABC):
+    @abc.abstractmethod
     async def _call(self, call: Call[T]) -> T:
-        raise NotImplementedError  # `AsyncClient._call`
+        """The call sent and its answer read (`AsyncClient._call`: failover included)."""
 
     async def create_schedule(self, prompt: str, **fields: Any) -> dict[str, Any]:
         """`fields`: cron or every, timezone, agent, model, target, overlap, catch_up."""

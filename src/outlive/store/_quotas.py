@@ -8,6 +8,7 @@ owner has none of its own (`owners.quotas`)."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,8 +88,7 @@ class QuotaOps(StoreCore):
             raise NotFound(f"owner {owner_id} not found")
         row = dict(rows[0])
         quotas = self._effective(row["quotas"])
-        if row["creates"] is None:  # SQLite: the windows and the counts are statements
-            await self._admission_statements(tx, row, owner_id, end_user, quotas)
+        await self._admission_counts(tx, row, owner_id, end_user, quotas)
         if int(row["creates"]) > quotas.creates_per_minute:
             raise QuotaExceeded("creates_per_minute", quotas.creates_per_minute,
                                 retry_after=float(row["window_left"]))
@@ -103,11 +103,12 @@ class QuotaOps(StoreCore):
         if text_bytes(prompt) > quotas.history_bytes:
             raise HistoryTooLarge(quotas.history_bytes, 0)
 
-    async def _admission_statements(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                    end_user: str | None, quotas: Quotas) -> None:
-        """`admit_create`'s windows and counts, for an adapter whose `admit_create` left them
-        out (SQLite writes in no WITH): its own statements fill them in `row`."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                end_user: str | None, quotas: Quotas) -> None:
+        """The create windows (bumped) and queued counts `admit_create` answered, in `row`:
+        PostgreSQL's one statement has them already; SQLite, which writes in no WITH, fills
+        them with statements of its own."""
 
     async def _admit_message(self, tx: Tx, row: Row, text: str, requeues: bool) -> int:
         """A message of `text` to the session of `row` stays within its history cap (else

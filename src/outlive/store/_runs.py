@@ -96,6 +96,7 @@ class RunOps(QuotaOps):
                       inputs=None if lease is None else tuple(waiting.get(sid, ())))
                 for sid, reason, lease in claims]
 
+    @abc.abstractmethod
     async def _claim_candidates(
         self, tx: Tx, worker: str, limit: int, lease_ttl: float, max_attempts: int,
         start: bool,
@@ -103,7 +104,6 @@ class RunOps(QuotaOps):
         """The claimable sessions, locked, fairly between owners (takeovers first, then each
         owner's oldest in turn), as they were; and the ids of those the statement already
         took itself. Each adapter claims in its own dialect (its queries are its own)."""
-        raise NotImplementedError
 
     def _taken(
         self, st: TxState, row: Row, worker: str, max_attempts: int,

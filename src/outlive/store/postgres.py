@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
+from ..domain.quotas import Quotas
 from ..domain.secret_box import SecretBox
 from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
@@ -367,6 +368,10 @@ class PostgresStore(SqlStore):
             raise
         st.last_rows = [list(await cur.fetchall()) for cur in lasts]
         return result
+
+    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                end_user: str | None, quotas: Quotas) -> None:
+        """`admit_create` bumped the windows and counted in its one statement: nothing more."""
 
     def _notify(self, notices: Iterable[Notice]) -> None:
         """After COMMIT: this process's subscribers at once, every other process through the

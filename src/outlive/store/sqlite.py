@@ -334,8 +334,8 @@ class SqliteStore(SqlStore):
         self._rotate_after(rows, limit)
         return rows, set()
 
-    async def _admission_statements(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                    end_user: str | None, quotas: Quotas) -> None:
+    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
+                                end_user: str | None, quotas: Quotas) -> None:
         """`admit_create`'s windows and counts, one statement each (SQLite writes in no WITH,
         and its LIMIT reads no row)."""
         [w] = await tx.fetch(self.q.bump_create_window, {"owner": owner_id, "end_user": ""})
