@@ -21,7 +21,6 @@ that they can share that Chromium; every async fixture here runs in that loop to
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,14 +28,19 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import uvicorn
 from fastapi import FastAPI
 
 from outlive import web
 from outlive.api import ApiSettings
 from outlive.store import PostgresStore, SqliteStore, Store
-from tests.support.browser import BROWSER_ARGS, Browser, Stack, StackFactory, browser_path
-from tests.support.processes import free_port
+from tests.support.browser import (
+    BROWSER_ARGS,
+    Browser,
+    Stack,
+    StackFactory,
+    browser_path,
+    serving,
+)
 from tests.support.secrets import shared_box
 
 
@@ -107,15 +111,5 @@ async def static_origin() -> AsyncIterator[str]:
     """An origin that serves only the page's files, for testing its modules in isolation."""
     app = FastAPI()
     web.mount(app)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
-                                           log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with serving(app) as origin:
+        yield origin

@@ -6,18 +6,15 @@ session's end user."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from outlive.api import ApiSettings
-from tests.support.browser import LOOP, Browser, StackFactory, require_browser
-from tests.support.processes import free_port
+from tests.support.browser import LOOP, Browser, StackFactory, require_browser, serving
 
 require_browser()
 pytestmark = LOOP
@@ -78,18 +75,8 @@ async def page_server() -> AsyncIterator[str]:
     async def page() -> HTMLResponse:
         return HTMLResponse(PAGE)
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
-                                           log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with serving(app) as origin:
+        yield origin
 
 
 async def test_a_page_on_a_configured_origin_streams_a_chat_with_a_token(

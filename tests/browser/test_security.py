@@ -5,16 +5,13 @@ cookie, while the page's own requests can; and the router survives a session id 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
-from tests.support.browser import LOOP, Browser, StackFactory, require_browser
-from tests.support.processes import free_port
+from tests.support.browser import LOOP, Browser, StackFactory, require_browser, serving
 
 require_browser()
 pytestmark = LOOP
@@ -34,18 +31,8 @@ async def attacker_page(target: str) -> AsyncIterator[str]:
         return HTMLResponse(f'<form method="post" action="{target}"><input name="x" '
                             'value="1"></form><script>document.forms[0].submit()</script>')
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),
-                                           log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}/"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with serving(app) as origin:
+        yield origin + "/"
 
 
 async def test_a_form_on_another_port_cannot_cancel_with_the_login_cookie(
