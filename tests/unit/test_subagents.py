@@ -76,3 +76,16 @@ def test_an_agents_file_declares_subagents_and_their_limits(tmp_path) -> None:
         path.write_text(f'[agents.x]\nsystem_prompt = "s"\n{bad}\n')
         with pytest.raises(InvalidInput, match=words):
             load_agents_file(path, AgentRegistry())
+
+
+def test_a_run_s_delegation_tools_reuse_the_schema_made_once() -> None:
+    """Every run builds its delegation tools afresh (`with_subagents` per claimed session);
+    their JSON schema is made once per arguments model, not per run: made per run, it was
+    half of a demo session's worker CPU (a millisecond and more each time)."""
+    helper = Agent(name="helper", system_prompt="s", model="demo:x")
+    boss = Agent(name="boss", system_prompt="s", subagents=["helper"])
+    registry = AgentRegistry([helper, boss])
+    first = with_subagents(registry.get("boss"), registry).tools.get("agent__helper")
+    second = with_subagents(registry.get("boss"), registry).tools.get("agent__helper")
+    assert first is not second
+    assert first.spec().parameters is second.spec().parameters

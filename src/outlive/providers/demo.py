@@ -276,7 +276,20 @@ class DemoProvider:
 
 
 def _schema_words(tool: ToolSpec) -> int:
-    return _words(f"{tool.name} {tool.description} {json.dumps(tool.parameters)}")
+    """Counted once per spec: every call of every turn sends the same tools again."""
+    key = (tool.name, tool.description)
+    seen = _SCHEMA_WORDS.get(key)
+    if seen is None or seen[0] is not tool.parameters:
+        if len(_SCHEMA_WORDS) >= 1024:
+            _SCHEMA_WORDS.clear()
+        text = f"{tool.name} {tool.description} {json.dumps(tool.parameters)}"
+        seen = _SCHEMA_WORDS[key] = (tool.parameters, _words(text))
+    return seen[1]
+
+
+_SCHEMA_WORDS: dict[tuple[str, str], tuple[object, int]] = {}
+"""Word counts of the tool specs seen, with the parameters they were counted from (a spec
+rebuilt with other parameters under the same name is counted again)."""
 
 
 class _Pacer:

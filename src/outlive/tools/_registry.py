@@ -11,6 +11,7 @@ the runtime aborts a run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -48,6 +49,14 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 Callback = Callable[[str], Awaitable[None]]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@functools.cache
+def args_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """An arguments model's JSON schema, made once per model: it costs a millisecond or more,
+    and tools made per run (a delegation tool per sub-agent, for each session) share models.
+    Shared, so read only."""
+    return model.model_json_schema()
 
 
 async def _ignore(_: str) -> None:
@@ -147,10 +156,10 @@ class Tool(Generic[ArgsT]):
             raise ValueError(f"tool {self.name!r} needs a positive timeout")
 
     def spec(self) -> ToolSpec:
-        """Built once: a JSON schema costs about a millisecond, and every model call needs it."""
+        """Built once: every model call needs it (and its schema once per arguments model)."""
         cached: ToolSpec | None = self.__dict__.get("_spec")
         if cached is None:
-            cached = ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+            cached = ToolSpec(self.name, self.description, args_schema(self.args_model))
             object.__setattr__(self, "_spec", cached)
         return cached
 
