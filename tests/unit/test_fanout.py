@@ -70,3 +70,14 @@ async def test_close_removes_the_queue_and_ends_the_iteration():
     assert await drain(other, 2) == [n(1), n(2)]
     await sub.close()  # closing twice is harmless
     assert fan.subscribers == 1
+
+
+async def test_a_work_only_subscriber_gets_work_cancels_and_rescans_only():
+    fan = Fanout()
+    everything, work = fan.subscribe(), fan.subscribe(reads=False)
+    reads = Notice("ses_1", "own_1", events=True, owner=True)
+    cancel = Notice("ses_2", "own_1", cancel=True)
+    fan.publish([reads, n(3), cancel])
+    fan.rescan()
+    assert await drain(everything, 4) == [reads, n(3), cancel, Notice.rescan()]
+    assert await drain(work, 3) == [n(3), cancel, Notice.rescan()]

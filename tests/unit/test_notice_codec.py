@@ -40,3 +40,17 @@ def test_past_the_payload_cap_one_rescan_notice_is_sent_instead():
 
 def test_no_notices_send_nothing():
     assert encode_notices([]) == []
+
+
+def test_each_flag_goes_to_its_channel_and_a_rescan_to_both():
+    from outlive.store._pg_payload import CHANNEL, WORK_CHANNEL, route_notices
+
+    both = Notice("s1", "o1", work=True, events=True, owner=True, cancel=True)
+    reads_only = Notice("s2", "o1", events=True)
+    channels, payloads = route_notices([both, reads_only, Notice.rescan()])
+    heard = {c: [n for c2, p in zip(channels, payloads, strict=True) if c2 == c
+                 for n in decode_notices(p)] for c in (WORK_CHANNEL, CHANNEL)}
+    assert heard[WORK_CHANNEL] == [Notice("s1", "o1", work=True, cancel=True), Notice.rescan()]
+    assert heard[CHANNEL] == [Notice("s1", "o1", events=True, owner=True), reads_only,
+                              Notice.rescan()]
+    assert route_notices([]) == ([], [])

@@ -96,7 +96,7 @@ class Worker:
         except BaseException:
             await self.mcp.close()
             raise
-        sub = self._sub = self.store.subscribe()
+        sub = self._sub = self.store.subscribe(reads=False)  # work and cancels only
         try:
             async with self.loops as loops:  # after the drain: runs need their heartbeats
                 loops.start("worker-listen", lambda: self._listen(sub))

@@ -100,7 +100,7 @@ class StoreCore(Outbox, abc.ABC):
         """Run `fn` on a consistent read-only view."""
 
     @abc.abstractmethod
-    def subscribe(self) -> Subscription: ...
+    def subscribe(self, *, reads: bool = True) -> Subscription: ...
 
     # -- the log as written ---------------------------------------------------------------
 

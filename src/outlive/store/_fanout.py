@@ -26,6 +26,7 @@ class Fanout:
         process's."""
         self._bound = bound
         self._queues: set[asyncio.Queue[Notice | None]] = set()
+        self._work_only: set[asyncio.Queue[Notice | None]] = set()
         self._complete = complete
 
     @property
@@ -36,27 +37,49 @@ class Fanout:
     def subscribers(self) -> int:
         return len(self._queues)
 
-    def subscribe(self) -> FanoutSubscription:
+    def subscribe(self, *, reads: bool = True) -> FanoutSubscription:
+        """`reads=False`: only the notices with `work` or `cancel` (and rescans), for a
+        worker, which reads no logs."""
         queue: asyncio.Queue[Notice | None] = asyncio.Queue(maxsize=self._bound)
         self._queues.add(queue)
+        if not reads:
+            self._work_only.add(queue)
         return FanoutSubscription(self, queue)
 
     def publish(self, notices: Iterable[Notice]) -> None:
         batch = list(notices)
+        work: list[Notice] | None = None
         for queue in list(self._queues):
-            for notice in batch:
+            mine = batch
+            if queue in self._work_only:
+                if work is None:
+                    work = [n for n in batch if n.work or n.cancel or n.is_rescan]
+                mine = work
+            for notice in mine:
                 try:
                     queue.put_nowait(notice)
                 except asyncio.QueueFull:
                     _replace_all(queue, Notice.rescan())
                     break  # the rescan covers the rest of this batch too
 
-    def rescan(self) -> None:
-        """Tell every subscriber to re-read everything (notices may have been lost)."""
-        self.publish([Notice.rescan()])
+    def rescan(self, only: frozenset[object] | None = None) -> None:
+        """Tell every subscriber (or those of `only`, from `listening()`) to re-read
+        everything: notices may have been lost."""
+        for queue in list(self._queues):
+            if only is None or queue in only:
+                try:
+                    queue.put_nowait(Notice.rescan())
+                except asyncio.QueueFull:
+                    _replace_all(queue, Notice.rescan())
+
+    def listening(self) -> frozenset[object]:
+        """The subscribers now, for a later `rescan(only=...)` of those that were already
+        listening when notices could be missed (not of those who subscribed after)."""
+        return frozenset(self._queues)
 
     def _remove(self, queue: asyncio.Queue[Notice | None]) -> None:
         self._queues.discard(queue)
+        self._work_only.discard(queue)
 
 
 class FanoutSubscription:

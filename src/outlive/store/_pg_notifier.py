@@ -32,7 +32,7 @@ from typing import Any
 
 import psycopg
 
-from ._pg_payload import CHANNEL, encode_notices
+from ._pg_payload import route_notices
 from ._port import Notice
 
 __all__ = ["PENDING_BOUND", "Notifier"]
@@ -55,7 +55,8 @@ class Notifier:
     Store's listener can skip its own notifications, already delivered in-process."""
 
     def __init__(self, dsn: str, sql: str, *, async_commit: bool = False) -> None:
-        """`sql`: the `notify` query (`:channel`, `:payloads`), in psycopg's format."""
+        """`sql`: the `notify` query (`:channels`, `:payloads`, side by side), in
+        psycopg's format."""
         self.dsn = dsn
         self._sql = sql
         self.async_commit = async_commit
@@ -121,10 +122,10 @@ class Notifier:
                             self._ready.clear()
                             await self._ready.wait()
                         batch, self._pending = self._pending, {}
+                        channels, payloads = route_notices(list(batch.values()))
                         try:
-                            await conn.execute(self._sql, {
-                                "channel": CHANNEL,
-                                "payloads": encode_notices(list(batch.values()))})
+                            await conn.execute(self._sql, {"channels": channels,
+                                                           "payloads": payloads})
                         except BaseException:
                             for sid, n in batch.items():  # sent again, merged with newer ones
                                 self._pending[sid] = _merge(self._pending.get(sid), n)

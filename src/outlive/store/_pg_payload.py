@@ -25,12 +25,18 @@ import psycopg
 from ._fanout import Fanout
 from ._port import Notice
 
-__all__ = ["CHANNEL", "MAX_PAYLOADS", "PAYLOAD_LIMIT", "Listener", "decode_notices",
-           "encode_notices"]
+__all__ = ["CHANNEL", "MAX_PAYLOADS", "PAYLOAD_LIMIT", "WORK_CHANNEL", "Listener",
+           "decode_notices", "encode_notices", "route_notices"]
 
 log = logging.getLogger("outlive.store.postgres")
 
 CHANNEL = "outlive"
+"""The readers' channel: a session's log grew (`events`), an owner's log grew (`owner`)."""
+
+WORK_CHANNEL = "outlive_work"
+"""The workers' channel: something to claim or poke (`work`), a cancel (`cancel`). A worker
+process listens to this one only: the readers' hints, one per session of every write of
+every process, are most of the traffic, and each listener decodes all it hears."""
 
 PAYLOAD_LIMIT = 7_999
 """Bytes per payload: PostgreSQL's limit is "shorter than 8,000 bytes" (its default build)."""
@@ -70,6 +76,31 @@ def encode_notices(notices: Sequence[Notice]) -> list[str]:
     return payloads
 
 
+def route_notices(notices: Sequence[Notice]) -> tuple[list[str], list[str]]:
+    """Each channel's payloads, as `(channels, payloads)` side by side: a notice's work and
+    cancel flags go to `WORK_CHANNEL`, its events and owner flags to `CHANNEL` (a rescan to
+    both), so a process listening to both hears each flag once."""
+    work: list[Notice] = []
+    reads: list[Notice] = []
+    for n in notices:
+        if n.is_rescan:
+            work.append(n)
+            reads.append(n)
+            continue
+        if n.work or n.cancel:
+            work.append(Notice(n.session_id, n.owner_id, work=n.work, cancel=n.cancel))
+        if n.events or n.owner:
+            reads.append(Notice(n.session_id, n.owner_id, events=n.events, owner=n.owner))
+    channels: list[str] = []
+    payloads: list[str] = []
+    for channel, part in ((WORK_CHANNEL, work), (CHANNEL, reads)):
+        if part:
+            sent = encode_notices(part)
+            channels.extend([channel] * len(sent))
+            payloads.extend(sent)
+    return channels, payloads
+
+
 def _rescan() -> str:
     return "[" + _item(Notice.rescan()) + "]"
 
@@ -84,7 +115,9 @@ def decode_notices(payload: str) -> list[Notice]:
 
 
 class Listener:
-    """One LISTEN connection per Store, feeding its fan-out; reconnects forever."""
+    """One LISTEN connection per Store, feeding its fan-out; reconnects forever. It listens
+    to `WORK_CHANNEL`, and to `CHANNEL` too once a subscriber wants the readers' notices
+    (`start(reads=True)`: an API process; a worker process never asks)."""
 
     def __init__(self, dsn: str, *, own_pids: Set[int] = frozenset()) -> None:
         """`own_pids`: the server processes of this Store's own notifier, whose notices
@@ -95,12 +128,24 @@ class Listener:
         self.connected = asyncio.Event()
         # While LISTEN is up, every process's notices arrive; a reconnection sends a rescan.
         self.fanout = Fanout(complete=self.connected.is_set)
+        self.reads = False
+        """Whether `CHANNEL` is listened to (or will be, once connected)."""
 
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def start(self) -> None:
+    def start(self, *, reads: bool = True) -> None:
+        """Listen (if not yet); `reads`: to the readers' channel too. A listener that was
+        up without it starts over with both, and its subscribers get a rescan."""
+        if reads and not self.reads and self.running:
+            assert self._task is not None
+            self._task.cancel()
+            self._task = None
+            self.connected.clear()
+            # who was listening may miss notices until LISTEN is up again, not who comes now
+            self._owed = self.fanout.listening()
+        self.reads = self.reads or reads
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="outlive-listen")
 
@@ -111,6 +156,9 @@ class Listener:
                 await self._task
             self._task = None
 
+    _owed: frozenset[object] | None = None
+    """After a restart to add `CHANNEL`: the subscribers owed a rescan once it is up."""
+
     async def _run(self) -> None:
         delay = 0.1
         first = True
@@ -119,10 +167,15 @@ class Listener:
                 async with await psycopg.AsyncConnection.connect(
                     self.dsn, autocommit=True
                 ) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {WORK_CHANNEL}")
+                    if self.reads:
+                        await conn.execute(f"LISTEN {CHANNEL}")
                     self.connected.set()
                     if not first:  # anything may have happened while we were away
                         self.fanout.rescan()
+                    elif self._owed is not None:
+                        self.fanout.rescan(only=self._owed)
+                    self._owed = None
                     first, delay = False, 0.1
                     async for n in conn.notifies():
                         if n.pid in self._own:

@@ -76,8 +76,9 @@ UPDATE sessions SET delivered_input_seq = :seq WHERE id = :id
 -- dialect: postgres
 -- Sent by the notifier after the writes committed, never inside a write transaction (whose
 -- COMMIT would then hold the cluster-wide notify lock through its flush): a batch of
--- payloads in one statement, one transaction of its own.
-SELECT pg_notify(:channel, p) FROM unnest(CAST(:payloads AS text[])) AS p
+-- payloads in one statement, one transaction of its own; each payload with its channel
+-- (`_pg_payload.route_notices`: the workers' and the readers').
+SELECT pg_notify(c, p) FROM unnest(CAST(:channels AS text[]), CAST(:payloads AS text[])) AS t(c, p)
 
 -- name: insert_events_now
 -- dialect: postgres

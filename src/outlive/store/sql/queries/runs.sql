@@ -328,7 +328,8 @@ SELECT set_config('enable_bitmapscan', 'off', true)
 --   user is '', which no end user's id can be);
 -- * `ranked`: the owners in turn from the one after :rotate (the store moves it on each
 --   claim, so no owner is always first), the first :limit with room under their cap on
---   running sessions, each with its share of the batch, ceil(:limit / owners);
+--   running sessions, each with its share of the batch, ceil(:limit / owners) (the turn
+--   order written out at each step: a join's output keeps no order it is not told to);
 -- * `pairs`: each ranked owner's end users with room under theirs, in turn from the one
 --   after :rotate_eu, the first `share` of them, each with its part of the owner's share;
 -- * `fair`: each pair's oldest queued sessions, its part at most and never past its room;
@@ -367,9 +368,11 @@ WITH RECURSIVE o AS (
       WHERE h.owner_id = t.owner_id AND h.status = 'running' AND h.lease_expires_at IS NOT NULL
       LIMIT k.cap) AS held) AS room) r
   WHERE r.room > 0
+  ORDER BY t.owner_id <= :rotate, t.owner_id
   LIMIT :limit
 ), ranked AS (
-  SELECT owner_id, room, eu_cap, row_number() OVER () AS pos,
+  SELECT owner_id, room, eu_cap,
+         row_number() OVER (ORDER BY owner_id <= :rotate, owner_id) AS pos,
          CAST(ceil(CAST(:limit AS numeric) / count(*) OVER ()) AS bigint) AS share
   FROM ranked0
 ), pairs0 AS (
