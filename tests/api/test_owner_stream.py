@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from outlive.api import _sse
-from tests.support.api import Api, sse
+from tests.support.api import Api, Frame, sse
 from tests.support.inprocess import make_key
 
 
@@ -105,3 +107,30 @@ async def test_owner_stream_sees_a_worker_run(api: Api):
     assert kinds[0] == ("session_created", "queued")
     assert ("session_status", "running") in kinds
     assert all(f.data["session_id"] == s["id"] for f in frames)
+
+
+async def test_a_resumed_stream_sees_every_event_of_concurrent_writers_once(idle_api: Api):
+    """Sessions created at once (their owner events written by concurrent transactions; on
+    PostgreSQL numbered after commit): a stream dropped partway and resumed with Last-Event-ID
+    gets every one exactly once, the ids dense and in order across both connections."""
+    n = 16
+    creating = asyncio.gather(*(idle_api.create(f"s{i}") for i in range(n)))
+    got: list[Frame] = []
+    try:
+        async with sse(idle_api.client, "/v1/events", params={"after": 0}) as st:
+            while len(got) < 5:
+                f = await st.next()
+                if f.id is not None and f.event != "resync_required":
+                    got.append(f)
+        async with sse(idle_api.client, "/v1/events",
+                       headers={"Last-Event-ID": got[-1].id or ""}) as st:
+            while len(got) < n:
+                f = await st.next()
+                if f.id is not None and f.event != "resync_required":
+                    got.append(f)
+    finally:
+        created = await creating
+    assert [int(f.id or 0) for f in got] == list(range(1, n + 1))
+    assert all(f.event == "session_created" for f in got)
+    assert sorted(f.data["session_id"] for f in got) == sorted(s["id"] for s in created)
+    assert await idle_api.store.last_owner_event_id(idle_api.owner.id) == n

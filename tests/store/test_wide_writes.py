@@ -43,8 +43,8 @@ async def test_a_claim_a_heartbeat_and_an_abandon_sweep_over_a_thousand_sessions
     # A thousand creates in a moment: past the default creates per minute (docs/quotas.md).
     await store.set_owner_quotas(owner.id, {"creates_per_minute": 10**6, "queued": 10**6})
     ids = await _create(store, owner.id, abandon_after=0.05)
-    await store.wait_listening()
     sub = store.subscribe()
+    await store.wait_listening()
     try:
         claims = await store.claim("w1", limit=N, lease_ttl=30)
         assert sorted(c.session.id for c in claims) == sorted(ids)

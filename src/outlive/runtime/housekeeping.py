@@ -1,7 +1,8 @@
 """The storage sweep a worker runs in the background (docs/retention.md).
 
 Each pass purges deleted sessions whose grace is over, purges finished sessions older than the
-retention (when one is set), compacts sessions that ended more than `compact_after` ago and
+retention (when one is set), compacts sessions that ended more than `compact_after` ago,
+numbers the owner events no reader has numbered yet (PostgreSQL, `store/_pg_owner_log.py`) and
 trims every owner's lifecycle log to its last `owner_log_keep` events. Every step is a series
 of small batches (one short transaction each, see `store/_retention.py`), with a yield to the
 event loop between them, so runs and streams on the same database never wait long behind it.
@@ -32,6 +33,7 @@ class SweepResult:
     purged_expired: int = 0
     compacted: int = 0
     owner_events_trimmed: int = 0
+    owner_events_numbered: int = 0
 
 
 async def _until_done(batch: Callable[[], Awaitable[int]]) -> int:
@@ -65,8 +67,10 @@ async def sweep(store: RetentionStore, settings: RuntimeSettings) -> SweepResult
         after = settings.compact_after
         compacted = await _until_done(
             lambda: store.compact_finished(older_than=after, limit=settings.sweep_batch))
+    # owner events nobody has read yet get their ids (PostgreSQL numbers them after commit)
+    numbered = await store.number_owner_events()
     trimmed = await _until_done(lambda: store.trim_owner_events(keep=settings.owner_log_keep))
-    result = SweepResult(deleted, expired, compacted, trimmed)
+    result = SweepResult(deleted, expired, compacted, trimmed, numbered)
     if any((deleted, expired, compacted, trimmed)):
         log.info("storage sweep: purged %d deleted and %d expired sessions, compacted %d, "
                  "trimmed %d owner events", deleted, expired, compacted, trimmed)
