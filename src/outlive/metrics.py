@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 __all__ = [
+    "CANCEL_END",
     "CANCEL_LATENCY",
     "CLAIMS",
     "EVENT_APPEND",
@@ -32,6 +33,11 @@ REPAIRS = Counter(
 CANCEL_LATENCY = Histogram(
     "outlive_cancel_latency_seconds",
     "From the cancel reaching the worker to the model call or tool being aborted.",
+    buckets=_FAST,
+)
+CANCEL_END = Histogram(
+    "outlive_cancel_end_seconds",
+    "From the cancel reaching the worker to the run's end (cancelled) committed.",
     buckets=_FAST,
 )
 EVENT_APPEND = Histogram(

@@ -11,21 +11,8 @@ from outlive.domain import Status
 from outlive.domain.model import ErrorInfo, NewEvent
 from outlive.runtime.group_commit import GroupCommitter
 from tests.support.databases import raw_execute
-from tests.support.sessions import all_events, event_appears, settled
+from tests.support.sessions import all_events, event_appears, exact_log, settled
 from tests.support.waiting import eventually
-
-
-def _exact(events) -> bool:
-    """Gapless seqs, and each answer's deltas add up to its authoritative text."""
-    if [e.seq for e in events] != list(range(1, len(events) + 1)):
-        return False
-    texts: dict[str, str] = {}
-    for e in events:
-        if e.type == "text_delta":
-            texts[e.data["message_id"]] = texts.get(e.data["message_id"], "") + e.data["text"]
-        elif e.type == "message_end" and texts.get(e.data["message_id"], "") != e.data["text"]:
-            return False
-    return True
 
 
 async def test_runs_streaming_together_share_transactions(store, workers, owner):
@@ -34,7 +21,7 @@ async def test_runs_streaming_together_share_transactions(store, workers, owner)
     w = await workers.start(speed=60)
     for s in sessions:
         assert (await settled(store, s.id, timeout=30)).status is Status.SUCCEEDED
-        assert _exact(await all_events(store, s.id))
+        assert exact_log(await all_events(store, s.id))
     assert w.committer is not None
     assert w.committer.transactions < w.committer.commits * 0.7, (
         w.committer.transactions, w.committer.commits)

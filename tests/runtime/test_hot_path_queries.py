@@ -25,9 +25,12 @@ def create_statements(dialect: str) -> list[str]:
     # with this minute's creates and the queued sessions, on SQLite three
     admit = (["admit_create"] if dialect == "postgres"
              else ["admit_create", "bump_create_window", "count_queued"])
+    # the owner's event: on PostgreSQL one INSERT without an id (numbered after the commit,
+    # by whoever reads the owner's log first: no owner row updated, so no lock on it)
+    owned = (["insert_pending_owner_events"] if dialect == "postgres"
+             else ["next_owner_event_id", "insert_owner_event"])
     return [
-        *admit, "insert_session", "insert_events_now", "next_owner_event_id",
-        "insert_owner_event", "get_session",
+        *admit, "insert_session", "insert_events_now", *owned, "get_session",
     ]
 
 
@@ -41,11 +44,11 @@ def run_statements(dialect: str) -> list[str]:
     # its session_start itself (`claim_take`): the first event is stamped in the claim's
     # only round trip before its COMMIT; planned, whatever the statistics, as the ordered
     # scan that stops at its limit (`claim_plan`, for the claim's transaction).
-    # On PostgreSQL a write's entries and events go in one statement, and so do an owner's
-    # events with the reservation of their ids (which waits for no round trip).
+    # On PostgreSQL a write's entries and events go in one statement, and an owner's events
+    # in one INSERT without ids (numbered after the commit: no owner row to update or wait on).
     if dialect == "postgres":
         claim = look = ["claim_plan", "claim_take"]
-        logs, owned = ["insert_entries_and_events"], ["reserve_and_insert_owner_events"]
+        logs, owned = ["insert_entries_and_events"], ["insert_pending_owner_events"]
         ledger = totals = ["write_ledger"]  # the rows and the totals in one statement
     else:
         claim = ["claim_candidates", "update_lifecycle", "insert_events_now"]

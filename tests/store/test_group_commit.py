@@ -134,9 +134,10 @@ async def test_concurrent_group_commits_in_any_order_keep_seqs_gapless(store, st
 
 
 def _reserve(store: Store) -> str:
-    """The statement that reserves an owner's event ids (on PostgreSQL it inserts them too)."""
+    """The statement that reserves an owner's event ids (on PostgreSQL, which numbers them
+    after the commit, the one INSERT of the owner's events, without ids)."""
     if store.dialect == "postgres":
-        return "reserve_and_insert_owner_events"
+        return "insert_pending_owner_events"
     return "reserve_owner_event_ids"
 
 

@@ -60,6 +60,7 @@ class Supervisor:
     def cancel(self) -> None:
         if self.cancel_started is None:
             self.cancel_started = time.monotonic()
+            self.writes.hurry()  # a flush of the activity waiting to commit goes first
         self.abort(Abort.CANCEL)
 
     def abort(self, reason: Abort) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import enum
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from .. import metrics
 from ..domain.approvals import Approval, ApprovalRequest
@@ -88,6 +88,14 @@ class LeaseWrites(Protocol):
     async def set_auto_title(self, lease: Lease, title: str) -> bool: ...
 
 
+@runtime_checkable
+class Hurries(Protocol):
+    """A sink that can send a cancelled session's waiting write ahead (the group
+    committer's `hurry`)."""
+
+    def hurry(self, session_id: str) -> None: ...
+
+
 class RunWrites:
     """Held steps, commit, settle and park for one lease, and the history written so far."""
 
@@ -104,6 +112,8 @@ class RunWrites:
         next write that carries no context of its own."""
         self.ended: tuple[Status, ErrorInfo | None] | None = None
         """How the run's settle ended the session, once it committed (for its trace)."""
+        self.cancel_seen_at: float | None = None
+        """When the run saw a cancel (monotonic), for `outlive_cancel_end_seconds`."""
 
     # -- the lease ---------------------------------------------------------------------------
 
@@ -119,6 +129,13 @@ class RunWrites:
             return False
         self.state = LeaseState.PARKING
         return True
+
+    def hurry(self) -> None:
+        """A cancel was seen: the run's write waiting in the sink (if it batches) need not
+        wait behind the others, nor its end (the group committer's cancels' lane)."""
+        self.cancel_seen_at = time.monotonic()
+        if isinstance(self.sink, Hurries):
+            self.sink.hurry(self.lease.session_id)
 
     # -- held steps --------------------------------------------------------------------------
 
@@ -223,6 +240,8 @@ class RunWrites:
             self._entries, self._events = held
             raise
         self.ended = (status, error)
+        if status is Status.CANCELLED and self.cancel_seen_at is not None:
+            metrics.CANCEL_END.observe(time.monotonic() - self.cancel_seen_at)
         observe(entries)
         raise Stopped
 
