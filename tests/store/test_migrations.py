@@ -137,8 +137,12 @@ def pg_shape(dsn: str) -> dict[str, Any]:
             "ORDER BY 1",
             (list(skip),),
         ).fetchall()
+        functions = conn.execute(
+            "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' "
+            "ORDER BY 1").fetchall()
     return {"tables": tables, "columns": columns, "constraints": constraints,
-            "indexes": indexes}
+            "indexes": indexes, "functions": functions}
 
 
 async def test_postgres_schema_from_scratch_equals_all_migrations(two_pg_databases):
@@ -153,9 +157,10 @@ async def test_postgres_schema_from_scratch_equals_all_migrations(two_pg_databas
         await store.close()
     a, b = pg_shape(scratch), pg_shape(migrated)
     assert a["tables"], "the scratch schema created no tables"
-    for part in ("tables", "columns", "constraints", "indexes"):
+    for part in ("tables", "columns", "constraints", "indexes", "functions"):
         assert a[part] == b[part], part
     assert any(name == "sessions_queued_by_owner" for _, name, _ in a["indexes"])
+    assert [name for name, _ in a["functions"]] == ["outlive_refuse_create"]
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgres"])

@@ -33,7 +33,8 @@ def samples(store: Any) -> dict[str, Any]:
         "last_entry_seqs": [1],
         "id": "1", "ids": d.ids(["ses_1"]), "label": None, "last": 1, "limit": 10,
         "metadata": d.json({}), "model": "demo:scripted", "n": 1, "name": "alice", "ne": 1,
-        "nn": 1, "owner": "own_1", "pairs": '[["ses_1", 1]]', "payloads": ["[]"],
+        "nn": 1, "owner": "own_1", "from_owner": "", "pairs": '[["ses_1", 1]]', "payloads": ["[]"],
+        "channels": ["outlive"],
         "requeued": False, "start": True, "max_attempts": 5,
         "rows": '[{"session_id": "ses_1", "seq": 1, "attempt": 1, "fence": 1, "data": {}}]',
         "seq": 1, "sid": "ses_1", "stage": "s", "state": d.json({}),
@@ -81,7 +82,8 @@ def samples(store: Any) -> dict[str, Any]:
         "fire": 60, "pending": None, "before": None, "caught_up": False,
         # fair claims and quotas (runs.sql, quotas.sql)
         "rotate": "", "rotate_eu": "", "cap_running": 1000, "cap_eu_running": 64,
-        "cap_queued": 10000, "cap_eu_queued": 1000,
+        "cap_queued": 10000, "cap_eu_queued": 1000, "cap_cpm": 600, "cap_eu_cpm": 60,
+        "cap_history": 16777216, "prompt_bytes": 5,
         "quotas": d.json({"running": 1}), "input_bytes": 0, "bytes": 2,
     }
 

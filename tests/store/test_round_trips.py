@@ -36,9 +36,10 @@ async def test_create_and_claim_each_wait_one_round_trip_before_their_commit(sto
     owner = await new_owner(store)
     fetches.clear()
     s = await store.create_session(owner.id, agent="demo", model="demo:scripted", prompt="hi")
-    # the owner check with the quotas' admission (creates this minute, queued sessions:
-    # docs/quotas.md); the INSERTs, the NOTIFY and the read of the new row go with the COMMIT
-    assert fetches == ["admit_create"]
+    # nothing before the COMMIT: the owner check with the quotas' admission (creates this
+    # minute, queued sessions: docs/quotas.md) refuses by raising, so it goes out with the
+    # INSERTs, the read of the new row and the COMMIT in one flush
+    assert fetches == []
     fetches.clear()
     [c] = await store.claim("w1", limit=4, lease_ttl=LONG_TTL, start=True)
     # the candidates, taken with their session_start in the same statement; the owner
@@ -65,7 +66,7 @@ async def test_a_write_waits_one_round_trip_for_its_commit_counted_on_the_wire(s
         proxy.answers = 0
         s = await through.create_session(owner.id, agent="demo", model="demo:scripted",
                                          prompt="hi")
-        assert proxy.answers == 2  # the owner check; the COMMIT with everything else
+        assert proxy.answers == 1  # the COMMIT, with the admission and everything else
         proxy.answers = 0
         [c] = await through.claim("w1", limit=4, lease_ttl=LONG_TTL, start=True)
         assert c.session.id == s.id

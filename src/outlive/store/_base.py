@@ -35,6 +35,7 @@ from ._port import Notice
 
 __all__ = [
     "Dialect",
+    "KeyTaken",
     "Query",
     "QueryHook",
     "Row",
@@ -46,6 +47,13 @@ __all__ = [
 ]
 
 Row = Mapping[str, Any]
+
+
+class KeyTaken(Exception):
+    """A write's row collided with a unique key another transaction committed first (both
+    adapters translate their driver's error to this). Store-internal: the one caller that
+    expects it (a create retried with its key, `_sessions.py`) tries again and finds the
+    first row; anywhere else it is a bug, as the driver's error was."""
 
 
 @dataclass(frozen=True, slots=True)

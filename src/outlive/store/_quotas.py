@@ -12,7 +12,7 @@ import abc
 from collections.abc import Sequence
 from typing import Any
 
-from ..domain.errors import NotFound
+from ..domain.errors import NotFound, OutliveError
 from ..domain.quotas import (
     DEFAULT_QUOTAS,
     HistoryTooLarge,
@@ -24,12 +24,42 @@ from ..domain.quotas import (
 from ._base import Row, Tx, TxState
 from ._core import StoreCore
 
-__all__ = ["QuotaOps", "text_bytes"]
+__all__ = ["QuotaOps", "check_create", "refused_create", "text_bytes"]
 
 
 def text_bytes(text: str | None) -> int:
     """What a message adds to its session's history, in bytes (UTF-8)."""
     return 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
+
+
+def refused_create(detail: dict[str, Any]) -> OutliveError:
+    """The error of a create PostgreSQL's admission refused in its statement (`admit_create`
+    raises with this detail): the one SQLite's `_admit_create` raises for the same refusal."""
+    refusal, limit = str(detail.get("refusal")), int(detail.get("limit") or 0)
+    if refusal == "owner_not_found":
+        return NotFound(f"owner {detail.get('owner')} not found")
+    if refusal == "history_bytes":
+        return HistoryTooLarge(limit, 0)
+    retry = detail.get("retry_after")
+    return QuotaExceeded(refusal, limit, retry_after=None if retry is None else float(retry),
+                         end_user=refusal.startswith("end_user_"))
+
+
+def check_create(row: Row, quotas: Quotas, end_user: str | None, prompt: str | None) -> None:
+    """A create's admission given its owner's counts (`row`: this minute's creates with it,
+    of the owner and of its end user, and their queued sessions before it)."""
+    if int(row["creates"]) > quotas.creates_per_minute:
+        raise QuotaExceeded("creates_per_minute", quotas.creates_per_minute,
+                            retry_after=float(row["window_left"]))
+    if end_user is not None and int(row["eu_creates"]) > quotas.end_user_creates_per_minute:
+        raise QuotaExceeded("end_user_creates_per_minute", quotas.end_user_creates_per_minute,
+                            retry_after=float(row["eu_window_left"]), end_user=True)
+    if int(row["queued"]) >= quotas.queued:
+        raise QuotaExceeded("queued", quotas.queued)
+    if end_user is not None and int(row["eu_queued"]) >= quotas.end_user_queued:
+        raise QuotaExceeded("end_user_queued", quotas.end_user_queued, end_user=True)
+    if text_bytes(prompt) > quotas.history_bytes:
+        raise HistoryTooLarge(quotas.history_bytes, 0)
 
 
 class QuotaOps(StoreCore):
@@ -76,39 +106,16 @@ class QuotaOps(StoreCore):
         await self._write(op)
         return self.quotas.with_caps(own), own
 
+    @abc.abstractmethod
     async def _admit_create(self, tx: Tx, owner_id: str, prompt: str | None,
                             end_user: str | None) -> None:
         """The owner exists (else `NotFound`), and one more session stays within the creates
         per minute and the queued sessions of the owner and of its end user (else
-        `QuotaExceeded`), its prompt within the history cap (else `HistoryTooLarge`)."""
-        rows = await tx.fetch(self.q.admit_create, {
-            "owner": owner_id, "end_user": end_user, "cap_queued": self.quotas.queued,
-            "cap_eu_queued": self.quotas.end_user_queued})
-        if not rows:
-            raise NotFound(f"owner {owner_id} not found")
-        row = dict(rows[0])
-        quotas = self._effective(row["quotas"])
-        await self._admission_counts(tx, row, owner_id, end_user, quotas)
-        if int(row["creates"]) > quotas.creates_per_minute:
-            raise QuotaExceeded("creates_per_minute", quotas.creates_per_minute,
-                                retry_after=float(row["window_left"]))
-        if end_user is not None and int(row["eu_creates"]) > quotas.end_user_creates_per_minute:
-            raise QuotaExceeded("end_user_creates_per_minute",
-                                quotas.end_user_creates_per_minute,
-                                retry_after=float(row["eu_window_left"]), end_user=True)
-        if int(row["queued"]) >= quotas.queued:
-            raise QuotaExceeded("queued", quotas.queued)
-        if end_user is not None and int(row["eu_queued"]) >= quotas.end_user_queued:
-            raise QuotaExceeded("end_user_queued", quotas.end_user_queued, end_user=True)
-        if text_bytes(prompt) > quotas.history_bytes:
-            raise HistoryTooLarge(quotas.history_bytes, 0)
-
-    @abc.abstractmethod
-    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                end_user: str | None, quotas: Quotas) -> None:
-        """The create windows (bumped) and queued counts `admit_create` answered, in `row`:
-        PostgreSQL's one statement has them already; SQLite, which writes in no WITH, fills
-        them with statements of its own."""
+        `QuotaExceeded`), its prompt within the history cap (else `HistoryTooLarge`); the
+        owner's create windows bumped and locked to the COMMIT, so its creates take turns
+        from here and the counts are exact. SQLite reads the counts and checks them here
+        (`check_create`); PostgreSQL sends one statement that refuses by raising, with the
+        rest of the create in one flush (`refused_create`)."""
 
     async def _admit_message(self, tx: Tx, row: Row, text: str, requeues: bool) -> int:
         """A message of `text` to the session of `row` stays within its history cap (else

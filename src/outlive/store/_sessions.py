@@ -31,7 +31,7 @@ from ..domain.status import Action, transition
 from ..domain.subagents import detached_message
 from ..domain.tool_calls import ToolChoice
 from ..domain.trace_context import valid_traceparent
-from ._base import Row, Tx, TxState, lifecycle, to_session
+from ._base import KeyTaken, Row, Tx, TxState, lifecycle, to_session
 from ._children import ChildOps
 from ._core import OwnerEvent
 from ._lifecycle import aborts_run, status_event
@@ -85,22 +85,24 @@ class SessionOps(ChildOps, QuotaOps):
         sid = new_id("ses")
 
         async def op(tx: Tx, st: TxState) -> tuple[Session | None, TxState]:
-            # A keyed create locks the owner row first, so concurrent retries take turns (and
-            # a replay counts against no quota); else the owner check is the admission.
+            # A keyed create made before is answered here, counting against no quota. Two
+            # running at once take turns at the admission (the owner's create window, locked
+            # to the COMMIT); the second's key then collides with the first's committed one,
+            # it rolls back whole (window bump included) and its next try answers from here.
+            # No owner-row lock, and on PostgreSQL the admission goes out with the rest in
+            # one flush: the window is held for no round trip of this process's.
             if client_request_id is not None:
-                if not await tx.fetch(self.q.lock_owner, {"id": owner_id}):
-                    raise NotFound(f"owner {owner_id} not found")
                 seen = await tx.fetch(self.q.find_create_request,
                                       {"owner": owner_id, "crid": client_request_id})
                 if seen:
                     first = to_session(self.d, await self._locked(tx, seen[0]["session_id"],
                                                                   None))
                     return replace(first, replayed=True), st
-            await self._admit_create(tx, owner_id, prompt, end_user)
             parent = (None if parent_id is None
                       else await self._parent_for_create(tx, owner_id, parent_id))
             if parent is not None and child_limits is not None:
                 await self._check_child_limits(tx, parent, *child_limits)
+            await self._admit_create(tx, owner_id, prompt, end_user)  # reads nothing after
             await self._create_in(
                 tx, st, owner_id, sid, agent=agent, model=model, prompt=prompt,
                 title=clean_title, metadata=metadata, abandon_after=abandon_after,
@@ -116,7 +118,13 @@ class SessionOps(ChildOps, QuotaOps):
             st.read_with_commit(self.q.get_session, {"id": sid})
             return None, st
 
-        replayed, st = await self._write(op)
+        for tries_left in reversed(range(3)):
+            try:
+                replayed, st = await self._write(op)
+                break
+            except KeyTaken:
+                if client_request_id is None or not tries_left:
+                    raise
         if replayed is not None:
             return replayed
         return to_session(self.d, st.last_rows[0][0])
@@ -459,11 +467,14 @@ class SessionOps(ChildOps, QuotaOps):
         return await self._write(op)
 
     async def touch_watched(self, session_ids: Sequence[str]) -> None:
+        """The API's periodic bump: a row another transaction holds is left for the next
+        round (`touch_watched_batch`), so this never waits in a lock cycle."""
         if not session_ids:
             return
 
         async def op(tx: Tx, st: TxState) -> None:
-            await tx.execute(self.q.touch_watched, {"ids": self.d.ids(list(session_ids))})
+            await tx.execute(self.q.touch_watched_batch,
+                             {"ids": self.d.ids(list(session_ids))})
 
         await self._write(op)
 

@@ -31,18 +31,19 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..domain.errors import StoreUnavailable
 from ..domain.model import Lease
-from ..domain.quotas import Quotas
 from ..domain.secret_box import SecretBox
-from ._base import Query, QueryHook, Row, Tx, TxState, pyformat
+from ._base import KeyTaken, Query, QueryHook, Row, Tx, TxState, pyformat
 from ._commits import HeadItem
-from ._core import ENTRY_COLUMNS, EVENT_COLUMNS, OwnerEvent
+from ._core import ENTRY_COLUMNS, EVENT_COLUMNS
 from ._engine import SqlStore
 from ._fanout import FanoutSubscription
 from ._ledger import LedgerRow, LedgerSums
 from ._migrate import SCHEMA_VERSION_DDL, migrations
 from ._pg_notifier import Notifier
+from ._pg_owner_log import PgOwnerLog, json_param
 from ._pg_payload import Listener, decode_notices, encode_notices
 from ._port import Notice
+from ._quotas import refused_create, text_bytes
 from ._settles import SettleRow
 
 __all__ = ["PostgresStore", "decode_notices", "encode_notices"]
@@ -117,16 +118,26 @@ def _named(query: Query | str) -> Query:
     return query if isinstance(query, Query) else Query("adhoc", pyformat(query))
 
 
+_REFUSED_CREATE = "OL429"
+"""`outlive_refuse_create`'s SQLSTATE: a create's admission refused it (quotas.sql)."""
+
+
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
     """The one place driver errors become Store errors, around every read and write: a lost
     or refused connection, a server shutting down, no pooled connection in time."""
     try:
         yield
+    except pg_errors.UniqueViolation as exc:
+        raise KeyTaken(str(exc)) from exc
     except psycopg.OperationalError as exc:
         if isinstance(exc, _RETRYABLE):  # retried by `_write`; past that, not an outage
             raise
         raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
+    except psycopg.DatabaseError as exc:
+        if exc.sqlstate != _REFUSED_CREATE:
+            raise
+        raise refused_create(json.loads(exc.diag.message_detail or "{}")) from None
 
 
 _COLUMN_TYPES = {"session_id": "text", "seq": "bigint", "ts": "timestamptz",
@@ -150,17 +161,6 @@ _INSERT_LOGS = (f"WITH entries AS ({_recordset_insert('session_entries', ENTRY_C
 """A write's entries and events in one statement (no constraint ties one table to the other,
 so neither needs to see the other's rows)."""
 
-_OWNER_EVENTS = """\
-WITH o AS (UPDATE owners SET last_event_id = last_event_id + CAST(:n AS bigint) WHERE id = :id
-           RETURNING last_event_id, clock_timestamp() AS now)
-INSERT INTO owner_events (owner_id, id, session_id, ts, type, data)
-SELECT :id, o.last_event_id - CAST(:n AS bigint) + r.k, r.session_id, o.now, r.type, r.data
-FROM o, jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(k bigint, session_id text, type text,
-                                                      data jsonb)"""
-"""An owner's events in one statement: their ids reserved under the owner's row lock and the
-time that stamps them taken by the UPDATE, the rows (`k`: 1..n) inserted at those ids."""
-
-
 def _jsonb_obj(value: Any) -> Any:
     if isinstance(value, Jsonb):
         return value.obj
@@ -170,15 +170,6 @@ def _jsonb_obj(value: Any) -> Any:
 _SETTLE_COLUMNS = ("id", "status", "attempt", "fence", "error_code", "error_message",
                    "attention", "last_seq", "last_entry_seq", "ct", "cw", "cc")
 """The fields of a `SettleRow`, as `settle_rows` names them."""
-
-
-def _json_param(value: Any) -> str:
-    """A statement's rows as one JSON parameter (`json_to_recordset`): one orjson call in C
-    instead of an array per column that the driver adapts value by value in Python."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # a title with a lone surrogate, an id past 64 bits: not ours
-        return json.dumps(value, separators=(",", ":"))
 
 
 def _rows_json(rows: Sequence[Mapping[str, Any]], columns: tuple[str, ...]) -> str:
@@ -245,7 +236,7 @@ async def _check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PgOwnerLog, SqlStore):
     """`acquire_timeout`: how long a call waits for a pooled connection when the server is up
     (a burst of callers queues for the pool). `outage_timeout`: how long it waits while the
     LISTEN connection is down, i.e. the server is likely gone, so an outage answers quickly
@@ -266,6 +257,7 @@ class PostgresStore(SqlStore):
     ) -> None:
         super().__init__(PostgresDialect())
         self._secret_box = secrets
+        self._writing: set[asyncio.Future[Any]] = set()
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn
         kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row}
@@ -294,6 +286,8 @@ class PostgresStore(SqlStore):
         return self
 
     async def close(self) -> None:
+        if self._writing:  # writes whose callers were cancelled end whole first
+            await asyncio.wait(set(self._writing))
         with contextlib.suppress(TimeoutError):  # the last hints out, if the server answers
             async with asyncio.timeout(1.0):
                 await self._notifier.flush()
@@ -325,9 +319,13 @@ class PostgresStore(SqlStore):
             return applied
 
     async def _write(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
-        # A cancelled caller never cuts a transaction in half: it commits or rolls back whole.
+        # A cancelled caller never cuts a transaction in half: it commits or rolls back whole
+        # (and `close` waits for it).
         with _translated():
-            return await asyncio.shield(self._write_now(fn))
+            task = asyncio.ensure_future(self._write_now(fn))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
+            return await asyncio.shield(task)
 
     async def _write_now(self, fn: Callable[[Tx, TxState], Awaitable[T]]) -> T:
         await self.open()
@@ -352,7 +350,11 @@ class PostgresStore(SqlStore):
         that come back with it) goes out in one flush and costs one round trip.
         `conn.transaction()` costs three more in pipeline mode: it syncs after BEGIN, before
         COMMIT and after it. On an error the server skips the rest up to the Sync (the
-        COMMIT too), so whatever is left open is rolled back here."""
+        COMMIT too), so whatever is left open is rolled back here, by the driver's rollback:
+        it also forgets the statements it prepared in the skipped part (a refused create,
+        a deadlock), which the server never saw; a plain ROLLBACK left them named in its
+        cache, and the connection's next use of one failed ("prepared statement does not
+        exist")."""
         try:
             async with conn.pipeline():
                 await conn.execute(b"BEGIN")
@@ -364,14 +366,22 @@ class PostgresStore(SqlStore):
             if conn.info.transaction_status in (TransactionStatus.INTRANS,
                                                 TransactionStatus.INERROR):
                 with contextlib.suppress(psycopg.Error):
-                    await conn.execute(b"ROLLBACK")
+                    await conn.rollback()
             raise
         st.last_rows = [list(await cur.fetchall()) for cur in lasts]
         return result
 
-    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                end_user: str | None, quotas: Quotas) -> None:
-        """`admit_create` bumped the windows and counted in its one statement: nothing more."""
+    async def _admit_create(self, tx: Tx, owner_id: str, prompt: str | None,
+                            end_user: str | None) -> None:
+        """Sent, not awaited: the statement refuses by raising (SQLSTATE OL429), which comes
+        back with the next result the transaction reads or with its COMMIT (`_translated`),
+        so the window it locks is held for no round trip of this process's."""
+        q = self.quotas
+        await tx.execute(self.q.admit_create, {
+            "owner": owner_id, "end_user": end_user, "cap_cpm": q.creates_per_minute,
+            "cap_eu_cpm": q.end_user_creates_per_minute, "cap_queued": q.queued,
+            "cap_eu_queued": q.end_user_queued, "cap_history": q.history_bytes,
+            "prompt_bytes": text_bytes(prompt)})
 
     def _notify(self, notices: Iterable[Notice]) -> None:
         """After COMMIT: this process's subscribers at once, every other process through the
@@ -450,40 +460,27 @@ class PostgresStore(SqlStore):
                          {"en": _rows_json(en_rows, ENTRY_COLUMNS),
                           "ev": _rows_json(ev_rows, EVENT_COLUMNS)})
 
-    async def _owner_events(self, tx: Tx, events: Sequence[OwnerEvent]) -> None:
-        """Per owner in owner order (the lock order of every write), one statement that
-        reserves the ids and inserts the events: no round trip for the ids first."""
-        by_owner: dict[str, list[OwnerEvent]] = {}
-        for ev in events:
-            by_owner.setdefault(ev[0], []).append(ev)
-        for owner in sorted(by_owner):
-            mine = by_owner[owner]
-            rows = [{"k": k, "session_id": sid, "type": p.TYPE, "data": p.data()}
-                    for k, (_, sid, p) in enumerate(mine, 1)]
-            await tx.execute(self.q.dynamic("reserve_and_insert_owner_events", _OWNER_EVENTS),
-                             {"id": owner, "n": len(mine), "rows": _json_param(rows)})
-
     async def _write_ledger(self, tx: Tx, rows: Sequence[LedgerRow],
                             sums: Sequence[LedgerSums]) -> None:
-        await tx.execute(self.q.write_ledger, {"rows": _json_param(rows),
-                                                "sums": _json_param(sums)})
+        await tx.execute(self.q.write_ledger, {"rows": json_param(rows),
+                                                "sums": json_param(sums)})
 
     async def _commit_heads(self, tx: Tx, items: Sequence[HeadItem]) -> list[Row]:
-        return await tx.fetch(self.q.commit_heads, {"items": _json_param(
+        return await tx.fetch(self.q.commit_heads, {"items": json_param(
             [{"id": lease.session_id, "worker": lease.worker, "fence": lease.fence,
               "ne": ne, "nn": nn, "d": d, "t": t, "ct": ct, "cw": cw, "cc": cc}
              for lease, ne, nn, d, t, ct, cw, cc in items])})
 
     async def _settle_rows(self, tx: Tx, ends: Sequence[SettleRow]) -> None:
-        await tx.execute(self.q.settle_rows, {"items": _json_param(
+        await tx.execute(self.q.settle_rows, {"items": json_param(
             [dict(zip(_SETTLE_COLUMNS, end, strict=True)) for end in ends])})
 
-    def subscribe(self) -> FanoutSubscription:
-        self._listener.start()
-        return self._listener.fanout.subscribe()
+    def subscribe(self, *, reads: bool = True) -> FanoutSubscription:
+        self._listener.start(reads=reads)
+        return self._listener.fanout.subscribe(reads=reads)
 
     async def wait_listening(self) -> None:
         """Tests and the worker wait for LISTEN before relying on notifications."""
-        self._listener.start()
+        self._listener.start(reads=False)
         async with asyncio.timeout(10):
             await self._listener.connected.wait()

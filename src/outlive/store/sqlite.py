@@ -15,15 +15,15 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from ..domain.errors import StoreUnavailable
+from ..domain.errors import NotFound, StoreUnavailable
 from ..domain.model import Lease
-from ..domain.quotas import Quotas
 from ..domain.secret_box import SecretBox
-from ._base import Query, QueryHook, Row, Tx, TxState, epoch
+from ._base import KeyTaken, Query, QueryHook, Row, Tx, TxState, epoch
 from ._commits import HeadItem
 from ._engine import SqlStore
 from ._fanout import Fanout, FanoutSubscription
 from ._migrate import SCHEMA_VERSION_DDL, migrations
+from ._quotas import check_create
 from ._settles import SettleRow
 
 __all__ = ["SqliteStore"]
@@ -101,6 +101,9 @@ _OUTAGES = frozenset({
 """Primary result codes that say the database file cannot be used now, as opposed to a
 statement that is wrong (SQLITE_ERROR) or a constraint (those stay what they are)."""
 
+_KEY_TAKEN = frozenset({sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE})
+"""Extended codes of a row whose unique key another row has (`KeyTaken`)."""
+
 
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
@@ -109,6 +112,8 @@ def _translated() -> Iterator[None]:
         yield
     except sqlite3.DatabaseError as exc:
         code = getattr(exc, "sqlite_errorcode", None)
+        if code in _KEY_TAKEN:
+            raise KeyTaken(str(exc)) from exc
         if code is None or (code & 0xFF) not in _OUTAGES:
             raise
         raise StoreUnavailable(f"SQLite unavailable: {exc}") from exc
@@ -204,10 +209,13 @@ class SqliteStore(SqlStore):
         return self
 
     async def close(self) -> None:
-        for conn in (self._writer, self._reader):
-            if conn is not None:
-                await conn.close()
-        self._writer = self._reader = None
+        # A transaction in flight is shielded from its caller's cancellation (`_write`): it
+        # ends (commits or rolls back) on its connection before that connection is closed.
+        async with self._wlock, self._rlock:
+            for conn in (self._writer, self._reader):
+                if conn is not None:
+                    await conn.close()
+            self._writer = self._reader = None
 
     async def migrate(self) -> int:
         await self.open()
@@ -334,10 +342,15 @@ class SqliteStore(SqlStore):
         self._rotate_after(rows, limit)
         return rows, set()
 
-    async def _admission_counts(self, tx: Tx, row: dict[str, Any], owner_id: str,
-                                end_user: str | None, quotas: Quotas) -> None:
-        """`admit_create`'s windows and counts, one statement each (SQLite writes in no WITH,
-        and its LIMIT reads no row)."""
+    async def _admit_create(self, tx: Tx, owner_id: str, prompt: str | None,
+                            end_user: str | None) -> None:
+        """The windows and counts one statement each (SQLite writes in no WITH, and its LIMIT
+        reads no row), then `check_create`. One writer: the creates take turns anyway."""
+        rows = await tx.fetch(self.q.admit_create, {"owner": owner_id})
+        if not rows:
+            raise NotFound(f"owner {owner_id} not found")
+        row = dict(rows[0])
+        quotas = self._effective(row["quotas"])
         [w] = await tx.fetch(self.q.bump_create_window, {"owner": owner_id, "end_user": ""})
         row.update(w)
         [n] = await tx.fetch(self.q.count_queued,
@@ -351,9 +364,10 @@ class SqliteStore(SqlStore):
                 "owner": owner_id, "end_user": end_user,
                 "cap_eu_queued": quotas.end_user_queued})
             row.update(n)
+        check_create(row, quotas, end_user, prompt)
 
-    def subscribe(self) -> FanoutSubscription:
-        return self._fanout.subscribe()
+    def subscribe(self, *, reads: bool = True) -> FanoutSubscription:
+        return self._fanout.subscribe(reads=reads)
 
     async def wait_listening(self) -> None:
         """In-process notices need no connection: ready at once."""

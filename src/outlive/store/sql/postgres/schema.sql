@@ -145,14 +145,19 @@ CREATE TABLE session_snapshots (
     PRIMARY KEY (session_id, seq)
 );
 
+-- Written with no id, in `gid` order; numbered (id 1, 2, 3... per owner) after commit by
+-- the sequencer (0025, `_pg_owner_log.py`).
+CREATE SEQUENCE owner_events_gid_seq;
+
 CREATE TABLE owner_events (
     owner_id   TEXT NOT NULL,
-    id         BIGINT NOT NULL,
+    id         BIGINT,
     session_id TEXT NOT NULL,
     ts         TIMESTAMPTZ NOT NULL DEFAULT now(),
     type       TEXT NOT NULL,
     data       JSONB NOT NULL,
-    PRIMARY KEY (owner_id, id)
+    gid        BIGINT DEFAULT nextval('owner_events_gid_seq'),
+    CONSTRAINT owner_events_owner_id_id_key UNIQUE (owner_id, id)
 );
 
 CREATE TABLE message_requests (
@@ -172,6 +177,7 @@ CREATE TABLE create_requests (
 );
 
 CREATE INDEX owner_events_session ON owner_events (session_id);
+CREATE INDEX owner_events_pending ON owner_events (owner_id, gid) WHERE id IS NULL;
 
 CREATE TABLE login_sessions (
     id           TEXT PRIMARY KEY,
@@ -342,3 +348,12 @@ CREATE TABLE create_windows (
     creates      INTEGER NOT NULL,
     PRIMARY KEY (owner_id, end_user)
 );
+
+-- A create's admission refuses inside its statement (quotas.sql, `admit_create`): SQLSTATE
+-- OL429, the refusal as JSON in DETAIL.
+CREATE FUNCTION outlive_refuse_create(detail jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'create refused: %', detail ->> 'refusal'
+    USING ERRCODE = 'OL429', DETAIL = detail::text;
+END
+$$;

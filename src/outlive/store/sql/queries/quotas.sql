@@ -9,12 +9,15 @@ UPDATE owners SET quotas = :quotas WHERE id = :owner
 
 -- name: admit_create
 -- dialect: postgres
--- A create's one round trip before its COMMIT: the owner (none: no row), its own caps, this
--- minute's creates with this one, of the owner (window '') and of its end user (:end_user,
--- NULL: none), and their queued sessions counted up to their caps
--- (`sessions_queued_by_owner`). The window rows, locked to the COMMIT (the owner's first),
--- make one owner's creates take turns, so the counts are exact; a refused create rolls its
--- windows back with it.
+-- A create's admission, sent with the rest of its transaction in one flush: it reads no
+-- result, so no round trip of the client's runs while it holds what it locks. It bumps this
+-- minute's creates of the owner (window '') and of its end user (:end_user, NULL: none),
+-- counts their queued sessions up to their caps (`sessions_queued_by_owner`), and when the
+-- owner is unknown or a cap is reached it raises (`outlive_refuse_create`, SQLSTATE OL429,
+-- the first refusal in the order SQLite's check takes), which rolls the whole create back,
+-- its window bumps too. The window rows, locked to the COMMIT (the owner's first), make one
+-- owner's creates take turns, so the counts are exact. An owner's own caps replace the
+-- server's (:cap_*) one by one.
 WITH ow AS (SELECT id, quotas FROM owners WHERE id = :owner), w AS (
   INSERT INTO create_windows (owner_id, end_user, window_start, creates)
   SELECT ow.id, k.eu, CAST(floor({epoch} / 60) AS bigint), 1
@@ -25,24 +28,50 @@ WITH ow AS (SELECT id, quotas FROM owners WHERE id = :owner), w AS (
                    THEN create_windows.creates + 1 ELSE 1 END,
     window_start = excluded.window_start
   RETURNING end_user, creates, window_start
+), caps AS (
+  SELECT ow.id,
+         COALESCE(CAST(ow.quotas ->> 'creates_per_minute' AS bigint), :cap_cpm) AS cpm,
+         COALESCE(CAST(ow.quotas ->> 'end_user_creates_per_minute' AS bigint), :cap_eu_cpm)
+           AS eu_cpm,
+         COALESCE(CAST(ow.quotas ->> 'queued' AS bigint), :cap_queued) AS queued,
+         COALESCE(CAST(ow.quotas ->> 'end_user_queued' AS bigint), :cap_eu_queued) AS eu_queued,
+         COALESCE(CAST(ow.quotas ->> 'history_bytes' AS bigint), :cap_history) AS history
+  FROM ow
+), a AS (
+  SELECT c.*,
+         (SELECT w.creates FROM w WHERE w.end_user = '') AS creates,
+         (SELECT 60 * (w.window_start + 1) - {epoch} FROM w WHERE w.end_user = '')
+           AS window_left,
+         (SELECT w.creates FROM w WHERE w.end_user <> '') AS eu_creates,
+         (SELECT 60 * (w.window_start + 1) - {epoch} FROM w WHERE w.end_user <> '')
+           AS eu_window_left,
+         (SELECT count(*) FROM (
+            SELECT 1 FROM sessions s WHERE s.owner_id = c.id AND s.status = 'queued'
+            LIMIT c.queued) AS q) AS n_queued,
+         (SELECT count(*) FROM (
+            SELECT 1 FROM sessions s
+            WHERE s.owner_id = c.id AND COALESCE(s.end_user, '') = CAST(:end_user AS text)
+              AND s.status = 'queued'
+            LIMIT c.eu_queued) AS q) AS n_eu_queued
+  FROM caps c
 )
-SELECT ow.id, ow.quotas,
-       (SELECT w.creates FROM w WHERE w.end_user = '') AS creates,
-       (SELECT 60 * (w.window_start + 1) - {epoch} FROM w WHERE w.end_user = '')
-         AS window_left,
-       (SELECT w.creates FROM w WHERE w.end_user <> '') AS eu_creates,
-       (SELECT 60 * (w.window_start + 1) - {epoch} FROM w WHERE w.end_user <> '')
-         AS eu_window_left,
-       (SELECT count(*) FROM (
-          SELECT 1 FROM sessions s WHERE s.owner_id = ow.id AND s.status = 'queued'
-          LIMIT COALESCE(CAST(ow.quotas ->> 'queued' AS bigint), :cap_queued)) AS q) AS queued,
-       (SELECT count(*) FROM (
-          SELECT 1 FROM sessions s
-          WHERE s.owner_id = ow.id AND COALESCE(s.end_user, '') = CAST(:end_user AS text)
-            AND s.status = 'queued'
-          LIMIT COALESCE(CAST(ow.quotas ->> 'end_user_queued' AS bigint), :cap_eu_queued))
-        AS q) AS eu_queued
-FROM ow
+SELECT outlive_refuse_create(jsonb_build_object(
+         'refusal', r.refusal, 'limit', r.cap, 'retry_after', r.retry_after, 'owner', :owner))
+FROM (SELECT 1) AS one LEFT JOIN a ON true
+CROSS JOIN LATERAL (
+  SELECT v.refusal, v.cap, v.retry_after FROM (VALUES
+    (1, 'owner_not_found', CAST(NULL AS bigint), CAST(NULL AS double precision),
+     a.id IS NULL),
+    (2, 'creates_per_minute', a.cpm, CAST(a.window_left AS double precision),
+     a.creates > a.cpm),
+    (3, 'end_user_creates_per_minute', a.eu_cpm, CAST(a.eu_window_left AS double precision),
+     a.eu_creates > a.eu_cpm),
+    (4, 'queued', a.queued, NULL, a.n_queued >= a.queued),
+    (5, 'end_user_queued', a.eu_queued, NULL,
+     CAST(:end_user AS text) IS NOT NULL AND a.n_eu_queued >= a.eu_queued),
+    (6, 'history_bytes', a.history, NULL, CAST(:prompt_bytes AS bigint) > a.history)
+  ) AS v(k, refusal, cap, retry_after, refused)
+  WHERE v.refused ORDER BY v.k LIMIT 1) AS r
 
 -- name: admit_create
 -- dialect: sqlite

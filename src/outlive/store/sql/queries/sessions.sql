@@ -76,6 +76,22 @@ WHERE id = :id
 -- name: touch_watched
 UPDATE sessions SET watched_at = {now} WHERE id {in_ids}
 
+-- name: touch_watched_batch
+-- dialect: sqlite
+-- The API's periodic bump of every session it streams (one writer: nothing to skip).
+UPDATE sessions SET watched_at = {now} WHERE id {in_ids}
+
+-- name: touch_watched_batch
+-- dialect: postgres
+-- The API's periodic bump of every session it streams. A row another transaction holds (a
+-- worker's group commit, a settle) is skipped, never waited for: waiting, its rows locked in
+-- whatever order its plan read them, made it one side of a deadlock with the group commit's
+-- heads (`commit_heads`) under load, and a session whose every retry deadlocked failed
+-- (internal_error). A skipped session is bumped in the next round, seconds later.
+UPDATE sessions s SET watched_at = {now}
+FROM (SELECT id FROM sessions WHERE id = ANY(:ids) FOR UPDATE SKIP LOCKED) AS free
+WHERE s.id = free.id
+
 -- name: count_by_status
 SELECT status, COUNT(*) AS n FROM sessions WHERE deleted_at IS NULL GROUP BY status
 
