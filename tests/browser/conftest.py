@@ -39,6 +39,7 @@ from tests.support.browser import (
     Stack,
     StackFactory,
     browser_path,
+    checked,
     serving,
 )
 from tests.support.secrets import shared_box
@@ -98,12 +99,8 @@ async def chromium(browser_executable: str) -> AsyncIterator[Any]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def browser(chromium: Any) -> AsyncIterator[Browser]:
-    b = Browser(chromium)
-    try:
+    async with checked(chromium) as b:
         yield b
-        await b.check_pages()
-    finally:
-        await b.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -20,6 +20,7 @@ from tests.support.pages import (  # noqa: E402
     assert_matches_server,
     create_via_api,
     expect_status,
+    expect_transcript_back,
     wait_streaming,
 )
 
@@ -31,7 +32,7 @@ async def open_through(page: Page, proxy: TcpProxy, key: str, sid: str) -> None:
     await page.goto(f"{proxy.url}/{FAST_HEALTH}#/s/{sid}")
     await page.get_by_test_id("login-key").fill(key)
     await page.get_by_test_id("login").click()
-    await expect(page.get_by_test_id("transcript")).to_be_visible()
+    await expect_transcript_back(page)
 
 
 async def status_of(stack: Stack, key: str, sid: str) -> str:

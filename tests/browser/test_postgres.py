@@ -14,6 +14,7 @@ from tests.support.pages import (  # noqa: E402
     assert_matches_server,
     create_via_form,
     expect_status,
+    expect_transcript_back,
     login,
     wait_streaming,
 )
@@ -29,7 +30,7 @@ async def test_reload_mid_answer_on_postgres(
     sid = await create_via_form(page, "think, then run long")
     await wait_streaming(page)
     await page.reload()
-    await expect(page.get_by_test_id("transcript")).to_be_visible()
+    await expect_transcript_back(page)
     await expect_status(page, "succeeded")
     await assert_matches_server(page, stack, key, sid)
     rail_item = page.locator(f'[data-testid=rail-item][data-session-id="{sid}"]')

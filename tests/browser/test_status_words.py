@@ -17,6 +17,7 @@ from tests.support.pages import (  # noqa: E402
     create_via_api,
     expect_status,
     expect_status_word,
+    expect_transcript_back,
     login,
 )
 
@@ -97,7 +98,7 @@ async def test_the_stage_goes_when_its_tool_ends(stacks: StackFactory, browser: 
     # A reload rebuilds the page from the snapshot (whose state still names the stage): the
     # same rule holds there, and a stage set while the page watches shows again.
     await page.reload()
-    await expect(page.get_by_test_id("transcript")).to_be_visible()
+    await expect_transcript_back(page)
     await page.wait_for_function(STAGE_GONE_JS, timeout=TIMEOUT_MS)
     await expect_status(page, "succeeded")
     await expect(page.get_by_test_id("session-stage")).to_have_text("")

@@ -25,6 +25,7 @@ from tests.support.pages import (  # noqa: E402
     create_via_api,
     create_via_form,
     expect_status,
+    expect_transcript_back,
     login,
     page_state,
     wait_streaming,
@@ -60,7 +61,7 @@ async def test_stream_reload_mid_answer_keeps_the_transcript(
     assert (await stack.snapshot(key, sid))["session"]["status"] == "running"
 
     await page.reload()  # mid-answer: the cookie and the URL hash bring the same session back
-    await expect(page.get_by_test_id("transcript")).to_be_visible()
+    await expect_transcript_back(page)
     assert page.url.endswith(f"#/s/{sid}")
     await expect_status(page, "succeeded")
     await assert_matches_server(page, stack, key, sid)
@@ -239,7 +240,7 @@ async def test_a_second_owner_sees_none_of_the_first_owners_sessions(
     await expect(page.get_by_test_id("login-key")).to_be_visible()
     await page.get_by_test_id("login-key").fill(key_a)
     await page.get_by_test_id("login").click()
-    await expect(page.get_by_test_id("transcript")).to_be_visible()
+    await expect_transcript_back(page)
     await expect(items).to_have_count(1)
     await expect(items.first).to_have_attribute("data-session-id", a_session)
     await expect(page.get_by_test_id("msg-user").first.get_by_test_id("msg-text")).to_have_text(

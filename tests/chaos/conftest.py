@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.databases import empty_postgres, fast_dsn
+from tests.support.hosts import TestBed, require_root
 from tests.support.processes import Processes, ServeProcess
 
 
@@ -37,3 +38,14 @@ async def apis(chaos_db: str, tmp_path: Path) -> AsyncIterator[list[ServeProcess
     finally:
         for p in started:
             p.reap()
+
+
+@pytest.fixture
+async def bed(chaos_db: str, tmp_path: Path) -> AsyncIterator[TestBed]:
+    """The multi-host test bed (root only: skipped, or failed under CI=true, without)."""
+    require_root()
+    testbed = TestBed(chaos_db, tmp_path)
+    try:
+        yield testbed
+    finally:
+        await testbed.close()

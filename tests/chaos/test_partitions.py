@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,7 +41,7 @@ import pytest
 
 from outlive.client import AsyncClient
 from tests.support.chaos import check_session, connect, create_key, describe, read_pg
-from tests.support.hosts import Host, TestBed, require_root
+from tests.support.hosts import Host, TestBed
 from tests.support.processes import WorkerProcess, postgres_url, tail
 from tests.support.waiting import eventually
 
@@ -56,15 +55,6 @@ def _worker(host: Host, *args: str) -> WorkerProcess:
     """A worker with a 2 s lease (heartbeat 0.5 s) that polls every 0.5 s besides LISTEN."""
     return host.worker("--backstop", "0.5", *args, speed=SPEED, lease_ttl=2.0, heartbeat=0.5)
 
-
-@pytest.fixture
-async def bed(chaos_db: str, tmp_path: Path) -> Any:
-    require_root()
-    testbed = TestBed(chaos_db, tmp_path)
-    try:
-        yield testbed
-    finally:
-        await testbed.close()
 
 
 async def _sessions(conn: psycopg.AsyncConnection[Any], sids: list[str]

@@ -275,6 +275,18 @@ class Browser:
 
 
 @contextlib.asynccontextmanager
+async def checked(chromium: Any) -> AsyncIterator[Browser]:
+    """A `Browser` on a launched Chromium for one test: its pages checked for uncaught
+    errors, dialogs and CSP violations when the test passed, its contexts closed always."""
+    b = Browser(chromium)
+    try:
+        yield b
+        await b.check_pages()
+    finally:
+        await b.close()
+
+
+@contextlib.asynccontextmanager
 async def serving(app: FastAPI) -> AsyncIterator[str]:
     """`app` on a free loopback port for the block (an origin other than the stack's)."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(),

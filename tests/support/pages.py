@@ -94,6 +94,34 @@ async def wait_streaming(page: Page, min_chars: int = 40) -> None:
     )
 
 
+async def expect_transcript_back(page: Page) -> None:
+    """After a reload or a new tab: the transcript shows again. A page that boots while the
+    suite's other processes load both cores gets a page action's time (TIMEOUT_MS), and when
+    it still has not drawn, the failure says where it was (which view, its session feed's
+    stream, what state it had), not only that an empty element stayed empty."""
+    try:
+        await expect(page.get_by_test_id("transcript")).to_be_visible(timeout=TIMEOUT_MS)
+    except AssertionError as exc:
+        where = await page.evaluate(
+            """() => {
+                 const app = window.outlive && window.outlive.app;
+                 const feed = app && app.feed;
+                 const s = feed && feed.stream;
+                 const shown = (id) => { const el = document.getElementById(id);
+                                         return el ? !el.hidden : null; };
+                 return {url: location.href, session: app ? app.sessionId : null,
+                         login_shown: shown("login-view"), app_shown: shown("app-view"),
+                         loading_shown: shown("transcript-loading"),
+                         stream: s ? {status: s.status(), opened: s.opened,
+                                      connections: s.connections, failures: s.failures,
+                                      url: s.lastUrl} : null,
+                         state_seq: feed && feed.state ? feed.state.seq : null,
+                         caught_up: feed ? feed.caughtUp : null};
+               }"""
+        )
+        raise AssertionError(f"the transcript did not come back: {where}") from exc
+
+
 async def expect_status(page: Page, status: str, timeout: int = TIMEOUT_MS) -> None:
     """The header's machine status (the API's `status`), whatever word it shows for it."""
     await expect(page.get_by_test_id("session-status")).to_have_attribute(

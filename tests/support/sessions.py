@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from outlive.domain import Event, Session, Status
 from outlive.store import Store
@@ -38,3 +38,16 @@ async def event_appears(store: Store, session_id: str, type_: str,
 
     out: Event = await eventually(found, timeout, what=f"a {type_} event in {session_id}")
     return out
+
+
+def exact_log(events: Sequence[Event]) -> bool:
+    """Gapless seqs, and each answer's deltas add up to its authoritative text."""
+    if [e.seq for e in events] != list(range(1, len(events) + 1)):
+        return False
+    texts: dict[str, str] = {}
+    for e in events:
+        if e.type == "text_delta":
+            texts[e.data["message_id"]] = texts.get(e.data["message_id"], "") + e.data["text"]
+        elif e.type == "message_end" and texts.get(e.data["message_id"], "") != e.data["text"]:
+            return False
+    return True

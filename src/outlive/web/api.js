@@ -1,17 +1,31 @@
 // Calls to the /v1 HTTP API. The login cookie (HttpOnly) rides along on its own; every body
 // is JSON, and every refusal is `{"error": {"code", "message", ...}}` (docs/http-api.md).
+// Every answer tells store_status.js whether the server could reach its database.
+
+import { noteStoreReachable, noteStoreUnavailable, parseRetryAfter } from "./store_status.js";
 
 export class ApiError extends Error {
-  constructor(status, code, message, details = {}) {
+  constructor(status, code, message, details = {}, retryAfter = null) {
     super(message);
     this.status = status;
     this.code = code;
     this.details = details;
+    this.retryAfter = retryAfter; // seconds, from a Retry-After header
+  }
+
+  /** The host answering lost its database: another one (or it, later) can serve this. */
+  get storeUnavailable() {
+    return this.status === 503 && this.code === "STORE_UNAVAILABLE";
   }
 }
 
 /** A network failure (server down, connection reset): worth retrying, unlike an ApiError. */
 export class NetworkError extends Error {}
+
+/** A read that has not answered in this long is given up as a network failure, so whoever
+ *  asked (the page's boot, a probe) retries on a new connection instead of waiting forever on
+ *  one a proxy or a stalled host holds. Writes are not timed out: one may have landed. */
+export const READ_TIMEOUT_MS = 10_000;
 
 export async function request(method, path, body = undefined) {
   const init = {
@@ -20,6 +34,7 @@ export async function request(method, path, body = undefined) {
     cache: "no-store",
     headers: { Accept: "application/json" },
   };
+  if (method === "GET") init.signal = AbortSignal.timeout(READ_TIMEOUT_MS);
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -44,8 +59,13 @@ export async function request(method, path, body = undefined) {
     const code = typeof err.code === "string" ? err.code : `HTTP_${response.status}`;
     const message =
       typeof err.message === "string" ? err.message : `${response.status} ${response.statusText}`;
-    throw new ApiError(response.status, code, message, err);
+    const exc = new ApiError(response.status, code, message, err,
+                             parseRetryAfter(response.headers.get("Retry-After")));
+    if (exc.storeUnavailable) noteStoreUnavailable(exc.retryAfter);
+    else if (response.status < 500) noteStoreReachable(); // a 502 from a proxy tells nothing
+    throw exc;
   }
+  noteStoreReachable();
   return payload;
 }
 

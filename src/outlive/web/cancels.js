@@ -9,7 +9,7 @@
 // keeps it for after the next sign-in.
 
 import { ApiError, NetworkError, api } from "./api.js";
-import { backoffDelay } from "./config.js";
+import { retryDelay } from "./store_status.js";
 
 const STORAGE_KEY = "outlive.cancels";
 
@@ -119,7 +119,7 @@ export class CancelQueue {
       } else if (exc instanceof NetworkError || (exc instanceof ApiError && exc.status >= 500)) {
         const n = this.failures.get(id) || 0;
         this.failures.set(id, n + 1);
-        this.timers.set(id, setTimeout(() => this.attempt(id), backoffDelay(this.config, n)));
+        this.timers.set(id, setTimeout(() => this.attempt(id), retryDelay(this.config, n)));
       } else {
         this.forget(id);
         this.hooks.onGone(id, exc);

@@ -16,6 +16,7 @@ export const els = {
   loginError: $("login-error"),
   appView: $("app-view"),
   health: $("health"),
+  storeBanner: $("store-banner"),
   owner: $("owner-name"),
   logout: $("logout"),
   railList: $("rail-list"),

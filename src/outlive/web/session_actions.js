@@ -3,24 +3,26 @@
 // answers, see cancels.js) and rename it.
 
 import { ApiError, NetworkError, api, requestId } from "./api.js";
-import { backoffDelay } from "./config.js";
 import { show, setText } from "./dom.js";
 import { TERMINAL } from "./reducer.js";
 import { app, config, els } from "./page.js";
 import { notFound, scheduleRender, setNotice } from "./session_view.js";
 import { unauthorized } from "./signin.js";
+import { retryDelay } from "./store_status.js";
 
 export async function postMessage(text, mode) {
   const id = app.sessionId;
   const body = { text, mode, client_request_id: requestId() };
   // A network failure may or may not have delivered the message: the same client_request_id
-  // makes the retry return the first answer instead of posting it twice.
+  // makes the retry return the first answer instead of posting it twice. A host that lost its
+  // database refused it (503 STORE_UNAVAILABLE): the retry may reach one that did not.
   for (let attempt = 0; ; attempt++) {
     try {
       return await api.post(id, body);
     } catch (exc) {
-      if (!(exc instanceof NetworkError) || attempt >= 4) throw exc;
-      await new Promise((r) => setTimeout(r, backoffDelay(config, attempt + 2)));
+      const again = exc instanceof NetworkError || (exc instanceof ApiError && exc.storeUnavailable);
+      if (!again || attempt >= 4) throw exc;
+      await new Promise((r) => setTimeout(r, retryDelay(config, attempt + 2)));
     }
   }
 }

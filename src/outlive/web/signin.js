@@ -1,10 +1,11 @@
 // Signing in and out: the first request decides between the login form and the app; entering
 // the app starts the owner's stream, the health monitor and the queue of cancels, and leaving
-// it (sign-out, or a 401 anywhere) stops them all.
+// it (sign-out, or a 401 anywhere) stops them all. While the server says it lost its database
+// (store_status.js), the top bar's banner says so; the streams and retries carry on by
+// themselves and the banner goes once an answer comes from a host that has it.
 
 import { ApiError, NetworkError, api } from "./api.js";
 import { CancelQueue } from "./cancels.js";
-import { backoffDelay } from "./config.js";
 import { show, setText } from "./dom.js";
 import { watchHealth, watchLink } from "./linkstate.js";
 import { loadMeta } from "./new_session.js";
@@ -12,8 +13,10 @@ import { app, config, els, rail } from "./page.js";
 import { cancelAnswered } from "./session_actions.js";
 import { closeSession, notFound, route, scheduleRender } from "./session_view.js";
 import { HealthMonitor } from "./stream.js";
+import { onStoreChange, retryDelay, storeUnavailable } from "./store_status.js";
 import { OwnerWatcher } from "./watcher.js";
 
+export const STORE_LOST = "The server lost its database; reconnecting…";
 
 export async function boot() {
   let failures = 0;
@@ -27,8 +30,9 @@ export async function boot() {
         showLogin();
         return;
       }
-      showLogin(exc instanceof NetworkError ? "Cannot reach the server; retrying…" : exc.message);
-      await new Promise((r) => setTimeout(r, backoffDelay(config, failures++)));
+      showLogin(exc instanceof NetworkError ? "Cannot reach the server; retrying…"
+        : exc instanceof ApiError && exc.storeUnavailable ? STORE_LOST : exc.message);
+      await new Promise((r) => setTimeout(r, retryDelay(config, failures++)));
       if (app.signedIn) return;
     }
   }
@@ -118,8 +122,16 @@ export function enterApp() {
   const stopLink = watchLink(els.link, () => (app.feed ? app.feed.stream : null));
   app.healthLine = watchHealth(els.health, () => (app.watcher ? app.watcher.stream : null),
                                () => Boolean(app.health && app.health.degraded));
+  const showStore = (lost) => {
+    setText(els.storeBanner, lost ? STORE_LOST : "");
+    show(els.storeBanner, lost);
+  };
+  showStore(storeUnavailable());
+  const stopStore = onStoreChange(showStore);
   app.stopLink = () => {
     stopLink();
+    stopStore();
+    show(els.storeBanner, false);
     app.healthLine.stop();
   };
   loadMeta();

@@ -7,7 +7,10 @@
 // BACKOFF_MAX (with jitter), optionally asks `probe()` whether reconnecting makes sense (a 404
 // or 401 stops it for good), and opens a new EventSource at `url(cursor)` with the cursor the
 // owner of the stream tracks (the same position Last-Event-ID would carry). The backoff
-// starts over once a connection delivers a frame (`markHealthy`).
+// starts over once a connection delivers a frame (`markHealthy`). While the server says its
+// database is unreachable (a 503 STORE_UNAVAILABLE, usually the probe's), each wait is at
+// least its Retry-After, with jitter (store_status.js); the reconnect resumes from the
+// cursor, on whichever host the front door sends it to.
 //
 // `status()` is what the health monitor samples: "open" when EventSource.readyState is OPEN,
 // "connecting" while it is CONNECTING or while a reconnect is pending, "stopped" otherwise.
@@ -18,7 +21,7 @@
 // `attached` and `caught_up`); a connection silent for SILENCE_FACTOR (2.5) times that is
 // closed and replaced, from the cursor, like any failed one.
 
-import { backoffDelay } from "./config.js";
+import { retryDelay } from "./store_status.js";
 
 export const SILENCE_FACTOR = 2.5;
 
@@ -172,7 +175,7 @@ export class Stream {
 
   scheduleReconnect() {
     if (this.stopped || this.timer !== null) return;
-    const delay = backoffDelay(this.config, this.failures);
+    const delay = retryDelay(this.config, this.failures);
     this.failures++;
     this.timer = setTimeout(() => this.reconnect(), delay);
   }

@@ -22,9 +22,9 @@
 //   session is shown at once (the next fetch fills in the rest); lineage.js finds its parent.
 
 import { ApiError, api, listAll } from "./api.js";
-import { backoffDelay } from "./config.js";
 import { Lineage } from "./lineage.js";
 import { Stream } from "./stream.js";
+import { retryDelay } from "./store_status.js";
 
 export const OWNER_EVENT_TYPES = [
   "session_created",
@@ -451,7 +451,7 @@ export class OwnerWatcher {
         this.hooks.onUnauthorized();
         return;
       }
-      this.scheduleFetch(backoffDelay(this.config, this.fetchFailures++), "retry");
+      this.scheduleFetch(retryDelay(this.config, this.fetchFailures++), "retry");
       return;
     }
     if (generation !== this.generation || this.stopped) return;
