@@ -1,5 +1,7 @@
 """Shared helpers for the benchmarks: a throwaway PostgreSQL database, worker processes,
-percentiles and result tables. Not a test module; imported by the bench scripts only.
+percentiles and result tables, a process's CPU seconds and RSS (/proc), PostgreSQL's commit
+count, the planned pace of a "run long" demo session and a raw SSE stream reader. Not a test
+module; imported by the bench scripts only.
 
 The processes are the test suite's (tests/support/processes.py): one class starts, watches
 and kills `outlive` subprocesses for both."""
@@ -13,6 +15,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -147,3 +150,166 @@ async def bench_owner(store: Any, name: str) -> Any:
     if hasattr(store, "set_owner_quotas"):  # a build before quotas has none to lift
         await store.set_owner_quotas(owner.id, BENCH_QUOTAS)
     return owner
+
+
+# -- processes and the database, measured --------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc): its cost whatever the
+    machine's load, where latencies on a shared machine also count the wait for a core."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB (VmRSS from /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def xact_commits(conn: psycopg.AsyncConnection[Any]) -> int:
+    """PostgreSQL's `xact_commit` of the connection's database (everyone's commits there)."""
+    cur = await conn.execute(b"SELECT xact_commit FROM pg_stat_database "
+                             b"WHERE datname = current_database()")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (all cores, /proc/stat)."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
+
+
+class BackendCpu:
+    """CPU seconds of PostgreSQL's backends on the connection's database (same machine),
+    sampled as they come: `sample()` now and then, then `seconds()`. A backend's seconds
+    before the first (`baseline`) sample are not counted; one that starts later counts
+    whole, one that ends counts up to its last sample."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    async def sample(self, conn: psycopg.AsyncConnection[Any], baseline: bool = False) -> None:
+        cur = await conn.execute(b"SELECT pid FROM pg_stat_activity "
+                                 b"WHERE datname = current_database()")
+        for (pid,) in await cur.fetchall():
+            with contextlib.suppress(OSError):  # a backend gone meanwhile
+                self.last[pid] = cpu = cpu_seconds(int(pid))
+                self.first.setdefault(pid, cpu if baseline else 0.0)
+
+    def seconds(self) -> float:
+        return sum(v - self.first[p] for p, v in self.last.items())
+
+
+PROMPT_LONG = "run long"
+
+
+async def planned_pace(prompt: str = PROMPT_LONG) -> float:
+    """Seconds one `prompt` session takes at demo speed 1 when nothing else runs, from the
+    demo script: the session run once at speed 0 in-process, its turns and tools summed
+    (first-token waits, characters at the streaming rate, tool-call assembly and the tools'
+    own seconds)."""
+    from outlive.providers import default_registry
+    from outlive.providers.demo import CHARS_PER_SECOND, FIRST_TOKEN_SECONDS, TOOL_CALL_SECONDS
+    from outlive.runtime import AgentRegistry, RuntimeSettings, demo_agent
+    from outlive.runtime import Worker as InProcessWorker
+    from outlive.store import SqliteStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await SqliteStore(Path(tmp) / "plan.db").open()
+        await store.migrate()
+        owner = await bench_owner(store, "plan")
+        s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
+                                       prompt=prompt)
+        w = InProcessWorker(store, AgentRegistry([demo_agent(0)]), default_registry(demo_speed=0),
+                            RuntimeSettings(backstop_interval=0.05))
+        task = asyncio.create_task(w.run())
+        try:
+            while True:
+                if (await store.load_session(s.id)).status.value == "succeeded":
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            w.request_stop()
+            await task
+        events = await store.read_events(s.id, limit=100_000)
+        await store.close()
+    seconds = 0.0
+    for e in events:
+        if e.type == "turn_start":
+            seconds += FIRST_TOKEN_SECONDS
+        elif e.type == "message_end":
+            seconds += len(e.data["text"]) / CHARS_PER_SECOND
+        elif e.type == "tool_start":
+            seconds += TOOL_CALL_SECONDS + float(e.data["arguments"].get("seconds", 0.0))
+    return seconds
+
+
+# -- an SSE stream, read raw -----------------------------------------------------------------
+
+
+class SseStream:
+    """One `GET path` SSE connection on a raw asyncio socket (no client library in the way of
+    the timing): frames parsed as they arrive, each handed to `on_frame(event, id, data, now)`
+    with `now` = time.time() when the chunk holding its end was read. `on_frame` returning
+    True ends the stream; so does the server closing it."""
+
+    def __init__(self, host: str, port: int, path: str, key: str,
+                 headers: Sequence[tuple[str, str]] = ()) -> None:
+        self.host, self.port, self.path, self.key = host, port, path, key
+        self.headers = headers
+        self.caught_up = asyncio.Event()
+
+    def on_frame(self, event: bytes | None, id: bytes | None, data: bytes | None,
+                 now: float) -> bool:
+        if event == b"caught_up":
+            self.caught_up.set()
+        return False
+
+    async def run(self) -> None:
+        reader, writer = await asyncio.open_connection(self.host, self.port, limit=2**24)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in self.headers)
+        writer.write(f"GET {self.path} HTTP/1.1\r\nHost: {self.host}\r\n"
+                     f"Authorization: Bearer {self.key}\r\nAccept: text/event-stream\r\n"
+                     f"{extra}\r\n".encode())
+        try:
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            if b" 200 " not in head.split(b"\r\n", 1)[0]:
+                raise RuntimeError(f"stream refused: {head!r}")
+            chunked = b"chunked" in head.lower()
+            buf = b""
+            while True:
+                if chunked:
+                    size = int((await reader.readuntil(b"\r\n")).strip() or b"0", 16)
+                    if size == 0:
+                        return
+                    buf += (await reader.readexactly(size + 2))[:-2]
+                else:
+                    chunk = await reader.read(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                now = time.time()
+                while b"\n\n" in buf:
+                    raw, buf = buf.split(b"\n\n", 1)
+                    if self._parse(raw, now):
+                        return
+        finally:
+            writer.close()
+
+    def _parse(self, raw: bytes, now: float) -> bool:
+        event = id_ = data = None
+        for line in raw.split(b"\n"):
+            if line.startswith(b"event: "):
+                event = line[7:]
+            elif line.startswith(b"data: "):
+                data = line[6:]
+            elif line.startswith(b"id: "):
+                id_ = line[4:]
+        return self.on_frame(event, id_, data, now)

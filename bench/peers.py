@@ -402,6 +402,8 @@ async def cancel(p: Peer, ttl: float, samples: int) -> list[float]:
     return out
 
 
+PARTS = ("throughput", "start", "crash", "cancel")
+
 PEER_CLASSES: dict[str, type[Peer]] = {"pgqueuer": PgQueuerPeer,
                                        "procrastinate": ProcrastinatePeer}
 
@@ -414,18 +416,23 @@ async def bench_peer(name: str, args: argparse.Namespace) -> dict[str, Any]:
         await p.open()
         try:
             await p.install()
-            for n in (1, 4):
-                res[f"jobs/s {n}w"] = await throughput(p, args.ttl, n, args.jobs)
-            lat = await start_latency(p, args.ttl, 30 if quick else 50)
-            res["start p50 ms"], res["start p99 ms"] = pct(lat, 50), pct(lat, 99)
-            c = await crash(p, args.ttl, 1 if quick else 3)
-            rec = [x["recovery"] for x in c]
-            res["recovery max s"] = max(rec)
-            res["recovery mean s"] = mean(rec)
-            res["starts"] = max(x["starts"] for x in c)
-            res["duplicates"] = max(x["ends"] for x in c) - 1
-            can = await cancel(p, args.ttl, 10 if quick else 20)
-            res["cancel p50 ms"], res["cancel p99 ms"] = pct(can, 50), pct(can, 99)
+            parts = set(args.only or PARTS)
+            if "throughput" in parts:
+                for n in (1, 4):
+                    res[f"jobs/s {n}w"] = await throughput(p, args.ttl, n, args.jobs)
+            if "start" in parts:
+                lat = await start_latency(p, args.ttl, 30 if quick else 50)
+                res["start p50 ms"], res["start p99 ms"] = pct(lat, 50), pct(lat, 99)
+            if "crash" in parts:
+                c = await crash(p, args.ttl, 1 if quick else 3)
+                rec = [x["recovery"] for x in c]
+                res["recovery max s"] = max(rec)
+                res["recovery mean s"] = mean(rec)
+                res["starts"] = max(x["starts"] for x in c)
+                res["duplicates"] = max(x["ends"] for x in c) - 1
+            if "cancel" in parts:
+                can = await cancel(p, args.ttl, args.cancels or (10 if quick else 20))
+                res["cancel p50 ms"], res["cancel p99 ms"] = pct(can, 50), pct(can, 99)
         finally:
             await p.close()
     return res
@@ -442,7 +449,7 @@ async def main(args: argparse.Namespace) -> None:
     keys = ["peer", "jobs/s 1w", "jobs/s 4w", "start p50 ms", "start p99 ms",
             "recovery mean s", "recovery max s", "starts", "duplicates", "cancel p50 ms",
             "cancel p99 ms"]
-    print(table(keys, [[r[k] for k in keys] for r in results]))
+    print(table(keys, [[r.get(k, "-") for k in keys] for r in results]))
     print("\njobs/s: N no-op jobs enqueued in one batch after warm-up, until none is unfinished;"
           "\nstart: enqueue returned -> job function started (time.time), 2 idle workers;"
           "\nrecovery: kill -9 of the worker running a 3 s job -> the job starts again in the "
@@ -461,6 +468,11 @@ def cli() -> None:
     parser.add_argument("--ttl", type=float, default=2.0, help="heartbeat/stalled timeout, s")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset")
+    parser.add_argument("--only", choices=PARTS, action="append", default=None,
+                        help="run only this part (repeatable), e.g. `--only cancel` beside "
+                             "runtime_bench --only cancel in the same minutes")
+    parser.add_argument("--cancels", type=int, default=None,
+                        help="cancel-to-stop samples (20; 10 with --quick)")
     parser.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--recover", action="store_true", help=argparse.SUPPRESS)

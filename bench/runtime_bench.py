@@ -8,9 +8,10 @@ Workers are `python -m outlive worker --db URL --demo-speed S ...` processes. Me
 
 1. throughput: demo sessions settled per second with 1, 2 and 4 worker processes (speed 0;
    prompt "hi" = 2 model turns + 1 `lookup` tool call per session), sessions/s and turns/s.
-   Like the peers' jobs/s (a batch enqueued, then worked off), a backlog of --sessions per
-   worker is created first with no worker running; time runs from the first `session_start`
-   to the last `session_end` (database clock); each run is capped at 20 s (only the sessions
+   Like the peers' jobs/s (workers ready and warmed up, then a batch released at once and
+   worked off): a backlog of --sessions per worker is created while the owner's `running`
+   quota is 0, then the quota is lifted; time runs from the first `session_start` to the
+   last `session_end` (database clock); each run is capped at 20 s (only the sessions
    settled by then count). The best of the three is the number compared;
 2. enqueue-to-first-event latency p50/p99 at low load (4 idle workers, sessions created one at
    a time 50 ms apart): `session_start` event ts minus the session's `created_at` (database
@@ -19,7 +20,10 @@ Workers are `python -m outlive worker --db URL --demo-speed S ...` processes. Me
 3. cancel-to-abort latency p50/p99 (target p99 < 50 ms): sessions streaming "run long" at
    speed 1 on 2 workers; `request_cancel`; from the session's `cancel_requested_at` (set in the
    cancel transaction, database clock) to the `message_end{stop_reason: cancelled}` event and
-   to the `session_end{status: cancelled}` event (database clock);
+   to the `session_end{status: cancelled}` event (database clock); with --cancel-load N,
+   N other "run long" sessions stream on the same workers meanwhile (a busy group commit);
+   and the workers' own side, `outlive_cancel_end_seconds` (the run saw the cancel -> its end
+   committed: the part the group commit can delay), scraped from their --metrics-port;
 4. resume after `kill -9`: a worker streaming "run long" is killed; time from the kill
    (time.time() just before os.kill) to the `session_resumed` event ts of the other worker,
    for lease TTLs 2 s, 5 s and 10 s (heartbeat TTL/4, backstop scan 1 s, the default).
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import sys
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    BENCH_QUOTAS,
     Worker,
     bench_owner,
     machine,
@@ -52,6 +58,7 @@ from _common import (
     table,
     wait_listening,
 )
+from tests.support.processes import free_port
 
 from outlive.store import PostgresStore
 
@@ -130,23 +137,31 @@ def stop_all(workers: list[Worker]) -> None:
 
 async def throughput(url: str, store: PostgresStore, db: Db, owner: str, n_workers: int,
                      n_sessions: int, cap: float) -> dict[str, float]:
-    """Create a backlog of sessions (4 concurrent creators, no worker running), start the
-    workers, wait until all settle (at most `cap` seconds; only the sessions settled by then
-    count). Time: first `session_start` to last `session_end`, as the peers' jobs/s is a
-    batch enqueued up front and worked off."""
+    """As the peers' jobs/s: the workers started, ready and warmed up (20 sessions each),
+    then a backlog released to them at once, worked off (at most `cap` seconds; only the
+    sessions settled by then count). The backlog is created (4 concurrent creators) while
+    the owner's `running` quota is 0, so no worker claims any of it, then the quota lifted
+    in one write, which tells the workers (the peers enqueue their batch in one transaction
+    instead). Time: first `session_start` to last `session_end` of the backlog. A worker
+    process's start (imports, connections) is outside the window, as it is for the peers."""
     ids: list[str] = []
-    queue = list(range(n_sessions))
-
-    async def creator() -> None:
-        while queue:
-            queue.pop()
-            s = await store.create_session(owner, agent="demo", model="demo:scripted",
-                                           prompt="hi")
-            ids.append(s.id)
-
-    await asyncio.gather(*(creator() for _ in range(4)))
     workers = await start_workers(url, n_workers, speed=0)
     try:
+        warm = [(await store.create_session(owner, agent="demo", model="demo:scripted",
+                                            prompt="hi")).id for _ in range(20 * n_workers)]
+        await db.wait_terminal(warm, timeout=60)
+        await store.set_owner_quotas(owner, {**BENCH_QUOTAS, "running": 0})
+        queue = list(range(n_sessions))
+
+        async def creator() -> None:
+            while queue:
+                queue.pop()
+                s = await store.create_session(owner, agent="demo", model="demo:scripted",
+                                               prompt="hi")
+                ids.append(s.id)
+
+        await asyncio.gather(*(creator() for _ in range(4)))
+        await store.set_owner_quotas(owner, BENCH_QUOTAS)
         with contextlib.suppress(RuntimeError):
             await db.wait_terminal(ids, timeout=cap)
         (row,) = await db.rows(
@@ -161,6 +176,7 @@ async def throughput(url: str, store: PostgresStore, db: Db, owner: str, n_worke
             "FROM session_events WHERE session_id = ANY(%s)", (ids,))
     finally:
         stop_all(workers)
+        await store.set_owner_quotas(owner, BENCH_QUOTAS)
     for sid in ids:  # past the cap: leave nothing for the next phase's workers
         if (await store.load_session(sid)).status.value not in TERMINAL:
             await store.request_cancel(owner, sid)
@@ -199,10 +215,24 @@ async def enqueue_latency(url: str, store: PostgresStore, db: Db, owner: str,
 
 
 async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rounds: int,
-                         per_round: int) -> dict[str, list[float]]:
-    workers = await start_workers(url, 2, "--concurrency", "16", speed=1)
+                         per_round: int, load: int = 0) -> dict[str, list[float]]:
+    """`load`: that many other "run long" sessions stream on the same workers meanwhile
+    (their writes fill the workers' group commits, the cancels' ends go beside them)."""
+    ports = [free_port() for _ in range(2)]
+    workers = [Worker(url, "--concurrency", str(16 + load), "--metrics-port", str(p), speed=1)
+               for p in ports]
+    await asyncio.gather(*(w.ready() for w in workers))
+    await wait_listening(url, 2)
     out: dict[str, list[float]] = {"message_end": [], "session_end": [], "in_tool": []}
     try:
+        if load:
+            busy = [(await store.create_session(owner, agent="demo", model="demo:scripted",
+                                                prompt="run long")).id for _ in range(load)]
+            deadline = time.monotonic() + 60
+            while await db.streaming(busy) < len(busy):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the load's sessions did not start streaming")
+                await asyncio.sleep(0.1)
         for _ in range(rounds):
             ids = [(await store.create_session(owner, agent="demo", model="demo:scripted",
                                                prompt="run long")).id
@@ -228,9 +258,36 @@ async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rou
                 for type_, ts, _ in rows:
                     ms = (ts - asked[sid]).total_seconds() * 1000
                     out["in_tool" if type_ == "tool_end" else type_].append(ms)
+        out["worker"] = worker_side(ports)
     finally:
         stop_all(workers)
     return out
+
+
+def worker_side(ports: list[int]) -> list[float]:
+    """The workers' `outlive_cancel_end_seconds` (cancel seen by the run -> its end
+    committed), summed over both: [count, mean ms, then the share (0..1) of ends within each
+    bucket bound, in `BUCKETS_MS` order]. Empty when the build has no such metric."""
+    count, total = 0.0, 0.0
+    within = dict.fromkeys(BUCKETS_MS, 0.0)
+    for port in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            if line.startswith("outlive_cancel_end_seconds_count"):
+                count += float(line.split()[-1])
+            elif line.startswith("outlive_cancel_end_seconds_sum"):
+                total += float(line.split()[-1])
+            elif line.startswith("outlive_cancel_end_seconds_bucket"):
+                le = float(line.split('le="')[1].split('"')[0]) * 1000
+                if le in within:
+                    within[le] += float(line.split()[-1])
+    if not count:
+        return []
+    return [count, total / count * 1000, *(within[b] / count for b in BUCKETS_MS)]
+
+
+BUCKETS_MS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0)
 
 
 # -- 4. resume after kill -9 ------------------------------------------------------------------
@@ -277,6 +334,9 @@ async def main() -> None:
                              "before/after runs of one number on a shared machine")
     parser.add_argument("--samples", type=int, default=None,
                         help="enqueue-latency samples (50; 30 with --quick)")
+    parser.add_argument("--cancel-load", type=int, default=0,
+                        help="other 'run long' sessions streaming on the workers while the "
+                             "cancels are measured (0): cancels under a busy group commit")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
                         help="worker processes in each throughput run (1 2 4)")
     args = parser.parse_args()
@@ -303,7 +363,7 @@ async def main() -> None:
                 samples = args.samples or (30 if quick else 50)
                 await print_latency(url, store, db, owner, samples)
             if "cancel" in parts:
-                await print_cancel(url, store, db, owner, 2 if quick else 3)
+                await print_cancel(url, store, db, owner, 2 if quick else 3, args.cancel_load)
             if "resume" in parts:
                 await print_resume(url, store, db, owner, quick)
         finally:
@@ -341,10 +401,11 @@ async def print_latency(url: str, store: PostgresStore, db: Db, owner: str,
 
 
 async def print_cancel(url: str, store: PostgresStore, db: Db, owner: str,
-                       rounds: int) -> None:
-    c = await cancel_latency(url, store, db, owner, rounds, 10)
-    print("\n3. cancel -> abort (sessions streaming 'run long' at speed 1, 2 workers, "
-          "from cancel_requested_at; DB clock)")
+                       rounds: int, load: int = 0) -> None:
+    c = await cancel_latency(url, store, db, owner, rounds, 10, load)
+    beside = f", {load} other sessions streaming on them" if load else ""
+    print("\n3. cancel -> abort (sessions streaming 'run long' at speed 1, 2 workers"
+          f"{beside}, from cancel_requested_at; DB clock)")
     crow = []
     for k, label in (("message_end", "message_end{cancelled}"),
                      ("session_end", "session_end{cancelled}"),
@@ -354,6 +415,10 @@ async def print_cancel(url: str, store: PostgresStore, db: Db, owner: str,
             crow.append([label, len(v), pct(v, 50), pct(v, 99), max(v),
                          ratio(pct(v, 99), 50.0)])
     print(table(["until", "n", "p50 ms", "p99 ms", "max ms", "p99 / 50 ms target"], crow))
+    if w := c["worker"]:
+        print("\nworker side (outlive_cancel_end_seconds: the run saw the cancel -> its end "
+              f"committed): n {w[0]:.0f}, mean {w[1]:.1f} ms; share within "
+              + ", ".join(f"{b:g} ms {x:.0%}" for b, x in zip(BUCKETS_MS, w[2:], strict=True)))
 
 
 async def print_resume(url: str, store: PostgresStore, db: Db, owner: str,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from decimal import Decimal
@@ -37,59 +36,25 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Worker, bench_owner, machine, pct, scratch_database, table, wait_listening
+from _common import (
+    PROMPT_LONG,
+    Worker,
+    bench_owner,
+    cpu_seconds,
+    machine,
+    pct,
+    planned_pace,
+    scratch_database,
+    table,
+    wait_listening,
+    xact_commits,
+)
 
-from outlive.providers.demo import CHARS_PER_SECOND, FIRST_TOKEN_SECONDS, TOOL_CALL_SECONDS
-from outlive.store import PostgresStore, SqliteStore
+from outlive.store import PostgresStore
 
 FULL_SIZES = (100, 500, 1000, 2000)
 QUICK_SIZES = (1000, 2000)
-PROMPT = "run long"
-
-
-async def planned_pace() -> float:
-    """Seconds one "run long" session takes at speed 1 when nothing else runs, from the
-    demo script: the session run once at speed 0 in-process, its turns and tools summed."""
-    import tempfile
-
-    from outlive.providers import default_registry
-    from outlive.runtime import AgentRegistry, RuntimeSettings, demo_agent
-    from outlive.runtime import Worker as InProcessWorker
-
-    with tempfile.TemporaryDirectory() as tmp:
-        store = await SqliteStore(Path(tmp) / "plan.db").open()
-        await store.migrate()
-        owner = await bench_owner(store, "plan")
-        s = await store.create_session(owner.id, agent="demo", model="demo:scripted",
-                                       prompt=PROMPT)
-        w = InProcessWorker(store, AgentRegistry([demo_agent(0)]), default_registry(demo_speed=0),
-                            RuntimeSettings(backstop_interval=0.05))
-        task = asyncio.create_task(w.run())
-        try:
-            while True:
-                if (await store.load_session(s.id)).status.value == "succeeded":
-                    break
-                await asyncio.sleep(0.05)
-        finally:
-            w.request_stop()
-            await task
-        events = await store.read_events(s.id, limit=100_000)
-        await store.close()
-    seconds = 0.0
-    for e in events:
-        if e.type == "turn_start":
-            seconds += FIRST_TOKEN_SECONDS
-        elif e.type == "message_end":
-            seconds += len(e.data["text"]) / CHARS_PER_SECOND
-        elif e.type == "tool_start":
-            seconds += TOOL_CALL_SECONDS + float(e.data["arguments"].get("seconds", 0.0))
-    return seconds
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+PROMPT = PROMPT_LONG
 
 
 async def one_size(n: int, planned: float, loop: str = "default") -> dict[str, Any]:
@@ -145,9 +110,7 @@ async def one_size(n: int, planned: float, loop: str = "default") -> dict[str, A
 
 
 async def commits(store: PostgresStore) -> int:
-    rows = await store_rows(store, "SELECT xact_commit FROM pg_stat_database "
-                                   "WHERE datname = current_database()")
-    return int(rows[0]["xact_commit"])
+    return await xact_commits(await reader(store))
 
 
 async def still_open(store: PostgresStore, ids: list[str]) -> int:
@@ -178,14 +141,18 @@ async def store_rows(store: PostgresStore, sql: str, params: dict[str, Any] | No
                      ) -> list[dict[str, Any]]:
     """The bench's own reads on a connection of their own (ad-hoc SQL, as an operator's),
     kept for the whole size: a shared server may have no connection to spare mid-run."""
+    cur = await (await reader(store)).execute(sql.encode(), params)
+    cols = [c.name for c in cur.description or []]
+    return [{k: (float(v) if isinstance(v, Decimal) else v)
+             for k, v in zip(cols, r, strict=True)} for r in await cur.fetchall()]
+
+
+async def reader(store: PostgresStore) -> psycopg.AsyncConnection[Any]:
     conn = _READERS.get(store.dsn)
     if conn is None or conn.closed:
         conn = _READERS[store.dsn] = await psycopg.AsyncConnection.connect(store.dsn,
                                                                            autocommit=True)
-    cur = await conn.execute(sql.encode(), params)
-    cols = [c.name for c in cur.description or []]
-    return [{k: (float(v) if isinstance(v, Decimal) else v)
-             for k, v in zip(cols, r, strict=True)} for r in await cur.fetchall()]
+    return conn
 
 
 async def close_readers() -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -38,7 +37,17 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ServeProcess, bench_owner, machine, pct, scratch_database, table
+from _common import (
+    ServeProcess,
+    SseStream,
+    bench_owner,
+    cpu_seconds,
+    machine,
+    pct,
+    rss_mb,
+    scratch_database,
+    table,
+)
 
 from outlive.api import hash_key, new_key
 from outlive.domain import Lease, NewEvent
@@ -47,20 +56,6 @@ from outlive.store import PostgresStore
 HOST = "127.0.0.1"
 N_EVENTS = 100_000
 WRITERS = 16
-
-
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) the process has used: its cost whatever the machine's load,
-    where latencies on a shared machine also count the time spent waiting for a core."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def get(port: int, path: str, key: str) -> tuple[int, bytes]:
@@ -73,61 +68,23 @@ async def get(port: int, path: str, key: str) -> tuple[int, bytes]:
     return int(data.split(b" ", 2)[1]), data
 
 
-class Stream:
-    """One SSE connection: frames parsed as they come, with their receive time."""
+class Stream(SseStream):
+    """One SSE connection on a session: its live text deltas with their receive time."""
 
-    def __init__(self, port: int, key: str, sid: str) -> None:
-        self.port, self.key, self.sid = port, key, sid
-        self.caught_up = asyncio.Event()
+    def __init__(self, port: int, key: str, sid: str, until_caught_up: bool = False) -> None:
+        super().__init__(HOST, port, f"/v1/sessions/{sid}/events", key)
+        self.sid = sid
+        self.until_caught_up = until_caught_up
         self.received: list[tuple[int, float]] = []  # (seq, receive time)
-        self.writer: asyncio.StreamWriter | None = None
 
-    async def run(self, until_caught_up: bool = False) -> None:
-        reader, writer = await asyncio.open_connection(HOST, self.port, limit=2**24)
-        self.writer = writer
-        writer.write(f"GET /v1/sessions/{self.sid}/events HTTP/1.1\r\nHost: {HOST}\r\n"
-                     f"Authorization: Bearer {self.key}\r\nAccept: text/event-stream\r\n"
-                     "\r\n".encode())
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        if b" 200 " not in head.split(b"\r\n", 1)[0]:
-            raise RuntimeError(f"stream refused: {head!r}")
-        chunked = b"chunked" in head.lower()
-        buf = b""
-        try:
-            while True:
-                if chunked:
-                    size_line = await reader.readuntil(b"\r\n")
-                    size = int(size_line.strip() or b"0", 16)
-                    if size == 0:
-                        return
-                    chunk = await reader.readexactly(size + 2)
-                    buf += chunk[:-2]
-                else:
-                    chunk = await reader.read(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                now = time.time()
-                while b"\n\n" in buf:
-                    raw, buf = buf.split(b"\n\n", 1)
-                    self._frame(raw, now)
-                    if until_caught_up and self.caught_up.is_set():
-                        return
-        finally:
-            writer.close()
-
-    def _frame(self, raw: bytes, now: float) -> None:
-        event = data = None
-        for line in raw.split(b"\n"):
-            if line.startswith(b"event: "):
-                event = line[7:]
-            elif line.startswith(b"data: "):
-                data = line[6:]
+    def on_frame(self, event: bytes | None, id: bytes | None, data: bytes | None,
+                 now: float) -> bool:
         if event == b"caught_up":
             self.caught_up.set()
-        elif event == b"text_delta" and data is not None and self.caught_up.is_set():
+            return self.until_caught_up
+        if event == b"text_delta" and data is not None and self.caught_up.is_set():
             self.received.append((int(json.loads(data)["seq"]), now))
+        return False
 
 
 async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sessions: int,
@@ -153,7 +110,7 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
     # pool (where a loaded machine made waits pass the pool's timeout).
     writers = asyncio.Semaphore(WRITERS)
     lat_ms: list[float] = []
-    cpu0 = cpu_s(api_pid)
+    cpu0 = cpu_seconds(api_pid)
     try:
         for _ in range(rounds):
             round_start = time.monotonic()
@@ -170,7 +127,7 @@ async def delivery(store: PostgresStore, port: int, key: str, owner: str, n_sess
             await asyncio.gather(*(one(sid) for sid in sids))
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - round_start)))
         await asyncio.sleep(2.0)  # let the last frames arrive
-        cpu = cpu_s(api_pid) - cpu0
+        cpu = cpu_seconds(api_pid) - cpu0
         missing = 0
         for s in streams:
             got = {seq for seq, _ in s.received}
@@ -218,9 +175,9 @@ async def attach(store: PostgresStore, url: str, port: int, key: str, owner: str
     seeded = time.perf_counter() - t0
 
     async def once() -> float:
-        s = Stream(port, key, sid)
+        s = Stream(port, key, sid, until_caught_up=True)
         t = time.perf_counter()
-        await asyncio.wait_for(s.run(until_caught_up=True), 120)
+        await asyncio.wait_for(s.run(), 120)
         assert s.caught_up.is_set()
         return (time.perf_counter() - t) * 1000
 

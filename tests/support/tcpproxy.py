@@ -14,6 +14,10 @@ two ways networks do:
 
 `heal()` forwards again; black-holed bytes then flow on (as after a wake-up).
 
+`retarget(port, host)` sends new connections to another upstream and resets the open ones,
+as a load balancer does when its health check takes a backend out: the proxy then stands for
+the front door of several API hosts (tests/chaos/test_web_failover.py).
+
 `delay_up` / `delay_down` (seconds, settable at any time) hold each chunk that long before
 it is forwarded towards the upstream / back to the client: added latency per direction, in
 order, for kernels without `netem`. A round trip through the proxy takes both.
@@ -119,6 +123,16 @@ class TcpProxy:
     def heal(self) -> None:
         self.mode = Mode.FORWARD
         self._flowing.set()
+
+    def retarget(self, upstream_port: int, upstream_host: str | None = None, *,
+                 reset: bool = True) -> None:
+        """Forward new connections to `upstream_host:upstream_port` (the host unchanged when
+        None); with `reset`, the open ones (still joined to the old upstream) are reset, so a
+        client's kept-alive connection cannot keep it on the old one."""
+        self.upstream = (self.upstream[0] if upstream_host is None else upstream_host,
+                         upstream_port)
+        if reset:
+            self.cut()
 
     # -- internals --------------------------------------------------------------------------
 

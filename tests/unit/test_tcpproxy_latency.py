@@ -1,6 +1,7 @@
-"""The test bed's TCP proxy adds latency per direction (this kernel has no `netem`): each
+"""The test bed's TCP proxy: it adds latency per direction (this kernel has no `netem`): each
 chunk waits its direction's delay, in order, and a round trip takes both
-(tests/support/tcpproxy.py; the multi-host test bed and its benches rely on it)."""
+(tests/support/tcpproxy.py; the multi-host test bed and its benches rely on it); and
+`retarget` moves it to another upstream, as a front door moves off a failed API host."""
 
 from __future__ import annotations
 
@@ -42,3 +43,42 @@ async def test_each_direction_waits_its_delay_and_keeps_the_order() -> None:
         await proxy.close()
         server.close()
         await server.wait_closed()
+
+
+async def _tagged(tag: bytes) -> asyncio.Server:
+    """A server that answers every connection with `tag`, then echoes."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(tag)
+        await writer.drain()
+        await _echo(reader, writer)
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+async def test_retarget_moves_new_connections_and_resets_the_open_ones() -> None:
+    one, two = await _tagged(b"one"), await _tagged(b"two")
+    proxy = await TcpProxy(one.sockets[0].getsockname()[1]).start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        assert await asyncio.wait_for(reader.readexactly(3), 5) == b"one"
+        proxy.retarget(two.sockets[0].getsockname()[1])
+        # The open connection was joined to the old upstream: it is reset, not kept on it.
+        try:
+            rest = await asyncio.wait_for(reader.read(100), 5)
+        except ConnectionResetError:
+            rest = b""
+        assert rest == b""
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        assert await asyncio.wait_for(reader.readexactly(3), 5) == b"two"
+        writer.write(b"abc")
+        assert await asyncio.wait_for(reader.readexactly(3), 5) == b"abc"
+        writer.close()
+        proxy.retarget(one.sockets[0].getsockname()[1], "127.0.0.1", reset=False)
+        assert proxy.upstream == ("127.0.0.1", one.sockets[0].getsockname()[1])
+    finally:
+        await proxy.close()
+        for s in (one, two):
+            s.close()
+            await s.wait_closed()
