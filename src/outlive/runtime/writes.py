@@ -114,11 +114,18 @@ class RunWrites:
         """How the run's settle ended the session, once it committed (for its trace)."""
         self.cancel_seen_at: float | None = None
         """When the run saw a cancel (monotonic), for `outlive_cancel_end_seconds`."""
+        self.settling = False
+        """The run's settle is sent: its own end releases the lease."""
 
     # -- the lease ---------------------------------------------------------------------------
 
     def lose(self) -> bool:
-        """The lease is gone; returns whether that is news."""
+        """The lease is gone; returns whether that is news. While the run's settle is in
+        flight it is not: a read that finds the lease released may be seeing that settle's
+        own commit (stopping the run then would cut off its end's last steps), and a settle
+        fenced out by another worker fails by itself."""
+        if self.settling:
+            return False
         news = self.state is not LeaseState.LOST
         self.state = LeaseState.LOST
         return news
@@ -229,6 +236,7 @@ class RunWrites:
         entries, events = self._take(entries, events)
         try:
             self._check_open()
+            self.settling = True
             pending = self.sink.settle(self.lease, status, error=error, events=events,
                                        entries=entries, attention=attention,
                                        context=self.context_use if context is None else context,
@@ -237,7 +245,11 @@ class RunWrites:
             # even if cancelled); a coroutine (the Store's) is shielded in a task of its own.
             await (pending if isinstance(pending, asyncio.Future) else asyncio.shield(pending))
         except PendingInput:
+            self.settling = False
             self._entries, self._events = held
+            raise
+        except BaseException:
+            self.settling = False  # not ended: a loss seen from now on stops the run
             raise
         self.ended = (status, error)
         if status is Status.CANCELLED and self.cancel_seen_at is not None:
