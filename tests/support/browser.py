@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,6 +233,30 @@ document.addEventListener('securitypolicyviolation', (e) => {
 class PageLog:
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
+    """The page's console errors and warnings."""
+    requests: list[str] = field(default_factory=list)
+    """Each request the page made, with how it ended (status or failure) and when (seconds
+    since the page opened): a page stuck before its first view says what it waited on."""
+
+
+PAGE_LOGS: weakref.WeakKeyDictionary[Any, PageLog] = weakref.WeakKeyDictionary()
+"""Every page's log, by page (for the waits that dump it when a view never came)."""
+
+
+def _record_requests(page: Any, log: PageLog) -> None:
+    opened = time.monotonic()
+
+    def line(request: Any, outcome: str) -> str:
+        return (f"{time.monotonic() - opened:7.2f}s {request.method} {request.url} "
+                f"-> {outcome}")
+
+    page.on("request", lambda r: log.requests.append(line(r, "sent")))
+    page.on("response", lambda r: log.requests.append(line(r.request, f"{r.status}")))
+    page.on("requestfinished", lambda r: log.requests.append(line(r, "body read")))
+    page.on("requestfailed", lambda r: log.requests.append(line(r, f"failed: {r.failure}")))
+    page.on("console", lambda m: log.console.append(f"{m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
 
 
 class Browser:
@@ -248,6 +274,8 @@ class Browser:
         page.set_default_timeout(15_000)
         log = PageLog()
         page.on("pageerror", lambda exc: log.errors.append(str(exc)))
+        _record_requests(page, log)
+        PAGE_LOGS[page] = log
 
         async def on_dialog(dialog: Any) -> None:
             log.dialogs.append(f"{dialog.type}: {dialog.message}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from playwright.async_api import Page, expect
 
-from .browser import Stack
+from .browser import PAGE_LOGS, Stack
 
 TIMEOUT_MS = 40_000
 
@@ -23,11 +23,43 @@ FAST_HEALTH = "?health_sample_ms=200&degraded_after=3&backoff_max_ms=1000"
 
 async def login(page: Page, stack: Stack, key: str, query: str = "", hash_: str = "") -> None:
     await page.goto(stack.base_url + "/" + query + hash_)
-    await expect(page.get_by_test_id("login-key")).to_be_visible()
+    await expect_login_form(page)
     await page.get_by_test_id("login-key").fill(key)
     await page.get_by_test_id("login").click()
     await expect(page.locator("#app-view")).to_be_visible()
     await expect(page.get_by_test_id("login-key")).to_be_hidden()
+
+
+async def expect_login_form(page: Page) -> None:
+    """The login form shows (the boot's first read answered 401, or failed and retries).
+    When it does not, within a page action's time, the failure says what the page did:
+    its views, its requests and how each ended, its console errors."""
+    try:
+        await expect(page.get_by_test_id("login-key")).to_be_visible(timeout=TIMEOUT_MS)
+    except AssertionError as exc:
+        raise AssertionError(f"no login form: {await page_dump(page)}") from exc
+
+
+async def page_dump(page: Page) -> str:
+    """What a page shows and did, for a failure's message."""
+    try:
+        views = await page.evaluate(
+            """() => {
+                 const shown = (id) => { const el = document.getElementById(id);
+                                         return el ? !el.hidden : null; };
+                 return {url: location.href, ready: document.readyState,
+                         booted: Boolean(window.outlive), login_shown: shown("login-view"),
+                         app_shown: shown("app-view"),
+                         login_error: (document.getElementById("login-error") || {})
+                           .textContent || null};
+               }""")
+    except Exception as exc:  # a page that cannot answer says so
+        views = {"evaluate failed": str(exc)}
+    log = PAGE_LOGS.get(page)
+    if log is None:
+        return str(views)
+    return (f"{views}; requests: {log.requests}; console: {log.console}; "
+            f"errors: {log.errors}")
 
 
 async def create_via_form(page: Page, prompt: str, *, title: str | None = None) -> str:
@@ -119,7 +151,8 @@ async def expect_transcript_back(page: Page) -> None:
                          caught_up: feed ? feed.caughtUp : null};
                }"""
         )
-        raise AssertionError(f"the transcript did not come back: {where}") from exc
+        raise AssertionError(f"the transcript did not come back: {where}; "
+                             f"{await page_dump(page)}") from exc
 
 
 async def expect_status(page: Page, status: str, timeout: int = TIMEOUT_MS) -> None:
