@@ -9,10 +9,12 @@ Workers are `python -m outlive worker --db URL --demo-speed S ...` processes. Me
 1. throughput: demo sessions settled per second with 1, 2 and 4 worker processes (speed 0;
    prompt "hi" = 2 model turns + 1 `lookup` tool call per session), sessions/s and turns/s.
    Like the peers' jobs/s (workers ready and warmed up, then a batch released at once and
-   worked off): a backlog of --sessions per worker is created while the owner's `running`
-   quota is 0, then the quota is lifted; time runs from the first `session_start` to the
-   last `session_end` (database clock); each run is capped at 20 s (only the sessions
-   settled by then count). The best of the three is the number compared;
+   worked off): a backlog of --sessions (the same for every worker count, as the peers'
+   --jobs) is created while the owner's `running` quota is 0, then the quota is lifted; time
+   runs from the first `session_start` to the last `session_end` (database clock); each run
+   is capped at 20 s (only the sessions settled by then count) and has a fresh database of
+   its own. --rounds rounds (4), ascending and descending in turn; each count's figure is
+   the median of its rounds, and the best of those is the number compared;
 2. enqueue-to-first-event latency p50/p99 at low load (4 idle workers, sessions created one at
    a time 50 ms apart): `session_start` event ts minus the session's `created_at` (database
    clock, includes the create transaction's commit), and minus the wall time at which
@@ -325,9 +327,13 @@ async def resume_after_kill(url: str, store: PostgresStore, db: Db, owner: str, 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=None,
-                        help="sessions per worker in each throughput run (2,000; 1,000 "
-                             "with --quick: runs of a second or more, like the peers' "
-                             "batches, rather than a tenth of one)")
+                        help="the backlog of each throughput run, whatever its workers "
+                             "(8,000; 4,000 with --quick: runs of seconds, like the peers' "
+                             "batches of the same size for each worker count)")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="throughput rounds over the worker counts, ascending and "
+                             "descending in turn (4: each count then has the same mean "
+                             "place in the order); the median of each count's is its figure")
     parser.add_argument("--quick", action="store_true", help="fewer samples, TTL 2 s only")
     parser.add_argument("--only", choices=PARTS, action="append", default=None,
                         help="run only this part (repeatable), e.g. for short paired "
@@ -343,7 +349,7 @@ async def main() -> None:
     parts = set(args.only or PARTS)
     quick = args.quick
     if args.sessions is None:
-        args.sessions = 1000 if quick else 2000
+        args.sessions = 4000 if quick else 8000
     print(f"runtime_bench: {machine()}")
     print("clocks: throughput, latencies and resume times use PostgreSQL event timestamps "
           "(clock_timestamp()); kill and commit-ack times use time.time(); both read this "
@@ -358,7 +364,7 @@ async def main() -> None:
         owner = (await bench_owner(store, "bench")).id
         try:
             if "throughput" in parts:
-                await print_throughput(url, store, db, owner, args.sessions, args.workers)
+                await print_throughput(args.sessions, args.workers, args.rounds)
             if "latency" in parts:
                 samples = args.samples or (30 if quick else 50)
                 await print_latency(url, store, db, owner, samples)
@@ -372,19 +378,60 @@ async def main() -> None:
     print(f"\ntotal {time.perf_counter() - started:.1f}s")
 
 
-async def print_throughput(url: str, store: PostgresStore, db: Db, owner: str,
-                           sessions: int, workers: list[int]) -> None:
-    runs = [await throughput(url, store, db, owner, n, sessions * n, cap=20)
-            for n in workers]
+async def throughput_on_fresh_db(n_workers: int, n_sessions: int) -> dict[str, float]:
+    """One throughput run on a database of its own: every run starts from the same empty
+    tables (on a shared one each run worked on the previous runs' rows and dead tuples, and
+    the 4-worker run, always last, on the most)."""
+    async with scratch_database("outlive_bench_throughput") as url:
+        store = PostgresStore(url, max_size=6)
+        await store.open()
+        await store.migrate()
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        try:
+            owner = (await bench_owner(store, "bench")).id
+            return await throughput(url, store, Db(conn), owner, n_workers, n_sessions, cap=20)
+        finally:
+            await conn.close()
+            await store.close()
+
+
+async def print_throughput(sessions: int, workers: list[int], rounds: int) -> None:
+    """`rounds` rounds over the worker counts, in turn ascending and descending, each run
+    with the same backlog on a fresh database; each count's figure is the median of its
+    rounds. Runs of a few seconds on a 2-core machine vary by more than the steps measured,
+    and drift over a bench (measured: one worker's three runs gave 1,660, 1,396 and 1,170
+    turns/s, first, sixth and seventh in the order): with an even number of rounds every
+    count has the same mean place in the order, so a drift favours none."""
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in workers}
+    for r in range(rounds):
+        for n in (workers if r % 2 == 0 else list(reversed(workers))):
+            runs[n].append(await throughput_on_fresh_db(n, sessions))
     print("1. throughput (demo:scripted at speed 0, prompt 'hi': 2 turns + 1 tool; "
-          "a backlog created first, then worked off)")
+          f"a backlog of {sessions:,} created first, then worked off; each run on a fresh "
+          "database)")
     keys = ["workers", "sessions", "settled", "succeeded", "seconds", "sessions/s",
             "turns/s", "tools/s", "events/s"]
+    print(table(["round", *keys],
+                [[i + 1] + [run[k] for k in keys] for n in workers
+                 for i, run in enumerate(runs[n])]))
+    medians = [median_run(runs[n]) for n in workers]
+    print(f"\nmedian of {rounds} rounds per worker count:")
     print(table([*keys, "x vs 1 worker"],
-                [[r[k] for k in keys] + [ratio(r["sessions/s"], runs[0]["sessions/s"])]
-                 for r in runs]))
-    best = max(runs, key=lambda r: r["turns/s"])
+                [[m[k] for k in keys] + [ratio(m["turns/s"], medians[0]["turns/s"])]
+                 for m in medians]))
+    best = max(medians, key=lambda m: m["turns/s"])
     print(f"best: {best['turns/s']:.1f} turns/s with {best['workers']} workers")
+
+
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median of runs by turns/s: the middle run, or for an even count every figure the
+    mean of the middle two runs'."""
+    ordered = sorted(runs, key=lambda r: r["turns/s"])
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    a, b = ordered[mid - 1], ordered[mid]
+    return {k: a[k] if k in ("workers", "sessions") else (a[k] + b[k]) / 2 for k in a}
 
 
 async def print_latency(url: str, store: PostgresStore, db: Db, owner: str,
