@@ -111,6 +111,8 @@ class Stack:
     server: uvicorn.Server | None = None
     server_task: asyncio.Task[None] | None = None
     worker: RunningWorker | None = None
+    wrap: Callable[[Any], Any] | None = None
+    """Put around the app when the server starts (a test's server-side hold on a route)."""
 
     @property
     def base_url(self) -> str:
@@ -118,7 +120,8 @@ class Stack:
 
     async def start_server(self) -> None:
         self.app = demo_app(self.store, self.speed, self.api_settings)  # the page, /v1/meta
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+        served = self.app if self.wrap is None else self.wrap(self.app)
+        config = uvicorn.Config(served, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="on", timeout_graceful_shutdown=2)
         self.server = uvicorn.Server(config)
         self.server_task = asyncio.create_task(self.server.serve())
