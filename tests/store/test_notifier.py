@@ -212,3 +212,36 @@ async def _first_any(sub: FanoutSubscription, seconds: float) -> Notice:
         async for n in sub:
             return n
     raise AssertionError("the subscription ended")
+
+
+async def test_a_cancel_s_hint_reaches_the_workers_with_its_commit(store, store_factory):
+    """The one hint sent inside its transaction: a cancel's, to the workers, so it arrives
+    with the COMMIT rather than a notifier's round trip later. With this process's notifier
+    out of reach, another process's worker subscription still hears the cancel; the
+    cancelled session's event and owner hints, and a create's work hint, wait for the
+    notifier as every other hint does."""
+    pg = _pg(store)
+    other = await store_factory()
+    work = other.subscribe(reads=False)
+    try:
+        await other.wait_listening()
+        owner = await new_owner(pg)
+        s = await new_session(pg, owner.id)
+        await _first(work, s.id, 5)  # its create's work hint, through the notifier
+        (claim,) = await other.claim("w1", limit=1, lease_ttl=30)
+        assert claim.session.id == s.id
+        await pg._notifier.flush()
+        await pg._notifier.stop()
+        pg._notifier.dsn = DEAD_DSN
+        await pg.request_cancel(owner.id, s.id)
+        async with asyncio.timeout(5):
+            async for n in work:
+                if n.session_id == s.id and n.cancel:
+                    break
+        later = pg._notifier._pending[s.id]  # the owner stream's hint (it runs: no events yet)
+        assert (later.owner, later.work, later.cancel) == (True, False, False)
+        s2 = await new_session(pg, owner.id)
+        assert [n for n in await _notices(work, 1.0) if n.session_id == s2.id] == []
+        assert s2.id in pg._notifier._pending
+    finally:
+        await work.close()

@@ -87,6 +87,9 @@ class TxState:
     """Reads that go out with the COMMIT (`read_with_commit`), in the order asked."""
     last_rows: list[list[Row]] = field(default_factory=list)
     """Their rows, one list per read, once the transaction committed."""
+    after_commit: list[Notice] | None = None
+    """PostgreSQL: the notices left for the notifier once the cancels' hints went out inside
+    the transaction (`_pg_payload.split_for_commit`); None: all of them."""
 
     def read_with_commit(self, query: Query, params: Mapping[str, Any]) -> int:
         """Run `query` last, after every other statement: on PostgreSQL it is sent with the

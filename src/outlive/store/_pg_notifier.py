@@ -6,7 +6,9 @@ the one before it. So the write transaction sends nothing; after it commits, its
 handed here (`send`, which never waits), merged with whatever else is pending, and sent in
 one statement on this connection while the next batch gathers (coalesced: one send in flight
 at a time, however many commits arrive meanwhile). Ids and flags only, as before
-(`encode_notices`).
+(`encode_notices`). The one exception is a cancel's hint to the workers, which its own
+transaction sends before COMMIT (`_pg_payload.split_for_commit`): cancels are rare and a
+person waits on them.
 
 Notices are hints. A send that fails keeps its batch and sends it again on the next
 connection (a duplicate is harmless); more pending sessions than `PENDING_BOUND` become one

@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import random
-from collections.abc import Sequence, Set
+from collections.abc import Iterable, Sequence, Set
 
 import orjson
 import psycopg
@@ -26,7 +26,7 @@ from ._fanout import Fanout
 from ._port import Notice
 
 __all__ = ["CHANNEL", "MAX_PAYLOADS", "PAYLOAD_LIMIT", "WORK_CHANNEL", "Listener",
-           "decode_notices", "encode_notices", "route_notices"]
+           "decode_notices", "encode_notices", "route_notices", "split_for_commit"]
 
 log = logging.getLogger("outlive.store.postgres")
 
@@ -74,6 +74,23 @@ def encode_notices(notices: Sequence[Notice]) -> list[str]:
     if len(payloads) > MAX_PAYLOADS:
         return [_rescan()]
     return payloads
+
+
+def split_for_commit(notices: Iterable[Notice]) -> tuple[list[Notice], list[Notice]]:
+    """A transaction's notices in two parts: the cancels' hints to the workers, sent inside
+    the transaction so that they arrive with its COMMIT (a cancel is rare and someone waits
+    on it: it is worth the notify lock that hop saves), and the rest for the notifier after
+    the COMMIT (the cancelled sessions' event and owner flags among them)."""
+    urgent: list[Notice] = []
+    later: list[Notice] = []
+    for n in notices:
+        if not n.cancel or n.is_rescan:
+            later.append(n)
+            continue
+        urgent.append(Notice(n.session_id, n.owner_id, work=n.work, cancel=True))
+        if n.events or n.owner:
+            later.append(Notice(n.session_id, n.owner_id, events=n.events, owner=n.owner))
+    return urgent, later
 
 
 def route_notices(notices: Sequence[Notice]) -> tuple[list[str], list[str]]:

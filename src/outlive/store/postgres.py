@@ -41,7 +41,13 @@ from ._ledger import LedgerRow, LedgerSums
 from ._migrate import SCHEMA_VERSION_DDL, migrations
 from ._pg_notifier import Notifier
 from ._pg_owner_log import PgOwnerLog, json_param
-from ._pg_payload import Listener, decode_notices, encode_notices
+from ._pg_payload import (
+    Listener,
+    decode_notices,
+    encode_notices,
+    route_notices,
+    split_for_commit,
+)
 from ._port import Notice
 from ._quotas import refused_create, text_bytes
 from ._settles import SettleRow
@@ -335,7 +341,7 @@ class PostgresStore(PgOwnerLog, SqlStore):
                 async with self._pool.connection(self._wait()) as conn:
                     result = await self._in_one_flush(conn, fn, st)
                 if st.notices:
-                    self._notify(st.notices.values())
+                    self._notify(st.notices.values(), st.after_commit)
                 return result
             except _RETRYABLE:
                 if attempt == 4:
@@ -361,6 +367,11 @@ class PostgresStore(PgOwnerLog, SqlStore):
                 tx = _PgTx(conn, self.on_query)
                 result = await fn(tx, st)
                 lasts = [await tx.send(*read) for read in st.last_reads]
+                urgent, st.after_commit = split_for_commit(st.notices.values())
+                if urgent:  # delivered with the COMMIT, without the notifier's hop
+                    channels, payloads = route_notices(urgent)
+                    await tx.execute(self.q.notify, {"channels": channels,
+                                                     "payloads": payloads})
                 await conn.execute(b"COMMIT")
         except BaseException:
             if conn.info.transaction_status in (TransactionStatus.INTRANS,
@@ -383,12 +394,13 @@ class PostgresStore(PgOwnerLog, SqlStore):
             "cap_eu_queued": q.end_user_queued, "cap_history": q.history_bytes,
             "prompt_bytes": text_bytes(prompt)})
 
-    def _notify(self, notices: Iterable[Notice]) -> None:
+    def _notify(self, notices: Iterable[Notice], later: list[Notice] | None = None) -> None:
         """After COMMIT: this process's subscribers at once, every other process through the
-        notifier (whose own notifications the listener then skips)."""
+        notifier (whose own notifications the listener then skips), but for the part sent
+        with the COMMIT (`later`: what is left)."""
         batch = list(notices)
         self._listener.fanout.publish(batch)
-        self._notifier.send(batch)
+        self._notifier.send(batch if later is None else later)
 
     async def _read(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         await self.open()
