@@ -22,7 +22,9 @@ Workers are `python -m outlive worker --db URL --demo-speed S ...` processes. Me
 3. cancel-to-abort latency p50/p99 (target p99 < 50 ms): sessions streaming "run long" at
    speed 1 on 2 workers; `request_cancel`; from the session's `cancel_requested_at` (set in the
    cancel transaction, database clock) to the `message_end{stop_reason: cancelled}` event and
-   to the `session_end{status: cancelled}` event (database clock); with --cancel-load N,
+   to the `session_end{status: cancelled}` event (database clock), and to the message_end
+   from the moment `request_cancel` returned (time.time(), the same machine clock: the peers'
+   start, after the cancel's COMMIT, which the first rows count); with --cancel-load N,
    N other "run long" sessions stream on the same workers meanwhile (a busy group commit);
    and the workers' own side, `outlive_cancel_end_seconds` (the run saw the cancel -> its end
    committed: the part the group commit can delay), scraped from their --metrics-port;
@@ -225,7 +227,8 @@ async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rou
                for p in ports]
     await asyncio.gather(*(w.ready() for w in workers))
     await wait_listening(url, 2)
-    out: dict[str, list[float]] = {"message_end": [], "session_end": [], "in_tool": []}
+    out: dict[str, list[float]] = {"message_end": [], "session_end": [], "in_tool": [],
+                                   "message_end returned": []}
     try:
         if load:
             busy = [(await store.create_session(owner, agent="demo", model="demo:scripted",
@@ -245,8 +248,10 @@ async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rou
                     raise RuntimeError("sessions did not start streaming")
                 await asyncio.sleep(0.02)
             asked: dict[str, datetime] = {}
+            returned: dict[str, float] = {}
             for sid in ids:
                 s = await store.request_cancel(owner, sid)
+                returned[sid] = time.time()
                 assert s.cancel_requested_at is not None
                 asked[sid] = s.cancel_requested_at
                 await asyncio.sleep(0.03)
@@ -260,6 +265,9 @@ async def cancel_latency(url: str, store: PostgresStore, db: Db, owner: str, rou
                 for type_, ts, _ in rows:
                     ms = (ts - asked[sid]).total_seconds() * 1000
                     out["in_tool" if type_ == "tool_end" else type_].append(ms)
+                    if type_ == "message_end":  # as the peers time theirs: from the return
+                        out["message_end returned"].append((ts.timestamp() - returned[sid])
+                                                           * 1000)
         out["worker"] = worker_side(ports)
     finally:
         stop_all(workers)
@@ -456,7 +464,9 @@ async def print_cancel(url: str, store: PostgresStore, db: Db, owner: str,
     crow = []
     for k, label in (("message_end", "message_end{cancelled}"),
                      ("session_end", "session_end{cancelled}"),
-                     ("in_tool", "tool_end{cancelled} (was in a tool)")):
+                     ("in_tool", "tool_end{cancelled} (was in a tool)"),
+                     ("message_end returned",
+                      "message_end{cancelled} (from the call's return, time.time)")):
         v = c[k]
         if v:
             crow.append([label, len(v), pct(v, 50), pct(v, 99), max(v),
