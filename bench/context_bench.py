@@ -34,13 +34,13 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ServeProcess, bench_owner, machine, pct, scratch_database, table
+from _common import ServeProcess, SseStream, bench_owner, machine, pct, scratch_database, table
 from tests.support.processes import child_env
 
 from outlive.api import hash_key, new_key
@@ -73,67 +73,32 @@ class Frame:
     """Read after `caught_up`: as it committed, not replayed."""
 
 
-@dataclass
-class Stream:
-    """The session's SSE stream: its frames with their receive time; `ended` is set at each
-    `session_end`."""
+class Stream(SseStream):
+    """The session's SSE stream (`_common.SseStream`): its frames with their receive time;
+    `ended` is set at each `session_end`."""
 
-    port: int
-    key: str
-    sid: str
-    frames: list[Frame] = field(default_factory=list)
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    caught_up: asyncio.Event = field(default_factory=asyncio.Event)
+    def __init__(self, port: int, key: str, sid: str) -> None:
+        super().__init__(HOST, port, f"/v1/sessions/{sid}/events", key)
+        self.sid = sid
+        self.frames: list[Frame] = []
+        self.ended = asyncio.Event()
 
-    async def run(self) -> None:
-        reader, writer = await asyncio.open_connection(HOST, self.port, limit=2**24)
-        writer.write(f"GET /v1/sessions/{self.sid}/events HTTP/1.1\r\nHost: {HOST}\r\n"
-                     f"Authorization: Bearer {self.key}\r\nAccept: text/event-stream\r\n"
-                     "\r\n".encode())
-        await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
-        if b" 200 " not in head.split(b"\r\n", 1)[0]:
-            raise RuntimeError(f"stream refused: {head!r}")
-        chunked = b"chunked" in head.lower()
-        buf = b""
-        try:
-            while True:
-                if chunked:
-                    size = int((await reader.readuntil(b"\r\n")).strip() or b"0", 16)
-                    if size == 0:
-                        return
-                    buf += (await reader.readexactly(size + 2))[:-2]
-                else:
-                    chunk = await reader.read(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                now = time.monotonic()
-                while b"\n\n" in buf:
-                    raw, buf = buf.split(b"\n\n", 1)
-                    self._frame(raw, now)
-        finally:
-            writer.close()
-
-    def _frame(self, raw: bytes, now: float) -> None:
-        kind, data = "", b""
-        for line in raw.split(b"\n"):
-            if line.startswith(b"event: "):
-                kind = line[7:].decode()
-            elif line.startswith(b"data: "):
-                data += line[6:]
-        if kind == "caught_up":
+    def on_frame(self, event: bytes | None, id: bytes | None, data: bytes | None,
+                 now: float) -> bool:
+        if event == b"caught_up":
             self.caught_up.set()
-            return
+            return False
+        kind = event.decode() if event else ""
         if not data or kind in ("", "snapshot"):
-            return
+            return False
         body = json.loads(data)
         if not isinstance(body, dict) or "seq" not in body:
-            return
+            return False
         self.frames.append(Frame(kind, int(body["seq"]), now, body.get("data") or {},
                                  self.caught_up.is_set()))
         if kind == "session_end":
             self.ended.set()
+        return False
 
 
 async def converse(store: PostgresStore, owner: str, stream: Stream, turns: int) -> float:
