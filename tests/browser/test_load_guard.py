@@ -18,10 +18,10 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from playwright.async_api import expect
 
 from tests.support.browser import LOOP, Browser, StackFactory
+from tests.support.hosts import require_root
 from tests.support.pages import expect_login_form
 from tests.support.waiting import eventually
 
@@ -52,19 +52,10 @@ def address_change() -> Iterator[None]:
         subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
-def _need_root() -> None:
-    if os.geteuid() == 0:
-        return
-    why = "changing the machine's addresses needs root (ip link add ... type veth)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but {why}", pytrace=False)
-    pytest.skip(why)
-
-
 async def test_a_page_whose_code_failed_to_load_reloads_and_boots(
     stacks: StackFactory, browser: Browser
 ) -> None:
-    _need_root()
+    require_root("changing the machine's addresses (a veth link)")
     stack = await stacks()
     release = asyncio.Event()
     sockets_busy = asyncio.Event()

@@ -64,14 +64,15 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def require_root() -> None:
-    """Skip (or, under CI=true, fail) unless this process can make network namespaces."""
+def require_root(needs: str = "the multi-host test bed") -> None:
+    """Skip (or, under CI=true, fail) unless this process can make network namespaces and
+    links (CAP_NET_ADMIN); `needs`: what the test does with them, for the message."""
     import pytest
 
     ci = os.environ.get("CI", "").lower() == "true"
     why = None
     if os.geteuid() != 0:
-        why = "the multi-host test bed needs root (ip netns, veth)"
+        why = f"{needs} needs root (ip netns, veth)"
     else:
         probe = f"olt{os.getpid()}-probe"
         done = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
@@ -81,7 +82,7 @@ def require_root() -> None:
             subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     if why is not None:
         if ci:
-            pytest.fail(f"CI=true but {why}: the partition tests must run in CI", pytrace=False)
+            pytest.fail(f"CI=true but {why}: {needs} must run in CI", pytrace=False)
         pytest.skip(why)
 
 
