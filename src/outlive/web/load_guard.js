@@ -10,6 +10,7 @@
   var KEY = "outlive.loadRetries";
   var MAX_RETRIES = 5;
   var failed = false;
+  var loaded = false; // past the page's load: a later failure is not the page's own code
 
   function retries() {
     try {
@@ -34,7 +35,7 @@
 
   document.addEventListener("error", function (event) {
     var el = event.target;
-    if (!el || el.tagName !== "SCRIPT" || failed) return;
+    if (!el || el.tagName !== "SCRIPT" || failed || loaded) return;
     failed = true;
     var n = retries();
     if (n >= MAX_RETRIES) {
@@ -51,6 +52,7 @@
   }, true);
 
   window.addEventListener("load", function () {
+    loaded = true;
     if (failed) return;
     try {
       sessionStorage.removeItem(KEY);
